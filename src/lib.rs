@@ -1,1 +1,30 @@
-//! placeholder
+//! EagerTPU: an eager-first TPU runtime.
+//!
+//! ```no_run
+//! use eagertpu::{DType, Tensor};
+//! # fn main() -> eagertpu::Result<()> {
+//! let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[2, 2])?;
+//! let y = (&x.matmul(&x)? * 0.5)?.relu()?;
+//! assert_eq!(y.to_vec::<f32>()?, vec![3.5, 5.0, 7.5, 11.0]);
+//! let ids = Tensor::arange(0, 4, 1)?; // int64
+//! assert_eq!(ids.dtype(), DType::I64);
+//! # Ok(()) }
+//! ```
+//!
+//! Ops run on the device of a PJRT plugin (libtpu on a TPU host, the XLA CPU
+//! plugin elsewhere); `EAGERTPU_MODE` picks how (see README.md). Every op
+//! returns a `Result`: bad input is an error naming the op, what it got and
+//! what it expected, and the next op works.
+
+pub use fusion::{DType, Reduction, Scalar};
+pub use runtime::pjrt::MemoryStats;
+pub use runtime::{
+    Device, Element, Error, Manifest, Metrics, Mode, Operand, Result, Tensor, default_device,
+    manifest, metrics, mode, sync,
+};
+
+/// Lower layers, for tools and tests: the op IR and the PJRT wrappers.
+pub mod internals {
+    pub use fusion;
+    pub use runtime::pjrt;
+}

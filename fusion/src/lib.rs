@@ -1,1 +1,19 @@
-//! placeholder
+//! EagerTPU's op IR, shape/dtype inference and StableHLO emission.
+//!
+//! Nothing here knows about PJRT: a `Graph` of `Op`s goes in, MLIR text comes out.
+
+pub mod dtype;
+pub mod error;
+pub mod graph;
+mod infer;
+pub mod lower;
+pub mod op;
+pub mod scalar;
+pub mod shape;
+
+pub use dtype::{Category, DType, ResultType};
+pub use error::{Error, Result};
+pub use graph::{Def, Graph, Node, ValueId};
+pub use op::{ArgReduceOp, BinaryOp, F64, IndexOperand, Op, ReduceOp, Reduction, UnaryOp};
+pub use scalar::Scalar;
+pub use shape::{Dims, Shape, TensorType};

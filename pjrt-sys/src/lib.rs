@@ -211,20 +211,44 @@ pub const ENUM_CONSTANTS: &[(&str, c_int)] = &[
     ("PJRT_Error_Code_OK", PJRT_Error_Code_OK),
     ("PJRT_Error_Code_CANCELLED", PJRT_Error_Code_CANCELLED),
     ("PJRT_Error_Code_UNKNOWN", PJRT_Error_Code_UNKNOWN),
-    ("PJRT_Error_Code_INVALID_ARGUMENT", PJRT_Error_Code_INVALID_ARGUMENT),
-    ("PJRT_Error_Code_DEADLINE_EXCEEDED", PJRT_Error_Code_DEADLINE_EXCEEDED),
+    (
+        "PJRT_Error_Code_INVALID_ARGUMENT",
+        PJRT_Error_Code_INVALID_ARGUMENT,
+    ),
+    (
+        "PJRT_Error_Code_DEADLINE_EXCEEDED",
+        PJRT_Error_Code_DEADLINE_EXCEEDED,
+    ),
     ("PJRT_Error_Code_NOT_FOUND", PJRT_Error_Code_NOT_FOUND),
-    ("PJRT_Error_Code_ALREADY_EXISTS", PJRT_Error_Code_ALREADY_EXISTS),
-    ("PJRT_Error_Code_PERMISSION_DENIED", PJRT_Error_Code_PERMISSION_DENIED),
-    ("PJRT_Error_Code_RESOURCE_EXHAUSTED", PJRT_Error_Code_RESOURCE_EXHAUSTED),
-    ("PJRT_Error_Code_FAILED_PRECONDITION", PJRT_Error_Code_FAILED_PRECONDITION),
+    (
+        "PJRT_Error_Code_ALREADY_EXISTS",
+        PJRT_Error_Code_ALREADY_EXISTS,
+    ),
+    (
+        "PJRT_Error_Code_PERMISSION_DENIED",
+        PJRT_Error_Code_PERMISSION_DENIED,
+    ),
+    (
+        "PJRT_Error_Code_RESOURCE_EXHAUSTED",
+        PJRT_Error_Code_RESOURCE_EXHAUSTED,
+    ),
+    (
+        "PJRT_Error_Code_FAILED_PRECONDITION",
+        PJRT_Error_Code_FAILED_PRECONDITION,
+    ),
     ("PJRT_Error_Code_ABORTED", PJRT_Error_Code_ABORTED),
     ("PJRT_Error_Code_OUT_OF_RANGE", PJRT_Error_Code_OUT_OF_RANGE),
-    ("PJRT_Error_Code_UNIMPLEMENTED", PJRT_Error_Code_UNIMPLEMENTED),
+    (
+        "PJRT_Error_Code_UNIMPLEMENTED",
+        PJRT_Error_Code_UNIMPLEMENTED,
+    ),
     ("PJRT_Error_Code_INTERNAL", PJRT_Error_Code_INTERNAL),
     ("PJRT_Error_Code_UNAVAILABLE", PJRT_Error_Code_UNAVAILABLE),
     ("PJRT_Error_Code_DATA_LOSS", PJRT_Error_Code_DATA_LOSS),
-    ("PJRT_Error_Code_UNAUTHENTICATED", PJRT_Error_Code_UNAUTHENTICATED),
+    (
+        "PJRT_Error_Code_UNAUTHENTICATED",
+        PJRT_Error_Code_UNAUTHENTICATED,
+    ),
     ("PJRT_NamedValue_kString", PJRT_NamedValue_kString),
     ("PJRT_NamedValue_kInt64", PJRT_NamedValue_kInt64),
     ("PJRT_NamedValue_kInt64List", PJRT_NamedValue_kInt64List),
@@ -804,7 +828,12 @@ mod tests {
     #[test]
     fn entries_are_consecutive_pointers() {
         for pair in API_ENTRIES.windows(2) {
-            assert_eq!(pair[1].offset, pair[0].offset + size_of::<usize>(), "{}", pair[1].name);
+            assert_eq!(
+                pair[1].offset,
+                pair[0].offset + size_of::<usize>(),
+                "{}",
+                pair[1].name
+            );
         }
     }
 }

@@ -126,8 +126,13 @@ fn bound_structs_match_the_shipped_header() {
         for f in &fields {
             // A union member other than the one we name stands for the same bytes.
             let is_union_alias = *name == "PJRT_NamedValue"
-                && ["string_value", "int64_array_value", "float_value", "bool_value"]
-                    .contains(&f.as_str());
+                && [
+                    "string_value",
+                    "int64_array_value",
+                    "float_value",
+                    "bool_value",
+                ]
+                .contains(&f.as_str());
             assert!(
                 is_union_alias || our_names.contains(&f.as_str()),
                 "{name}.{f} is in the header but not in our binding: our struct would be too small"
@@ -140,7 +145,9 @@ fn bound_structs_match_the_shipped_header() {
             );
         }
         if *name != "PJRT_Api" {
-            program += &format!("  printf(\"{name} STRUCT_SIZE %zu 0\\n\", (size_t){name}_STRUCT_SIZE);\n");
+            program += &format!(
+                "  printf(\"{name} STRUCT_SIZE %zu 0\\n\", (size_t){name}_STRUCT_SIZE);\n"
+            );
         }
         expected_fields.insert(name, fields);
     }
@@ -214,7 +221,10 @@ fn bound_structs_match_the_shipped_header() {
     let major = c[&("PJRT_Api".to_string(), "MAJOR".to_string())].0 as i32;
     let minor = c[&("PJRT_Api".to_string(), "MINOR".to_string())].0 as i32;
     assert_eq!(major, pjrt_sys::PJRT_API_MAJOR);
-    assert!(minor <= pjrt_sys::PJRT_API_MINOR, "header 0.{minor} is newer than our binding");
+    assert!(
+        minor <= pjrt_sys::PJRT_API_MINOR,
+        "header 0.{minor} is newer than our binding"
+    );
     // Every entry of the header's table is bound (we bind the whole 0.81 table).
     assert_eq!(
         expected_fields["PJRT_Api"].len(),

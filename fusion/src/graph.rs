@@ -1,0 +1,170 @@
+//! `Graph`: one program (a chunk of the op stream) as data.
+//!
+//! Values are numbered in order of definition; a value is either a parameter
+//! (an input buffer) or the output of a node. Building a graph in stream order
+//! numbers values by first appearance, which is what makes two steps of a
+//! training loop produce equal graphs. Equality and hashing cover the
+//! definitions and outputs, never values: a graph is a compile-cache key.
+
+use std::hash::{Hash, Hasher};
+
+use smallvec::SmallVec;
+
+use crate::error::Result;
+use crate::op::Op;
+use crate::shape::TensorType;
+
+/// A value in a graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ValueId(pub u32);
+
+/// An op applied to earlier values.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Node {
+    pub op: Op,
+    pub inputs: SmallVec<[ValueId; 3]>,
+}
+
+/// How a value is defined.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Def {
+    /// The n-th parameter (input buffer) of the program.
+    Param(TensorType),
+    Node(Node),
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Graph {
+    defs: Vec<Def>,
+    /// The type of every value, by id (derived from `defs`).
+    types: Vec<TensorType>,
+    outputs: Vec<ValueId>,
+    num_params: usize,
+}
+
+impl PartialEq for Graph {
+    fn eq(&self, other: &Self) -> bool {
+        self.defs == other.defs && self.outputs == other.outputs
+    }
+}
+
+impl Eq for Graph {}
+
+impl Hash for Graph {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.defs.hash(state);
+        self.outputs.hash(state);
+    }
+}
+
+impl Graph {
+    pub fn new() -> Graph {
+        Graph::default()
+    }
+
+    /// Adds a parameter of type `ty`.
+    pub fn param(&mut self, ty: TensorType) -> ValueId {
+        let id = self.next_id();
+        self.types.push(ty.clone());
+        self.defs.push(Def::Param(ty));
+        self.num_params += 1;
+        id
+    }
+
+    /// Adds `op` applied to `inputs`; checks the inputs (`Op::infer`).
+    pub fn push(&mut self, op: Op, inputs: &[ValueId]) -> Result<ValueId> {
+        let ty = {
+            let input_types: SmallVec<[TensorType; 3]> =
+                inputs.iter().map(|v| self.ty(*v).clone()).collect();
+            op.infer(&input_types)?
+        };
+        Ok(self.push_inferred(op, inputs, ty))
+    }
+
+    /// Adds a node whose output type the caller already inferred.
+    pub fn push_inferred(&mut self, op: Op, inputs: &[ValueId], ty: TensorType) -> ValueId {
+        let id = self.next_id();
+        self.types.push(ty);
+        self.defs.push(Def::Node(Node {
+            op,
+            inputs: SmallVec::from_slice(inputs),
+        }));
+        id
+    }
+
+    /// Marks `v` as a program output (in call order).
+    pub fn output(&mut self, v: ValueId) {
+        self.outputs.push(v);
+    }
+
+    fn next_id(&self) -> ValueId {
+        ValueId(self.defs.len() as u32)
+    }
+
+    pub fn ty(&self, v: ValueId) -> &TensorType {
+        &self.types[v.0 as usize]
+    }
+
+    pub fn defs(&self) -> &[Def] {
+        &self.defs
+    }
+
+    pub fn outputs(&self) -> &[ValueId] {
+        &self.outputs
+    }
+
+    pub fn num_params(&self) -> usize {
+        self.num_params
+    }
+
+    /// Parameter types in parameter order.
+    pub fn param_types(&self) -> impl Iterator<Item = &TensorType> {
+        self.defs.iter().filter_map(|d| match d {
+            Def::Param(t) => Some(t),
+            Def::Node(_) => None,
+        })
+    }
+
+    pub fn output_types(&self) -> impl Iterator<Item = &TensorType> {
+        self.outputs.iter().map(|v| self.ty(*v))
+    }
+
+    /// The nodes in order.
+    pub fn nodes(&self) -> impl Iterator<Item = &Node> {
+        self.defs.iter().filter_map(|d| match d {
+            Def::Node(n) => Some(n),
+            Def::Param(_) => None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::DType;
+    use crate::op::BinaryOp;
+
+    fn add_graph(n: i64) -> Graph {
+        let mut g = Graph::new();
+        let a = g.param(TensorType::new(DType::F32, &[n]));
+        let b = g.param(TensorType::new(DType::F32, &[n]));
+        let c = g.push(Op::Binary(BinaryOp::Add), &[a, b]).unwrap();
+        g.output(c);
+        g
+    }
+
+    #[test]
+    fn equal_programs_compare_equal_and_shapes_matter() {
+        assert_eq!(add_graph(4), add_graph(4));
+        assert_ne!(add_graph(4), add_graph(5));
+    }
+
+    #[test]
+    fn push_checks_inputs() {
+        let mut g = Graph::new();
+        let a = g.param(TensorType::new(DType::F32, &[3]));
+        let b = g.param(TensorType::new(DType::F32, &[4]));
+        let e = g.push(Op::Binary(BinaryOp::Add), &[a, b]).unwrap_err();
+        assert!(e.to_string().contains("add"), "{e}");
+    }
+}

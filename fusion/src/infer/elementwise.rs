@@ -1,0 +1,119 @@
+//! Inference for elementwise ops: broadcasting and PyTorch's type promotion.
+
+use super::{arity, unsupported};
+use crate::dtype::{DType, ResultType};
+use crate::error::{Error, Result};
+use crate::op::{BinaryOp, UnaryOp};
+use crate::scalar::Scalar;
+use crate::shape::{TensorType, broadcast_shapes};
+
+pub(super) fn unary(op: &'static str, u: UnaryOp, inputs: &[TensorType]) -> Result<TensorType> {
+    use UnaryOp::*;
+    arity(op, inputs, 1)?;
+    let x = &inputs[0];
+    let d = x.dtype;
+    let out = match u {
+        // Float functions compute ints in the default float dtype, as PyTorch does.
+        Exp | Log | Log1p | Sqrt | Rsqrt | Tanh | Sigmoid | Sin | Cos | Erf | Gelu | GeluTanh => {
+            if d.is_bool() && matches!(u, Gelu | GeluTanh) {
+                return Err(unsupported(op, d, "a numeric dtype"));
+            }
+            d.to_float()
+        }
+        Neg | Abs | Relu | Floor | Ceil | Round => {
+            if d.is_bool() {
+                return Err(unsupported(op, d, "a numeric dtype (not bool)"));
+            }
+            d
+        }
+        Sign => d,
+        LogicalNot | IsNan => DType::Bool,
+    };
+    Ok(x.with_dtype(out))
+}
+
+/// The dtype a binary op computes in (before comparisons turn it to bool).
+pub fn binary_compute_dtype(lhs: &TensorType, rhs: &TensorType) -> DType {
+    ResultType::new()
+        .tensor(lhs.dtype, lhs.rank())
+        .tensor(rhs.dtype, rhs.rank())
+        .finish()
+}
+
+pub(super) fn binary(op: &'static str, b: BinaryOp, inputs: &[TensorType]) -> Result<TensorType> {
+    use BinaryOp::*;
+    arity(op, inputs, 2)?;
+    let (l, r) = (&inputs[0], &inputs[1]);
+    let shape = broadcast_shapes(op, &l.shape, &r.shape)?;
+    let compute = binary_compute_dtype(l, r);
+    let out = match b {
+        Add | Mul | Maximum | Minimum => compute,
+        Sub | Remainder | Pow => {
+            if compute.is_bool() {
+                return Err(Error::Invalid {
+                    op,
+                    message: format!(
+                        "got two bool tensors ({l} and {r}), expected a numeric dtype; \
+                         use logical_xor / bitwise ops for bools"
+                    ),
+                });
+            }
+            compute
+        }
+        Div | Atan2 => compute.to_float(),
+        Eq | Ne | Lt | Le | Gt | Ge | LogicalAnd | LogicalOr | LogicalXor => DType::Bool,
+        BitAnd | BitOr | BitXor => {
+            if compute.is_float() {
+                return Err(unsupported(op, compute, "integer or bool tensors"));
+            }
+            compute
+        }
+    };
+    Ok(TensorType { dtype: out, shape })
+}
+
+pub(super) fn where_(op: &'static str, inputs: &[TensorType]) -> Result<TensorType> {
+    arity(op, inputs, 3)?;
+    let (c, x, y) = (&inputs[0], &inputs[1], &inputs[2]);
+    if !c.dtype.is_bool() {
+        return Err(Error::Invalid {
+            op,
+            message: format!("condition has dtype {}, expected bool", c.dtype),
+        });
+    }
+    let shape = broadcast_shapes(op, &c.shape, &x.shape)?;
+    let shape = broadcast_shapes(op, &shape, &y.shape)?;
+    Ok(TensorType {
+        dtype: binary_compute_dtype(x, y),
+        shape,
+    })
+}
+
+pub(super) fn clamp(
+    op: &'static str,
+    min: Option<Scalar>,
+    max: Option<Scalar>,
+    inputs: &[TensorType],
+) -> Result<TensorType> {
+    arity(op, inputs, 1)?;
+    let x = &inputs[0];
+    if min.is_none() && max.is_none() {
+        return Err(Error::Invalid {
+            op,
+            message: "got neither min nor max, expected at least one".into(),
+        });
+    }
+    if x.dtype.is_bool() {
+        return Err(unsupported(op, x.dtype, "a numeric dtype"));
+    }
+    Ok(x.with_dtype(clamp_dtype(x, min, max)))
+}
+
+/// `torch.clamp` promotes with its scalar bounds: `clamp(int_tensor, 0.5)` is float.
+pub fn clamp_dtype(x: &TensorType, min: Option<Scalar>, max: Option<Scalar>) -> DType {
+    let mut rt = ResultType::new().tensor(x.dtype, x.rank());
+    for s in [min, max].into_iter().flatten() {
+        rt = rt.scalar(s.category());
+    }
+    rt.finish()
+}

@@ -1,0 +1,148 @@
+//! Shape and dtype inference: `Op::infer` checks an op's inputs and gives its
+//! output type, or an error naming the op, what it got and what it expected.
+//! Every mode runs it when an op is recorded, so bad input fails at the
+//! caller's line even when execution is deferred.
+
+mod elementwise;
+mod layout;
+mod reduce;
+
+pub(crate) use elementwise::binary_compute_dtype;
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::op::Op;
+use crate::shape::TensorType;
+
+impl Op {
+    /// The output type of this op applied to inputs of types `inputs`.
+    pub fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        let op = self.name();
+        match self {
+            Op::Full { ty, .. } => {
+                arity(op, inputs, 0)?;
+                check_shape(op, &ty.shape)?;
+                Ok(ty.clone())
+            }
+            Op::Arange { len, dtype, .. } => {
+                arity(op, inputs, 0)?;
+                if *dtype == DType::Bool {
+                    return Err(unsupported(op, *dtype, "a numeric dtype"));
+                }
+                check_shape(op, &[*len])?;
+                Ok(TensorType::new(*dtype, &[*len]))
+            }
+            Op::Linspace { steps, dtype, .. } => {
+                arity(op, inputs, 0)?;
+                if *dtype == DType::Bool {
+                    return Err(unsupported(op, *dtype, "a numeric dtype"));
+                }
+                check_shape(op, &[*steps])?;
+                Ok(TensorType::new(*dtype, &[*steps]))
+            }
+            Op::Unary(u) => elementwise::unary(op, *u, inputs),
+            Op::Binary(b) => elementwise::binary(op, *b, inputs),
+            Op::Where => elementwise::where_(op, inputs),
+            Op::Clamp { min, max } => elementwise::clamp(op, *min, *max, inputs),
+            Op::Cast(dtype) => {
+                arity(op, inputs, 1)?;
+                Ok(inputs[0].with_dtype(*dtype))
+            }
+            Op::Reshape(shape) => layout::reshape(op, shape, inputs),
+            Op::Permute(perm) => layout::permute(op, perm, inputs),
+            Op::BroadcastTo(shape) => layout::broadcast_to(op, shape, inputs),
+            Op::Slice {
+                dim,
+                start,
+                end,
+                step,
+            } => layout::slice(op, *dim, *start, *end, *step, inputs),
+            Op::Concat { dim } => layout::concat(op, *dim, inputs),
+            Op::Pad { low, high, .. } => layout::pad(op, low, high, inputs),
+            Op::Flip(dims) => {
+                arity(op, inputs, 1)?;
+                check_dims(op, dims, inputs[0].rank())?;
+                Ok(inputs[0].clone())
+            }
+            Op::IndexSelect { dim } => layout::index_select(op, *dim, inputs),
+            Op::Gather { dim } => layout::gather(op, *dim, inputs),
+            Op::Scatter { dim, .. } => layout::scatter(op, *dim, inputs),
+            Op::DynamicSlice { sizes } => layout::dynamic_slice(op, sizes, inputs),
+            Op::DynamicUpdateSlice => layout::dynamic_update_slice(op, inputs),
+            Op::Reduce {
+                op: r,
+                dims,
+                keepdim,
+            } => reduce::reduce(op, *r, dims, *keepdim, inputs),
+            Op::ArgReduce { dim, keepdim, .. } => reduce::arg_reduce(op, *dim, *keepdim, inputs),
+            Op::Matmul => reduce::matmul(op, inputs),
+            Op::Softmax { dim } | Op::LogSoftmax { dim } => {
+                arity(op, inputs, 1)?;
+                float_only(op, &inputs[0])?;
+                check_dims(op, &[*dim], inputs[0].rank())?;
+                Ok(inputs[0].clone())
+            }
+            Op::LayerNorm {
+                normalized_dims,
+                weight,
+                bias,
+                ..
+            } => reduce::layer_norm(op, *normalized_dims, *weight, *bias, inputs),
+            Op::CrossEntropy { reduction } => reduce::cross_entropy(op, *reduction, inputs),
+        }
+    }
+}
+
+pub(crate) fn arity(op: &'static str, inputs: &[TensorType], expected: usize) -> Result<()> {
+    if inputs.len() != expected {
+        return Err(Error::Arity {
+            op,
+            got: inputs.len(),
+            expected,
+        });
+    }
+    Ok(())
+}
+
+pub(crate) fn unsupported(op: &'static str, got: DType, expected: &'static str) -> Error {
+    Error::UnsupportedDType { op, got, expected }
+}
+
+pub(crate) fn float_only(op: &'static str, t: &TensorType) -> Result<()> {
+    if !t.dtype.is_float() {
+        return Err(unsupported(op, t.dtype, "a floating-point dtype"));
+    }
+    Ok(())
+}
+
+pub(crate) fn int_only(op: &'static str, what: &str, t: &TensorType) -> Result<()> {
+    if !t.dtype.is_int() {
+        return Err(Error::Invalid {
+            op,
+            message: format!("{what} has dtype {}, expected an integer dtype", t.dtype),
+        });
+    }
+    Ok(())
+}
+
+pub(crate) use crate::shape::check_shape;
+
+/// Normalized dims must be in range and distinct.
+pub(crate) fn check_dims(op: &'static str, dims: &[usize], rank: usize) -> Result<()> {
+    for (i, &d) in dims.iter().enumerate() {
+        if d >= rank.max(1) {
+            return Err(Error::BadDim {
+                op,
+                dim: d as i64,
+                rank,
+            });
+        }
+        if dims[..i].contains(&d) {
+            return Err(Error::Invalid {
+                op,
+                message: format!("dim {d} appears more than once in {dims:?}"),
+            });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,229 @@
+//! Inference for reductions, matmul and the composite nn ops.
+
+use super::{arity, check_dims, float_only, unsupported};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::op::{ReduceOp, Reduction};
+use crate::shape::{Shape, TensorType, broadcast_shapes};
+
+/// The shape left after reducing `dims` (all when empty).
+pub fn reduced_shape(shape: &[i64], dims: &[usize], keepdim: bool) -> Shape {
+    let all = dims.is_empty();
+    let mut out = Shape::new();
+    for (i, &d) in shape.iter().enumerate() {
+        if all || dims.contains(&i) {
+            if keepdim {
+                out.push(1);
+            }
+        } else {
+            out.push(d);
+        }
+    }
+    out
+}
+
+pub(super) fn reduce(
+    op: &'static str,
+    r: ReduceOp,
+    dims: &[usize],
+    keepdim: bool,
+    inputs: &[TensorType],
+) -> Result<TensorType> {
+    arity(op, inputs, 1)?;
+    let x = &inputs[0];
+    check_dims(op, dims, x.rank())?;
+    let dtype = match r {
+        // PyTorch sums and multiplies bools and ints in int64.
+        ReduceOp::Sum | ReduceOp::Prod => {
+            if x.dtype.is_float() {
+                x.dtype
+            } else {
+                DType::I64
+            }
+        }
+        ReduceOp::Max | ReduceOp::Min => x.dtype,
+        ReduceOp::Mean | ReduceOp::Var { .. } => {
+            float_only(op, x)?;
+            x.dtype
+        }
+        ReduceOp::LogSumExp => x.dtype.to_float(),
+    };
+    Ok(TensorType {
+        dtype,
+        shape: reduced_shape(&x.shape, dims, keepdim),
+    })
+}
+
+pub(super) fn arg_reduce(
+    op: &'static str,
+    dim: Option<usize>,
+    keepdim: bool,
+    inputs: &[TensorType],
+) -> Result<TensorType> {
+    arity(op, inputs, 1)?;
+    let x = &inputs[0];
+    if x.dtype.is_bool() {
+        return Err(unsupported(op, x.dtype, "a numeric dtype"));
+    }
+    if x.numel() == 0 {
+        return Err(Error::Invalid {
+            op,
+            message: format!("got an empty tensor {x}, expected at least one element"),
+        });
+    }
+    let shape = match dim {
+        Some(d) => {
+            check_dims(op, &[d], x.rank())?;
+            if x.rank() == 0 {
+                Shape::new()
+            } else {
+                reduced_shape(&x.shape, &[d], keepdim)
+            }
+        }
+        None if keepdim => x.shape.iter().map(|_| 1).collect(),
+        None => Shape::new(),
+    };
+    Ok(TensorType {
+        dtype: DType::I64,
+        shape,
+    })
+}
+
+pub(super) fn matmul(op: &'static str, inputs: &[TensorType]) -> Result<TensorType> {
+    arity(op, inputs, 2)?;
+    let (a, b) = (&inputs[0], &inputs[1]);
+    if a.rank() == 0 || b.rank() == 0 {
+        return Err(Error::ShapeMismatch {
+            op,
+            got: format!("{a} and {b}"),
+            expected: "both arguments to be at least 1-d".into(),
+        });
+    }
+    if a.dtype != b.dtype {
+        return Err(Error::DTypeMismatch {
+            op,
+            lhs: a.dtype,
+            rhs: b.dtype,
+        });
+    }
+    if a.dtype.is_bool() {
+        return Err(unsupported(op, a.dtype, "a numeric dtype"));
+    }
+    let k_a = a.shape[a.rank() - 1];
+    let k_b = if b.rank() == 1 {
+        b.shape[0]
+    } else {
+        b.shape[b.rank() - 2]
+    };
+    if k_a != k_b {
+        return Err(Error::ShapeMismatch {
+            op,
+            got: format!("{a} @ {b}"),
+            expected: format!(
+                "the last dim of the first ({k_a}) to equal the {} dim of the second ({k_b})",
+                if b.rank() == 1 {
+                    "only"
+                } else {
+                    "second-to-last"
+                }
+            ),
+        });
+    }
+    let a_batch = if a.rank() > 2 {
+        &a.shape[..a.rank() - 2]
+    } else {
+        &[][..]
+    };
+    let b_batch = if b.rank() > 2 {
+        &b.shape[..b.rank() - 2]
+    } else {
+        &[][..]
+    };
+    let mut shape = broadcast_shapes(op, a_batch, b_batch)?;
+    if a.rank() >= 2 {
+        shape.push(a.shape[a.rank() - 2]);
+    }
+    if b.rank() >= 2 {
+        shape.push(b.shape[b.rank() - 1]);
+    }
+    Ok(TensorType {
+        dtype: a.dtype,
+        shape,
+    })
+}
+
+pub(super) fn layer_norm(
+    op: &'static str,
+    normalized_dims: usize,
+    weight: bool,
+    bias: bool,
+    inputs: &[TensorType],
+) -> Result<TensorType> {
+    arity(op, inputs, 1 + weight as usize + bias as usize)?;
+    let x = &inputs[0];
+    float_only(op, x)?;
+    if normalized_dims == 0 || normalized_dims > x.rank() {
+        return Err(Error::ShapeMismatch {
+            op,
+            got: format!("{normalized_dims} normalized dims for an input {x}"),
+            expected: format!("between 1 and {} normalized dims", x.rank()),
+        });
+    }
+    let normalized = &x.shape[x.rank() - normalized_dims..];
+    for p in &inputs[1..] {
+        if p.shape.as_slice() != normalized {
+            return Err(Error::ShapeMismatch {
+                op,
+                got: format!("weight/bias {p} for an input {x}"),
+                expected: format!("the normalized shape {normalized:?}"),
+            });
+        }
+        if p.dtype != x.dtype {
+            return Err(Error::DTypeMismatch {
+                op,
+                lhs: x.dtype,
+                rhs: p.dtype,
+            });
+        }
+    }
+    Ok(x.clone())
+}
+
+pub(super) fn cross_entropy(
+    op: &'static str,
+    reduction: Reduction,
+    inputs: &[TensorType],
+) -> Result<TensorType> {
+    arity(op, inputs, 2)?;
+    let (logits, target) = (&inputs[0], &inputs[1]);
+    float_only(op, logits)?;
+    if !target.dtype.is_int() {
+        return Err(Error::Invalid {
+            op,
+            message: format!(
+                "target has dtype {}, expected class indices of an integer dtype",
+                target.dtype
+            ),
+        });
+    }
+    let ok = match logits.rank() {
+        1 => target.rank() == 0,
+        2 => target.rank() == 1 && target.shape[0] == logits.shape[0],
+        _ => false,
+    };
+    if !ok {
+        return Err(Error::ShapeMismatch {
+            op,
+            got: format!("input {logits} and target {target}"),
+            expected: "input [N, C] with target [N], or input [C] with a 0-d target".into(),
+        });
+    }
+    let shape = match reduction {
+        Reduction::None => target.shape.clone(),
+        Reduction::Mean | Reduction::Sum => Shape::new(),
+    };
+    Ok(TensorType {
+        dtype: logits.dtype,
+        shape,
+    })
+}

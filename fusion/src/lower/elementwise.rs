@@ -1,0 +1,176 @@
+//! Elementwise ops: operands are converted to the compute dtype and broadcast
+//! to the output shape first.
+
+use super::{Cmp, Emitter, V};
+use crate::dtype::DType;
+use crate::infer::binary_compute_dtype;
+use crate::op::{BinaryOp, UnaryOp};
+use crate::scalar::Scalar;
+use crate::shape::TensorType;
+
+const SQRT_1_2: f64 = std::f64::consts::FRAC_1_SQRT_2;
+/// sqrt(2 / pi), for the tanh form of gelu.
+const SQRT_2_PI: f64 = 0.797_884_560_802_865_4;
+
+pub(super) fn unary(e: &mut Emitter, u: UnaryOp, x: &V, out: TensorType) -> V {
+    use UnaryOp::*;
+    let d = x.ty.dtype;
+    // Float functions of ints compute in the output (float) dtype.
+    let xf = e.convert(x, out.dtype);
+    match u {
+        Neg => e.unary("stablehlo.negate", x),
+        Abs if d == DType::U8 => x.clone(),
+        Abs => e.unary("stablehlo.abs", x),
+        Exp => e.unary("stablehlo.exponential", &xf),
+        Log => e.unary("stablehlo.log", &xf),
+        Log1p => e.unary("stablehlo.log_plus_one", &xf),
+        Sqrt => e.unary("stablehlo.sqrt", &xf),
+        Rsqrt => e.unary("stablehlo.rsqrt", &xf),
+        Tanh => e.unary("stablehlo.tanh", &xf),
+        Sigmoid => e.unary("stablehlo.logistic", &xf),
+        Sin => e.unary("stablehlo.sine", &xf),
+        Cos => e.unary("stablehlo.cosine", &xf),
+        Erf => erf(e, &xf),
+        Relu => {
+            let zero = e.splat(0, x);
+            e.binary("stablehlo.maximum", x, &zero)
+        }
+        Gelu => {
+            // x * 0.5 * (1 + erf(x / sqrt(2)))
+            let scaled = e.binary_const("stablehlo.multiply", &xf, SQRT_1_2);
+            let erf = erf(e, &scaled);
+            let one_plus = e.binary_const("stablehlo.add", &erf, 1.0);
+            let half_x = e.binary_const("stablehlo.multiply", &xf, 0.5);
+            e.mul(&half_x, &one_plus)
+        }
+        GeluTanh => {
+            // 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
+            let x2 = e.mul(&xf, &xf);
+            let x3 = e.mul(&x2, &xf);
+            let c = e.binary_const("stablehlo.multiply", &x3, 0.044715);
+            let inner = e.add(&xf, &c);
+            let inner = e.binary_const("stablehlo.multiply", &inner, SQRT_2_PI);
+            let t = e.unary("stablehlo.tanh", &inner);
+            let one_plus = e.binary_const("stablehlo.add", &t, 1.0);
+            let half_x = e.binary_const("stablehlo.multiply", &xf, 0.5);
+            e.mul(&half_x, &one_plus)
+        }
+        Floor | Ceil | Round if !d.is_float() => x.clone(),
+        Floor => e.unary("stablehlo.floor", x),
+        Ceil => e.unary("stablehlo.ceil", x),
+        Round => e.unary("stablehlo.round_nearest_even", x),
+        Sign => match d {
+            DType::Bool => x.clone(),
+            DType::U8 => {
+                let nz = e.convert(x, DType::Bool);
+                e.convert(&nz, DType::U8)
+            }
+            _ => e.unary("stablehlo.sign", x),
+        },
+        LogicalNot => {
+            let b = e.convert(x, DType::Bool);
+            e.unary("stablehlo.not", &b)
+        }
+        IsNan if d.is_float() => e.is_nan(x),
+        IsNan => e.constant(Scalar::Bool(false), out),
+    }
+}
+
+/// `chlo.erf`, computed in f32 for 16-bit floats.
+fn erf(e: &mut Emitter, x: &V) -> V {
+    let d = x.ty.dtype;
+    if matches!(d, DType::F16 | DType::BF16) {
+        let wide = e.convert(x, DType::F32);
+        let r = e.unary("chlo.erf", &wide);
+        return e.convert(&r, d);
+    }
+    e.unary("chlo.erf", x)
+}
+
+/// Converts and broadcasts an operand to the compute type and output shape.
+fn operand(e: &mut Emitter, x: &V, dtype: DType, shape: &[i64]) -> V {
+    let c = e.convert(x, dtype);
+    e.broadcast_to(&c, shape)
+}
+
+pub(super) fn binary(e: &mut Emitter, b: BinaryOp, l: &V, r: &V, out: TensorType) -> V {
+    use BinaryOp::*;
+    let compute = match b {
+        Div | Atan2 => out.dtype,
+        LogicalAnd | LogicalOr | LogicalXor => DType::Bool,
+        _ => binary_compute_dtype(&l.ty, &r.ty),
+    };
+    let shape = out.shape.clone();
+    let a = operand(e, l, compute, &shape);
+    let c = operand(e, r, compute, &shape);
+    let is_bool = compute == DType::Bool;
+    match b {
+        Add if is_bool => e.binary("stablehlo.or", &a, &c),
+        Mul if is_bool => e.binary("stablehlo.and", &a, &c),
+        Maximum if is_bool => e.binary("stablehlo.or", &a, &c),
+        Minimum if is_bool => e.binary("stablehlo.and", &a, &c),
+        Add => e.add(&a, &c),
+        Sub => e.sub(&a, &c),
+        Mul => e.mul(&a, &c),
+        Div => e.div(&a, &c),
+        Pow => e.binary("stablehlo.power", &a, &c),
+        Maximum => e.binary("stablehlo.maximum", &a, &c),
+        Minimum => e.binary("stablehlo.minimum", &a, &c),
+        Atan2 => e.binary("stablehlo.atan2", &a, &c),
+        Remainder => remainder(e, &a, &c),
+        Eq => e.compare(Cmp::Eq, &a, &c),
+        Ne => e.compare(Cmp::Ne, &a, &c),
+        Lt => e.compare(Cmp::Lt, &a, &c),
+        Le => e.compare(Cmp::Le, &a, &c),
+        Gt => e.compare(Cmp::Gt, &a, &c),
+        Ge => e.compare(Cmp::Ge, &a, &c),
+        LogicalAnd | BitAnd => e.binary("stablehlo.and", &a, &c),
+        LogicalOr | BitOr => e.binary("stablehlo.or", &a, &c),
+        LogicalXor | BitXor => e.binary("stablehlo.xor", &a, &c),
+    }
+}
+
+/// Python-style modulo: `stablehlo.remainder` has the dividend's sign; move a
+/// non-zero result whose sign differs from the divisor's by one divisor.
+fn remainder(e: &mut Emitter, a: &V, b: &V) -> V {
+    let r = e.binary("stablehlo.remainder", a, b);
+    if a.ty.dtype == DType::U8 {
+        return r;
+    }
+    let zero = e.splat(0, &r);
+    let r_nonzero = e.compare(Cmp::Ne, &r, &zero);
+    let r_neg = e.compare(Cmp::Lt, &r, &zero);
+    let b_neg = e.compare(Cmp::Lt, b, &zero);
+    let differ = e.binary("stablehlo.xor", &r_neg, &b_neg);
+    let fix = e.binary("stablehlo.and", &r_nonzero, &differ);
+    let shifted = e.add(&r, b);
+    e.select(&fix, &shifted, &r)
+}
+
+pub(super) fn where_(e: &mut Emitter, inputs: &[V], out: TensorType) -> V {
+    let shape = out.shape.clone();
+    let c = e.broadcast_to(&inputs[0], &shape);
+    let x = operand(e, &inputs[1], out.dtype, &shape);
+    let y = operand(e, &inputs[2], out.dtype, &shape);
+    e.select(&c, &x, &y)
+}
+
+/// `min(max(x, lo), hi)`: NaN stays NaN, and `lo > hi` gives `hi`, as in PyTorch.
+pub(super) fn clamp(
+    e: &mut Emitter,
+    x: &V,
+    min: Option<Scalar>,
+    max: Option<Scalar>,
+    out: TensorType,
+) -> V {
+    let mut v = e.convert(x, out.dtype);
+    if let Some(lo) = min {
+        let k = e.splat(lo, &v);
+        v = e.binary("stablehlo.maximum", &v, &k);
+    }
+    if let Some(hi) = max {
+        let k = e.splat(hi, &v);
+        v = e.binary("stablehlo.minimum", &v, &k);
+    }
+    v
+}

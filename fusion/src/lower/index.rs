@@ -1,0 +1,151 @@
+//! Indexing ops, lowered to `stablehlo.gather` / `scatter` / `dynamic_slice`.
+//!
+//! PyTorch's `gather`/`scatter` index one dim per element; they lower to a
+//! full-coordinate gather/scatter whose index vector is `iota` in every dim but
+//! `dim`, where it is the user's index.
+
+use super::{Emitter, V, dim_list, i64_array};
+use crate::dtype::DType;
+use crate::shape::{Shape, TensorType};
+
+pub(super) fn index_select(e: &mut Emitter, x: &V, index: &V, dim: usize, out: TensorType) -> V {
+    let rank = x.ty.rank();
+    if rank == 0 {
+        return x.clone();
+    }
+    let n = index.ty.numel();
+    let idx = e.convert(index, DType::I64);
+    let idx = e.reshape(&idx, &[n, 1]);
+    let mut slice_sizes = x.ty.shape.clone();
+    slice_sizes[dim] = 1;
+    let offset_dims = (0..rank).filter(|&d| d != dim);
+    let attrs = format!(
+        "dimension_numbers = #stablehlo.gather<offset_dims = {}, collapsed_slice_dims = [{dim}], start_index_map = [{dim}], index_vector_dim = 1>, slice_sizes = {}, indices_are_sorted = false",
+        dim_list(offset_dims),
+        i64_array(slice_sizes.iter().copied())
+    );
+    e.op("stablehlo.gather", &[x, &idx], &attrs, out)
+}
+
+/// Indices `[..index.shape, rank]` addressing `x` at `index` in `dim` and at the
+/// element's own position elsewhere.
+fn coordinates(e: &mut Emitter, index: &V, rank: usize, dim: usize) -> V {
+    let shape = index.ty.shape.clone();
+    let mut with_one: Shape = shape.clone();
+    with_one.push(1);
+    let idx = e.convert(index, DType::I64);
+    let parts: Vec<V> = (0..rank)
+        .map(|d| {
+            let v = if d == dim {
+                idx.clone()
+            } else {
+                e.iota(TensorType::new(DType::I64, &shape), d)
+            };
+            e.reshape(&v, &with_one)
+        })
+        .collect();
+    if parts.len() == 1 {
+        return parts[0].clone();
+    }
+    let refs: Vec<&V> = parts.iter().collect();
+    let mut full = shape.clone();
+    full.push(rank as i64);
+    let attrs = format!("dimension = {} : i64", shape.len());
+    e.op(
+        "stablehlo.concatenate",
+        &refs,
+        &attrs,
+        TensorType::new(DType::I64, &full),
+    )
+}
+
+pub(super) fn gather(e: &mut Emitter, x: &V, index: &V, dim: usize) -> V {
+    let rank = x.ty.rank();
+    let coords = coordinates(e, index, rank, dim);
+    let all = dim_list(0..rank);
+    let attrs = format!(
+        "dimension_numbers = #stablehlo.gather<collapsed_slice_dims = {all}, start_index_map = {all}, index_vector_dim = {rank}>, slice_sizes = {}, indices_are_sorted = false",
+        i64_array((0..rank).map(|_| 1))
+    );
+    e.op(
+        "stablehlo.gather",
+        &[x, &coords],
+        &attrs,
+        x.ty.with_shape(index.ty.shape.clone()),
+    )
+}
+
+pub(super) fn scatter(e: &mut Emitter, inputs: &[V], dim: usize, add: bool) -> V {
+    let (x, index, src) = (&inputs[0], &inputs[1], &inputs[2]);
+    let rank = x.ty.rank();
+    let coords = coordinates(e, index, rank, dim);
+    // PyTorch reads src only where index has elements.
+    let updates = if src.ty.shape == index.ty.shape {
+        src.clone()
+    } else {
+        let attrs = format!(
+            "start_indices = {}, limit_indices = {}, strides = {}",
+            i64_array((0..rank).map(|_| 0)),
+            i64_array(index.ty.shape.iter().copied()),
+            i64_array((0..rank).map(|_| 1))
+        );
+        e.op(
+            "stablehlo.slice",
+            &[src],
+            &attrs,
+            src.ty.with_shape(index.ty.shape.clone()),
+        )
+    };
+    let all = dim_list(0..rank);
+    let attrs = format!(
+        "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = {all}, scatter_dims_to_operand_dims = {all}, index_vector_dim = {rank}>, indices_are_sorted = false, unique_indices = false"
+    );
+    let elem = TensorType::scalar(x.ty.dtype);
+    e.region_op(
+        "stablehlo.scatter",
+        &[x, &coords, &updates],
+        &[elem.clone(), elem],
+        |e, args| {
+            if add {
+                vec![e.add(&args[0], &args[1])]
+            } else {
+                vec![args[1].clone()]
+            }
+        },
+        &attrs,
+        std::slice::from_ref(&x.ty),
+    )
+    .remove(0)
+}
+
+/// Start indices, all converted to i64 (StableHLO wants one index type).
+fn starts(e: &mut Emitter, starts: &[V]) -> Vec<V> {
+    starts.iter().map(|s| e.convert(s, DType::I64)).collect()
+}
+
+pub(super) fn dynamic_slice(e: &mut Emitter, inputs: &[V], sizes: &[i64]) -> V {
+    let x = &inputs[0];
+    let s = starts(e, &inputs[1..]);
+    let mut operands: Vec<&V> = vec![x];
+    operands.extend(s.iter());
+    let attrs = format!("slice_sizes = {}", i64_array(sizes.iter().copied()));
+    e.op(
+        "stablehlo.dynamic_slice",
+        &operands,
+        &attrs,
+        x.ty.with_shape(Shape::from_slice(sizes)),
+    )
+}
+
+pub(super) fn dynamic_update_slice(e: &mut Emitter, inputs: &[V]) -> V {
+    let (x, update) = (&inputs[0], &inputs[1]);
+    let s = starts(e, &inputs[2..]);
+    let mut operands: Vec<&V> = vec![x, update];
+    operands.extend(s.iter());
+    e.op(
+        "stablehlo.dynamic_update_slice",
+        &operands,
+        "",
+        x.ty.clone(),
+    )
+}

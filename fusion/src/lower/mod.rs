@@ -1,0 +1,529 @@
+//! StableHLO emission: a `Graph` becomes one MLIR module with a `@main` function.
+//!
+//! Ops are written in MLIR's generic form (`"stablehlo.add"(%a, %b) : (...) -> ...`),
+//! which every StableHLO version since 0.9 parses. Attribute syntax follows
+//! StableHLO 1.x (`array<i64: ...>`), the range the XLA CPU plugin (1.13) and
+//! libtpu (1.24) accept. Float constants are written as bit patterns, so they
+//! round-trip exactly.
+//!
+//! `Emitter` knows value types, so each op family (one file each) only says
+//! which StableHLO ops to emit; conversions and broadcasts are no-ops when the
+//! value already has the wanted type.
+
+mod create;
+mod elementwise;
+mod index;
+mod layout;
+mod nn;
+mod reduce;
+
+use std::fmt::{self, Write};
+
+use crate::dtype::DType;
+use crate::graph::{Def, Graph, ValueId};
+use crate::op::Op;
+use crate::scalar::Scalar;
+use crate::shape::{Shape, TensorType};
+
+/// The name of an SSA value.
+#[derive(Clone, Copy, Debug)]
+enum Name {
+    /// `%7`
+    Ssa(u32),
+    /// `%7#1`: result 1 of a multi-result op.
+    Result(u32, u8),
+    /// `%arg2`: a function argument.
+    Arg(u32),
+}
+
+/// An SSA value being emitted, with its type.
+#[derive(Clone, Debug)]
+pub struct V {
+    name: Name,
+    pub ty: TensorType,
+}
+
+impl fmt::Display for V {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name {
+            Name::Ssa(id) => write!(f, "%{id}"),
+            Name::Result(id, i) => write!(f, "%{id}#{i}"),
+            Name::Arg(n) => write!(f, "%arg{n}"),
+        }
+    }
+}
+
+/// `array<i64: 1, 2>`.
+pub(crate) fn i64_array(values: impl IntoIterator<Item = i64>) -> String {
+    let items: Vec<String> = values.into_iter().map(|v| v.to_string()).collect();
+    if items.is_empty() {
+        return "array<i64>".into();
+    }
+    format!("array<i64: {}>", items.join(", "))
+}
+
+/// `[1, 2]` (dimension lists inside `#stablehlo.*` attributes).
+pub(crate) fn dim_list(values: impl IntoIterator<Item = usize>) -> String {
+    let items: Vec<String> = values.into_iter().map(|v| v.to_string()).collect();
+    format!("[{}]", items.join(", "))
+}
+
+/// Comparison directions of `stablehlo.compare`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cmp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+/// Writes one function body.
+pub struct Emitter {
+    out: String,
+    next: u32,
+    indent: usize,
+}
+
+impl Emitter {
+    fn new() -> Emitter {
+        Emitter {
+            out: String::with_capacity(1024),
+            next: 0,
+            indent: 4,
+        }
+    }
+
+    fn fresh(&mut self) -> u32 {
+        let id = self.next;
+        self.next += 1;
+        id
+    }
+
+    fn line_start(&mut self) {
+        for _ in 0..self.indent {
+            self.out.push(' ');
+        }
+    }
+
+    fn write_types<'a>(&mut self, tys: impl IntoIterator<Item = &'a TensorType>) {
+        for (i, t) in tys.into_iter().enumerate() {
+            if i > 0 {
+                self.out.push_str(", ");
+            }
+            t.write_mlir(&mut self.out);
+        }
+    }
+
+    fn write_operands(&mut self, operands: &[&V]) {
+        for (i, v) in operands.iter().enumerate() {
+            if i > 0 {
+                self.out.push_str(", ");
+            }
+            let _ = write!(self.out, "{v}");
+        }
+    }
+
+    /// Emits a single-result op in generic form.
+    pub fn op(&mut self, name: &str, operands: &[&V], attrs: &str, ty: TensorType) -> V {
+        let id = self.fresh();
+        self.line_start();
+        let _ = write!(self.out, "%{id} = \"{name}\"(");
+        self.write_operands(operands);
+        self.out.push(')');
+        if !attrs.is_empty() {
+            let _ = write!(self.out, " {{{attrs}}}");
+        }
+        self.out.push_str(" : (");
+        self.write_types(operands.iter().map(|v| &v.ty));
+        self.out.push_str(") -> ");
+        ty.write_mlir(&mut self.out);
+        self.out.push('\n');
+        V {
+            name: Name::Ssa(id),
+            ty,
+        }
+    }
+
+    /// Emits an op with one region whose block takes `arg_types` and returns
+    /// what `body` gives.
+    pub fn region_op(
+        &mut self,
+        name: &str,
+        operands: &[&V],
+        arg_types: &[TensorType],
+        body: impl FnOnce(&mut Emitter, &[V]) -> Vec<V>,
+        attrs: &str,
+        results: &[TensorType],
+    ) -> Vec<V> {
+        let id = self.fresh();
+        self.line_start();
+        if results.len() == 1 {
+            let _ = write!(self.out, "%{id} = \"{name}\"(");
+        } else {
+            let _ = write!(self.out, "%{id}:{} = \"{name}\"(", results.len());
+        }
+        self.write_operands(operands);
+        self.out.push_str(") ({\n");
+        let args: Vec<V> = arg_types
+            .iter()
+            .map(|t| V {
+                name: Name::Ssa(self.fresh()),
+                ty: t.clone(),
+            })
+            .collect();
+        self.line_start();
+        self.out.push_str("^bb0(");
+        for (i, a) in args.iter().enumerate() {
+            if i > 0 {
+                self.out.push_str(", ");
+            }
+            let _ = write!(self.out, "{a}: ");
+            a.ty.write_mlir(&mut self.out);
+        }
+        self.out.push_str("):\n");
+        self.indent += 2;
+        let rets = body(self, &args);
+        self.line_start();
+        self.out.push_str("\"stablehlo.return\"(");
+        self.write_operands(&rets.iter().collect::<Vec<_>>());
+        self.out.push_str(") : (");
+        self.write_types(rets.iter().map(|v| &v.ty));
+        self.out.push_str(") -> ()\n");
+        self.indent -= 2;
+        self.line_start();
+        self.out.push_str("})");
+        if !attrs.is_empty() {
+            let _ = write!(self.out, " {{{attrs}}}");
+        }
+        self.out.push_str(" : (");
+        self.write_types(operands.iter().map(|v| &v.ty));
+        self.out.push_str(") -> ");
+        if results.len() == 1 {
+            results[0].write_mlir(&mut self.out);
+        } else {
+            self.out.push('(');
+            self.write_types(results);
+            self.out.push(')');
+        }
+        self.out.push('\n');
+        results
+            .iter()
+            .enumerate()
+            .map(|(i, t)| V {
+                name: if results.len() > 1 {
+                    Name::Result(id, i as u8)
+                } else {
+                    Name::Ssa(id)
+                },
+                ty: t.clone(),
+            })
+            .collect()
+    }
+
+    // ------------------------------------------------------------- helpers
+
+    /// A constant of type `ty` filled with `value`.
+    pub fn constant(&mut self, value: Scalar, ty: TensorType) -> V {
+        let attrs = format!(
+            "value = dense<{}> : {}",
+            value.mlir_literal(ty.dtype),
+            ty.mlir()
+        );
+        self.op("stablehlo.constant", &[], &attrs, ty)
+    }
+
+    /// A 0-d constant.
+    pub fn scalar(&mut self, value: impl Into<Scalar>, dtype: DType) -> V {
+        self.constant(value.into(), TensorType::scalar(dtype))
+    }
+
+    /// A constant shaped and typed like `like`.
+    pub fn splat(&mut self, value: impl Into<Scalar>, like: &V) -> V {
+        self.constant(value.into(), like.ty.clone())
+    }
+
+    /// `x` converted to `dtype` (no-op if it already is). To bool means `!= 0`.
+    pub fn convert(&mut self, x: &V, dtype: DType) -> V {
+        if x.ty.dtype == dtype {
+            return x.clone();
+        }
+        if dtype == DType::Bool {
+            let zero = self.splat(0, x);
+            return self.compare(Cmp::Ne, x, &zero);
+        }
+        self.op("stablehlo.convert", &[x], "", x.ty.with_dtype(dtype))
+    }
+
+    /// `x` broadcast to `shape`, aligning trailing dims (NumPy rules).
+    pub fn broadcast_to(&mut self, x: &V, shape: &[i64]) -> V {
+        if x.ty.shape.as_slice() == shape {
+            return x.clone();
+        }
+        let lead = shape.len() - x.ty.rank();
+        self.broadcast_in_dim(x, shape, (lead..shape.len()).map(|d| d as i64))
+    }
+
+    /// `stablehlo.broadcast_in_dim`: input dim i becomes output dim `dims[i]`.
+    pub fn broadcast_in_dim(
+        &mut self,
+        x: &V,
+        shape: &[i64],
+        dims: impl IntoIterator<Item = i64>,
+    ) -> V {
+        let attrs = format!("broadcast_dimensions = {}", i64_array(dims));
+        self.op(
+            "stablehlo.broadcast_in_dim",
+            &[x],
+            &attrs,
+            x.ty.with_shape(Shape::from_slice(shape)),
+        )
+    }
+
+    pub fn reshape(&mut self, x: &V, shape: &[i64]) -> V {
+        if x.ty.shape.as_slice() == shape {
+            return x.clone();
+        }
+        self.op(
+            "stablehlo.reshape",
+            &[x],
+            "",
+            x.ty.with_shape(Shape::from_slice(shape)),
+        )
+    }
+
+    /// A same-type elementwise op (`stablehlo.exponential`).
+    pub fn unary(&mut self, name: &str, x: &V) -> V {
+        self.op(name, &[x], "", x.ty.clone())
+    }
+
+    /// A same-type binary op; operands must already agree in type.
+    pub fn binary(&mut self, name: &str, a: &V, b: &V) -> V {
+        self.op(name, &[a, b], "", a.ty.clone())
+    }
+
+    pub fn add(&mut self, a: &V, b: &V) -> V {
+        self.binary("stablehlo.add", a, b)
+    }
+
+    pub fn sub(&mut self, a: &V, b: &V) -> V {
+        self.binary("stablehlo.subtract", a, b)
+    }
+
+    pub fn mul(&mut self, a: &V, b: &V) -> V {
+        self.binary("stablehlo.multiply", a, b)
+    }
+
+    pub fn div(&mut self, a: &V, b: &V) -> V {
+        self.binary("stablehlo.divide", a, b)
+    }
+
+    /// `a op c` where `c` is a constant splat like `a`.
+    pub fn binary_const(&mut self, name: &str, a: &V, c: impl Into<Scalar>) -> V {
+        let k = self.splat(c, a);
+        self.binary(name, a, &k)
+    }
+
+    pub fn compare(&mut self, dir: Cmp, a: &V, b: &V) -> V {
+        let d = match dir {
+            Cmp::Eq => "EQ",
+            Cmp::Ne => "NE",
+            Cmp::Lt => "LT",
+            Cmp::Le => "LE",
+            Cmp::Gt => "GT",
+            Cmp::Ge => "GE",
+        };
+        let kind = match a.ty.dtype {
+            t if t.is_float() => "FLOAT",
+            DType::Bool | DType::U8 => "UNSIGNED",
+            _ => "SIGNED",
+        };
+        let attrs = format!(
+            "comparison_direction = #stablehlo<comparison_direction {d}>, compare_type = #stablehlo<comparison_type {kind}>"
+        );
+        self.op(
+            "stablehlo.compare",
+            &[a, b],
+            &attrs,
+            a.ty.with_dtype(DType::Bool),
+        )
+    }
+
+    pub fn select(&mut self, pred: &V, a: &V, b: &V) -> V {
+        self.op("stablehlo.select", &[pred, a, b], "", a.ty.clone())
+    }
+
+    /// `x != x`: true where `x` is NaN.
+    pub fn is_nan(&mut self, x: &V) -> V {
+        self.compare(Cmp::Ne, x, x)
+    }
+
+    /// Reduces `x` over `dims` with the binary op `body` and initial value `init`.
+    pub fn reduce(&mut self, x: &V, init: Scalar, body: &str, dims: &[usize]) -> V {
+        let init = self.scalar(init, x.ty.dtype);
+        let elem = TensorType::scalar(x.ty.dtype);
+        let shape: Shape = (0..x.ty.rank())
+            .filter(|d| !dims.contains(d))
+            .map(|d| x.ty.shape[d])
+            .collect();
+        let attrs = format!("dimensions = {}", i64_array(dims.iter().map(|&d| d as i64)));
+        let body = body.to_string();
+        self.region_op(
+            "stablehlo.reduce",
+            &[x, &init],
+            &[elem.clone(), elem],
+            |e, args| vec![e.binary(&body, &args[0], &args[1])],
+            &attrs,
+            &[x.ty.with_shape(shape)],
+        )
+        .remove(0)
+    }
+
+    pub fn transpose(&mut self, x: &V, perm: &[usize]) -> V {
+        if perm.iter().enumerate().all(|(i, &p)| i == p) {
+            return x.clone();
+        }
+        let shape: Shape = perm.iter().map(|&p| x.ty.shape[p]).collect();
+        let attrs = format!(
+            "permutation = {}",
+            i64_array(perm.iter().map(|&p| p as i64))
+        );
+        self.op("stablehlo.transpose", &[x], &attrs, x.ty.with_shape(shape))
+    }
+
+    pub fn iota(&mut self, ty: TensorType, dim: usize) -> V {
+        let attrs = format!("iota_dimension = {dim} : i64");
+        self.op("stablehlo.iota", &[], &attrs, ty)
+    }
+
+    /// Every element `>= lo` and `< hi`, and finite: `is_finite`.
+    pub fn is_finite(&mut self, x: &V) -> V {
+        self.op(
+            "stablehlo.is_finite",
+            &[x],
+            "",
+            x.ty.with_dtype(DType::Bool),
+        )
+    }
+}
+
+/// Lowers a whole graph to an MLIR module whose `@main` takes the graph's
+/// parameters and returns its outputs.
+pub fn lower(graph: &Graph) -> String {
+    let mut e = Emitter::new();
+    let mut values: Vec<V> = Vec::with_capacity(graph.defs().len());
+    let mut args = 0;
+    for def in graph.defs() {
+        let v = match def {
+            Def::Param(ty) => {
+                args += 1;
+                V {
+                    name: Name::Arg(args - 1),
+                    ty: ty.clone(),
+                }
+            }
+            Def::Node(node) => {
+                let inputs: Vec<V> = node
+                    .inputs
+                    .iter()
+                    .map(|v| values[v.0 as usize].clone())
+                    .collect();
+                let out = graph.ty(ValueId(values.len() as u32)).clone();
+                lower_op(&mut e, &node.op, &inputs, out)
+            }
+        };
+        values.push(v);
+    }
+    let outputs: Vec<&V> = graph
+        .outputs()
+        .iter()
+        .map(|v| &values[v.0 as usize])
+        .collect();
+
+    let mut text = String::with_capacity(e.out.len() + 512);
+    text.push_str(
+        "module @eagertpu attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n",
+    );
+    text.push_str("  func.func public @main(");
+    for (n, ty) in graph.param_types().enumerate() {
+        if n > 0 {
+            text.push_str(", ");
+        }
+        let _ = write!(text, "%arg{n}: {}", ty.mlir());
+    }
+    text.push_str(") -> (");
+    let out_types: Vec<&TensorType> = outputs.iter().map(|v| &v.ty).collect();
+    write_type_list(&mut text, &out_types);
+    text.push_str(") {\n");
+    text.push_str(&e.out);
+    text.push_str("    \"func.return\"(");
+    for (i, v) in outputs.iter().enumerate() {
+        if i > 0 {
+            text.push_str(", ");
+        }
+        let _ = write!(text, "{v}");
+    }
+    text.push_str(") : (");
+    write_type_list(&mut text, &out_types);
+    text.push_str(") -> ()\n  }\n}\n");
+    text
+}
+
+fn write_type_list(out: &mut String, tys: &[&TensorType]) {
+    for (i, t) in tys.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        t.write_mlir(out);
+    }
+}
+
+/// Emits one op.
+fn lower_op(e: &mut Emitter, op: &Op, inputs: &[V], out: TensorType) -> V {
+    match op {
+        Op::Full { value, ty } => e.constant(*value, ty.clone()),
+        Op::Arange {
+            start, step, len, ..
+        } => create::arange(e, *start, *step, *len, out),
+        Op::Linspace {
+            start, end, steps, ..
+        } => create::linspace(e, start.0, end.0, *steps, out),
+        Op::Unary(u) => elementwise::unary(e, *u, &inputs[0], out),
+        Op::Binary(b) => elementwise::binary(e, *b, &inputs[0], &inputs[1], out),
+        Op::Where => elementwise::where_(e, inputs, out),
+        Op::Clamp { min, max } => elementwise::clamp(e, &inputs[0], *min, *max, out),
+        Op::Cast(dtype) => e.convert(&inputs[0], *dtype),
+        Op::Reshape(shape) => e.reshape(&inputs[0], shape),
+        Op::Permute(perm) => e.transpose(&inputs[0], perm),
+        Op::BroadcastTo(shape) => e.broadcast_to(&inputs[0], shape),
+        Op::Slice {
+            dim,
+            start,
+            end,
+            step,
+        } => layout::slice(e, &inputs[0], *dim, *start, *end, *step),
+        Op::Concat { dim } => layout::concat(e, inputs, *dim, out),
+        Op::Pad { low, high, value } => layout::pad(e, &inputs[0], low, high, *value),
+        Op::Flip(dims) => layout::flip(e, &inputs[0], dims),
+        Op::IndexSelect { dim } => index::index_select(e, &inputs[0], &inputs[1], *dim, out),
+        Op::Gather { dim } => index::gather(e, &inputs[0], &inputs[1], *dim),
+        Op::Scatter { dim, add } => index::scatter(e, inputs, *dim, *add),
+        Op::DynamicSlice { sizes } => index::dynamic_slice(e, inputs, sizes),
+        Op::DynamicUpdateSlice => index::dynamic_update_slice(e, inputs),
+        Op::Reduce { op, dims, .. } => reduce::reduce(e, *op, &inputs[0], dims, out),
+        Op::ArgReduce { op, dim, .. } => reduce::arg_reduce(e, *op, &inputs[0], *dim, out),
+        Op::Matmul => nn::matmul(e, &inputs[0], &inputs[1], out),
+        Op::Softmax { dim } => nn::softmax(e, &inputs[0], *dim, false),
+        Op::LogSoftmax { dim } => nn::softmax(e, &inputs[0], *dim, true),
+        Op::LayerNorm {
+            normalized_dims,
+            eps,
+            weight,
+            bias,
+        } => nn::layer_norm(e, inputs, *normalized_dims, eps.0, *weight, *bias),
+        Op::CrossEntropy { reduction } => {
+            nn::cross_entropy(e, &inputs[0], &inputs[1], *reduction, out)
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! Matmul and the composite nn ops (softmax, layer_norm, cross_entropy).
+//! 16-bit floats compute in f32 and convert back, as PyTorch's CPU kernels do.
+
+use super::reduce::{accumulator, keep, logsumexp, max, sum};
+use super::{Cmp, Emitter, V, dim_list};
+use crate::dtype::DType;
+use crate::op::Reduction;
+use crate::scalar::Scalar;
+use crate::shape::{Shape, TensorType, broadcast_shapes};
+
+/// `torch.matmul`: 1-d operands gain a dim that is dropped from the result;
+/// batch dims broadcast. A batched left operand against a matrix folds its
+/// batch into rows, so linear layers on 3-d activations stay one matrix product.
+pub(super) fn matmul(e: &mut Emitter, a: &V, b: &V, out: TensorType) -> V {
+    let a2 = if a.ty.rank() == 1 {
+        e.reshape(a, &[1, a.ty.shape[0]])
+    } else {
+        a.clone()
+    };
+    let b2 = if b.ty.rank() == 1 {
+        e.reshape(b, &[b.ty.shape[0], 1])
+    } else {
+        b.clone()
+    };
+    let (ra, rb) = (a2.ty.rank(), b2.ty.rank());
+    let (m, k, n) = (
+        a2.ty.shape[ra - 2],
+        a2.ty.shape[ra - 1],
+        b2.ty.shape[rb - 1],
+    );
+    let dtype = a.ty.dtype;
+
+    let result = if rb == 2 {
+        // Fold every batch dim of `a` into its rows.
+        let rows: i64 = a2.ty.shape[..ra - 1].iter().product();
+        let a_flat = e.reshape(&a2, &[rows, k]);
+        let attrs = "dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]>";
+        let r = e.op(
+            "stablehlo.dot_general",
+            &[&a_flat, &b2],
+            attrs,
+            TensorType::new(dtype, &[rows, n]),
+        );
+        let mut shape: Shape = a2.ty.shape[..ra - 1].into();
+        shape.push(n);
+        e.reshape(&r, &shape)
+    } else {
+        let batch = broadcast_shapes("matmul", &a2.ty.shape[..ra - 2], &b2.ty.shape[..rb - 2])
+            .expect("checked by infer");
+        let nb = batch.len();
+        let mut a_shape = batch.clone();
+        a_shape.extend([m, k]);
+        let mut b_shape = batch.clone();
+        b_shape.extend([k, n]);
+        let ab = e.broadcast_to(&a2, &a_shape);
+        let bb = e.broadcast_to(&b2, &b_shape);
+        let attrs = format!(
+            "dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = {bd}, rhs_batching_dimensions = {bd}, lhs_contracting_dimensions = [{}], rhs_contracting_dimensions = [{}]>",
+            nb + 1,
+            nb,
+            bd = dim_list(0..nb)
+        );
+        let mut shape = batch.clone();
+        shape.extend([m, n]);
+        e.op(
+            "stablehlo.dot_general",
+            &[&ab, &bb],
+            &attrs,
+            TensorType::new(dtype, &shape),
+        )
+    };
+    e.reshape(&result, &out.shape)
+}
+
+/// `softmax` or, with `log`, `log_softmax` along `dim`.
+pub(super) fn softmax(e: &mut Emitter, x: &V, dim: usize, log: bool) -> V {
+    let out = x.ty.dtype;
+    if x.ty.rank() == 0 {
+        // A single element: softmax is 1, log_softmax is 0 (NaN stays NaN).
+        let d = e.sub(x, x);
+        return if log {
+            d
+        } else {
+            e.binary_const("stablehlo.add", &d, 1.0)
+        };
+    }
+    let xc = e.convert(x, accumulator(out));
+    let dims = [dim];
+    let m = max(e, &xc, &dims);
+    let mb = keep(e, &m, &xc.ty, &dims);
+    let shifted = e.sub(&xc, &mb);
+    let ex = e.unary("stablehlo.exponential", &shifted);
+    let s = sum(e, &ex, &dims);
+    let r = if log {
+        let ls = e.unary("stablehlo.log", &s);
+        let lsb = keep(e, &ls, &xc.ty, &dims);
+        e.sub(&shifted, &lsb)
+    } else {
+        let sb = keep(e, &s, &xc.ty, &dims);
+        e.div(&ex, &sb)
+    };
+    e.convert(&r, out)
+}
+
+/// `(x - mean) / sqrt(var + eps) * weight + bias` over the last dims (biased var).
+pub(super) fn layer_norm(
+    e: &mut Emitter,
+    inputs: &[V],
+    normalized_dims: usize,
+    eps: f64,
+    weight: bool,
+    bias: bool,
+) -> V {
+    let x = &inputs[0];
+    let out = x.ty.dtype;
+    let xc = e.convert(x, accumulator(out));
+    let rank = xc.ty.rank();
+    let dims: Vec<usize> = (rank - normalized_dims..rank).collect();
+    let n: i64 = dims.iter().map(|&d| xc.ty.shape[d]).product();
+    let s = sum(e, &xc, &dims);
+    let mean = e.binary_const("stablehlo.divide", &s, n as f64);
+    let mean = keep(e, &mean, &xc.ty, &dims);
+    let d = e.sub(&xc, &mean);
+    let d2 = e.mul(&d, &d);
+    let ss = sum(e, &d2, &dims);
+    let var = e.binary_const("stablehlo.divide", &ss, n as f64);
+    let var_eps = e.binary_const("stablehlo.add", &var, eps);
+    let inv = e.unary("stablehlo.rsqrt", &var_eps);
+    let inv = keep(e, &inv, &xc.ty, &dims);
+    let mut y = e.mul(&d, &inv);
+    let mut next = 1;
+    for (present, add) in [(weight, false), (bias, true)] {
+        if !present {
+            continue;
+        }
+        let p = e.convert(&inputs[next], xc.ty.dtype);
+        let p = e.broadcast_to(&p, &xc.ty.shape);
+        y = if add { e.add(&y, &p) } else { e.mul(&y, &p) };
+        next += 1;
+    }
+    e.convert(&y, out)
+}
+
+/// PyTorch's default `ignore_index`.
+const IGNORE_INDEX: i64 = -100;
+
+/// `-log_softmax(logits)[target]`, ignoring targets equal to -100; the mean is
+/// over the targets not ignored.
+pub(super) fn cross_entropy(
+    e: &mut Emitter,
+    logits: &V,
+    target: &V,
+    reduction: Reduction,
+    out: TensorType,
+) -> V {
+    let dtype = logits.ty.dtype;
+    let (logits, target) = if logits.ty.rank() == 1 {
+        let c = logits.ty.shape[0];
+        (e.reshape(logits, &[1, c]), e.reshape(target, &[1]))
+    } else {
+        (logits.clone(), target.clone())
+    };
+    let (n, c) = (logits.ty.shape[0], logits.ty.shape[1]);
+    let acc = accumulator(dtype);
+    let lc = e.convert(&logits, acc);
+    let lse = logsumexp(e, &lc, &[1]);
+    let t = e.convert(&target, DType::I64);
+    let classes = e.iota(TensorType::new(DType::I64, &[n, c]), 1);
+    let tb = e.broadcast_in_dim(&t, &[n, c], [0]);
+    let onehot = e.compare(Cmp::Eq, &classes, &tb);
+    let zero = e.splat(0, &lc);
+    let picked = e.select(&onehot, &lc, &zero);
+    let picked = sum(e, &picked, &[1]);
+    let loss = e.sub(&lse, &picked);
+    let ignore = e.splat(Scalar::Int(IGNORE_INDEX), &t);
+    let valid = e.compare(Cmp::Ne, &t, &ignore);
+    let zero_n = e.splat(0, &loss);
+    let loss = e.select(&valid, &loss, &zero_n);
+    let r = match reduction {
+        Reduction::None => loss,
+        Reduction::Sum => sum(e, &loss, &[0]),
+        Reduction::Mean => {
+            let total = sum(e, &loss, &[0]);
+            let count = e.convert(&valid, acc);
+            let count = sum(e, &count, &[0]);
+            e.div(&total, &count)
+        }
+    };
+    let r = e.convert(&r, dtype);
+    e.reshape(&r, &out.shape)
+}

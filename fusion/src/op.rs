@@ -1,0 +1,354 @@
+//! The op IR: an `Op` holds attributes only; operands live on the graph `Node`
+//! (so renumbering values never touches an op). Attributes are normalized
+//! (non-negative dims, concrete shapes) before an op is recorded, so two equal
+//! ops compare equal and hash alike: the compile cache keys on them.
+
+use crate::dtype::DType;
+use crate::scalar::Scalar;
+use crate::shape::{Dims, Shape, TensorType};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    Neg,
+    Abs,
+    Exp,
+    Log,
+    Log1p,
+    Sqrt,
+    Rsqrt,
+    Tanh,
+    Sigmoid,
+    Relu,
+    /// `gelu(x) = x * Phi(x)`, with the exact erf form.
+    Gelu,
+    /// The tanh approximation of gelu (`approximate="tanh"`).
+    GeluTanh,
+    Sin,
+    Cos,
+    Floor,
+    Ceil,
+    /// Round half to even, as `torch.round`.
+    Round,
+    Sign,
+    Erf,
+    LogicalNot,
+    IsNan,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    /// True division (`torch.div`): integers divide as floats.
+    Div,
+    Pow,
+    Maximum,
+    Minimum,
+    /// Python-style modulo: the result has the sign of the divisor.
+    Remainder,
+    Atan2,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    LogicalAnd,
+    LogicalOr,
+    LogicalXor,
+    BitAnd,
+    BitOr,
+    BitXor,
+}
+
+impl BinaryOp {
+    pub fn is_comparison(self) -> bool {
+        use BinaryOp::*;
+        matches!(self, Eq | Ne | Lt | Le | Gt | Ge)
+    }
+
+    pub fn is_logical(self) -> bool {
+        use BinaryOp::*;
+        matches!(self, LogicalAnd | LogicalOr | LogicalXor)
+    }
+
+    pub fn is_bitwise(self) -> bool {
+        use BinaryOp::*;
+        matches!(self, BitAnd | BitOr | BitXor)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    Sum,
+    Mean,
+    Prod,
+    Max,
+    Min,
+    /// Variance with Bessel's correction `correction` (1: unbiased, PyTorch's default).
+    Var {
+        correction: i64,
+    },
+    LogSumExp,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ArgReduceOp {
+    ArgMax,
+    ArgMin,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reduction {
+    None,
+    Mean,
+    Sum,
+}
+
+/// A value of `f64` that hashes and compares by bit pattern (op attributes).
+#[derive(Clone, Copy, Debug)]
+pub struct F64(pub f64);
+
+impl PartialEq for F64 {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
+}
+
+impl Eq for F64 {}
+
+impl std::hash::Hash for F64 {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.to_bits().hash(state)
+    }
+}
+
+/// One operation. Inputs (in order) are listed per variant.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    // ------------------------------------------------------- creation (no inputs)
+    /// A tensor of `ty` filled with `value` (full, zeros, ones, scalar operands).
+    Full { value: Scalar, ty: TensorType },
+    /// `start + i * step` for `i` in `0..len`.
+    Arange {
+        start: Scalar,
+        step: Scalar,
+        len: i64,
+        dtype: DType,
+    },
+    /// `steps` evenly spaced values from `start` to `end` inclusive.
+    Linspace {
+        start: F64,
+        end: F64,
+        steps: i64,
+        dtype: DType,
+    },
+
+    // ------------------------------------------------------------ elementwise
+    /// (x)
+    Unary(UnaryOp),
+    /// (lhs, rhs), broadcast and promoted.
+    Binary(BinaryOp),
+    /// (condition: bool, x, y), broadcast and promoted.
+    Where,
+    /// (x) clamped to `[min, max]`.
+    Clamp {
+        min: Option<Scalar>,
+        max: Option<Scalar>,
+    },
+    /// (x) converted to `DType`.
+    Cast(DType),
+
+    // ----------------------------------------------------------------- layout
+    /// (x) with a new shape of the same element count.
+    Reshape(Shape),
+    /// (x) with dims permuted: output dim i is input dim `perm[i]`.
+    Permute(Dims),
+    /// (x) broadcast to a shape (PyTorch `expand` semantics).
+    BroadcastTo(Shape),
+    /// (x) restricted to `start..end` by `step` along `dim`.
+    Slice {
+        dim: usize,
+        start: i64,
+        end: i64,
+        step: i64,
+    },
+    /// (x0, x1, ...) joined along `dim`.
+    Concat { dim: usize },
+    /// (x) padded with `value`: `low[i]`/`high[i]` elements before/after dim i
+    /// (negative pads crop).
+    Pad {
+        low: Shape,
+        high: Shape,
+        value: Scalar,
+    },
+    /// (x) reversed along `dims`.
+    Flip(Dims),
+
+    // --------------------------------------------------------------- indexing
+    /// (x, index: 1-d int) selects entries of `dim`.
+    IndexSelect { dim: usize },
+    /// (x, index: int, same rank) `out[i][j] = x[index[i][j]][j]` for dim 0.
+    Gather { dim: usize },
+    /// (x, index, src) writes (or adds, with `add`) `src` into a copy of `x`.
+    Scatter { dim: usize, add: bool },
+    /// (x, start_0, ..., start_{r-1}: 0-d int) a `sizes` block; starts are clamped
+    /// so the block fits, as XLA does.
+    DynamicSlice { sizes: Shape },
+    /// (x, update, start_0, ..., start_{r-1}) writes `update` into a copy of `x`.
+    DynamicUpdateSlice,
+
+    // ------------------------------------------------------------- reductions
+    /// (x) reduced over `dims` (all dims when empty).
+    Reduce {
+        op: ReduceOp,
+        dims: Dims,
+        keepdim: bool,
+    },
+    /// (x) index of the max/min along `dim` (the flattened tensor when `None`).
+    ArgReduce {
+        op: ArgReduceOp,
+        dim: Option<usize>,
+        keepdim: bool,
+    },
+
+    // ----------------------------------------------------------------- linalg
+    /// (a, b) `torch.matmul` semantics: batched, broadcasting, 1-d promotion.
+    Matmul,
+
+    // ------------------------------------------------------------- composites
+    /// (x)
+    Softmax { dim: usize },
+    /// (x)
+    LogSoftmax { dim: usize },
+    /// (x[, weight][, bias]) normalized over the last `normalized_dims` dims.
+    LayerNorm {
+        normalized_dims: usize,
+        eps: F64,
+        weight: bool,
+        bias: bool,
+    },
+    /// (logits [N, C] or [C], target: int [N] or []) softmax cross-entropy.
+    CrossEntropy { reduction: Reduction },
+}
+
+impl Op {
+    /// PyTorch's name for the op, used in error messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Full { .. } => "full",
+            Op::Arange { .. } => "arange",
+            Op::Linspace { .. } => "linspace",
+            Op::Unary(u) => match u {
+                UnaryOp::Neg => "neg",
+                UnaryOp::Abs => "abs",
+                UnaryOp::Exp => "exp",
+                UnaryOp::Log => "log",
+                UnaryOp::Log1p => "log1p",
+                UnaryOp::Sqrt => "sqrt",
+                UnaryOp::Rsqrt => "rsqrt",
+                UnaryOp::Tanh => "tanh",
+                UnaryOp::Sigmoid => "sigmoid",
+                UnaryOp::Relu => "relu",
+                UnaryOp::Gelu => "gelu",
+                UnaryOp::GeluTanh => "gelu(approximate='tanh')",
+                UnaryOp::Sin => "sin",
+                UnaryOp::Cos => "cos",
+                UnaryOp::Floor => "floor",
+                UnaryOp::Ceil => "ceil",
+                UnaryOp::Round => "round",
+                UnaryOp::Sign => "sign",
+                UnaryOp::Erf => "erf",
+                UnaryOp::LogicalNot => "logical_not",
+                UnaryOp::IsNan => "isnan",
+            },
+            Op::Binary(b) => match b {
+                BinaryOp::Add => "add",
+                BinaryOp::Sub => "sub",
+                BinaryOp::Mul => "mul",
+                BinaryOp::Div => "div",
+                BinaryOp::Pow => "pow",
+                BinaryOp::Maximum => "maximum",
+                BinaryOp::Minimum => "minimum",
+                BinaryOp::Remainder => "remainder",
+                BinaryOp::Atan2 => "atan2",
+                BinaryOp::Eq => "eq",
+                BinaryOp::Ne => "ne",
+                BinaryOp::Lt => "lt",
+                BinaryOp::Le => "le",
+                BinaryOp::Gt => "gt",
+                BinaryOp::Ge => "ge",
+                BinaryOp::LogicalAnd => "logical_and",
+                BinaryOp::LogicalOr => "logical_or",
+                BinaryOp::LogicalXor => "logical_xor",
+                BinaryOp::BitAnd => "bitwise_and",
+                BinaryOp::BitOr => "bitwise_or",
+                BinaryOp::BitXor => "bitwise_xor",
+            },
+            Op::Where => "where",
+            Op::Clamp { .. } => "clamp",
+            Op::Cast(_) => "to",
+            Op::Reshape(_) => "reshape",
+            Op::Permute(_) => "permute",
+            Op::BroadcastTo(_) => "expand",
+            Op::Slice { .. } => "slice",
+            Op::Concat { .. } => "cat",
+            Op::Pad { .. } => "pad",
+            Op::Flip(_) => "flip",
+            Op::IndexSelect { .. } => "index_select",
+            Op::Gather { .. } => "gather",
+            Op::Scatter { add: false, .. } => "scatter",
+            Op::Scatter { add: true, .. } => "scatter_add",
+            Op::DynamicSlice { .. } => "dynamic_slice",
+            Op::DynamicUpdateSlice => "dynamic_update_slice",
+            Op::Reduce { op, .. } => match op {
+                ReduceOp::Sum => "sum",
+                ReduceOp::Mean => "mean",
+                ReduceOp::Prod => "prod",
+                ReduceOp::Max => "amax",
+                ReduceOp::Min => "amin",
+                ReduceOp::Var { .. } => "var",
+                ReduceOp::LogSumExp => "logsumexp",
+            },
+            Op::ArgReduce { op, .. } => match op {
+                ArgReduceOp::ArgMax => "argmax",
+                ArgReduceOp::ArgMin => "argmin",
+            },
+            Op::Matmul => "matmul",
+            Op::Softmax { .. } => "softmax",
+            Op::LogSoftmax { .. } => "log_softmax",
+            Op::LayerNorm { .. } => "layer_norm",
+            Op::CrossEntropy { .. } => "cross_entropy",
+        }
+    }
+
+    /// For ops that index with a tensor: (index input, the dim it indexes, and
+    /// the input whose dim bounds it). Debug mode checks these indices on the host.
+    pub fn index_operand(&self) -> Option<IndexOperand> {
+        match self {
+            Op::IndexSelect { dim } | Op::Gather { dim } | Op::Scatter { dim, .. } => {
+                Some(IndexOperand {
+                    index_input: 1,
+                    bounded_by: 0,
+                    dim: *dim,
+                })
+            }
+            Op::CrossEntropy { .. } => Some(IndexOperand {
+                index_input: 1,
+                bounded_by: 0,
+                dim: usize::MAX,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// Which input of an op holds indices into which dim of which other input.
+/// `dim == usize::MAX` means the last dim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IndexOperand {
+    pub index_input: usize,
+    pub bounded_by: usize,
+    pub dim: usize,
+}

@@ -1,0 +1,123 @@
+//! Host data: the Rust element types a tensor is built from and read into.
+
+use fusion::{DType, TensorType};
+use half::{bf16, f16};
+
+use crate::error::{Error, Result};
+use crate::pjrt::{Buffer, as_bytes, as_bytes_mut};
+
+/// A Rust type that is the element type of a tensor.
+pub trait Element: Copy + Send + Sync + std::fmt::Debug + 'static {
+    const DTYPE: DType;
+
+    /// Passes the elements to `f` as bytes in the device's layout.
+    fn with_bytes<R>(data: &[Self], f: impl FnOnce(&[u8]) -> R) -> R;
+
+    /// Builds `n` elements from bytes `fill` writes.
+    fn read(n: usize, fill: impl FnOnce(&mut [u8]) -> Result<()>) -> Result<Vec<Self>>;
+
+    fn to_f64(self) -> f64;
+}
+
+macro_rules! pod_element {
+    ($($t:ty => $d:ident, $to:expr);* $(;)?) => {$(
+        impl Element for $t {
+            const DTYPE: DType = DType::$d;
+            fn with_bytes<R>(data: &[Self], f: impl FnOnce(&[u8]) -> R) -> R {
+                f(as_bytes(data))
+            }
+            fn read(n: usize, fill: impl FnOnce(&mut [u8]) -> Result<()>) -> Result<Vec<Self>> {
+                let mut out: Vec<$t> = vec![<$t>::default(); n];
+                fill(as_bytes_mut(&mut out))?;
+                Ok(out)
+            }
+            fn to_f64(self) -> f64 {
+                let conv: fn($t) -> f64 = $to;
+                conv(self)
+            }
+        }
+    )*};
+}
+
+pod_element! {
+    f32 => F32, |x| x as f64;
+    f64 => F64, |x| x;
+    f16 => F16, |x| x.to_f64();
+    bf16 => BF16, |x| x.to_f64();
+    i8 => I8, |x| x as f64;
+    i16 => I16, |x| x as f64;
+    i32 => I32, |x| x as f64;
+    i64 => I64, |x| x as f64;
+    u8 => U8, |x| x as f64;
+}
+
+impl Element for bool {
+    const DTYPE: DType = DType::Bool;
+    fn with_bytes<R>(data: &[Self], f: impl FnOnce(&[u8]) -> R) -> R {
+        let bytes: Vec<u8> = data.iter().map(|&b| b as u8).collect();
+        f(&bytes)
+    }
+    fn read(n: usize, fill: impl FnOnce(&mut [u8]) -> Result<()>) -> Result<Vec<Self>> {
+        let mut bytes = vec![0u8; n];
+        fill(&mut bytes)?;
+        Ok(bytes.into_iter().map(|b| b != 0).collect())
+    }
+    fn to_f64(self) -> f64 {
+        self as u8 as f64
+    }
+}
+
+/// Reads a buffer of type `ty` into host elements of type `T` (which must be
+/// the buffer's dtype).
+pub(crate) fn read<T: Element>(buffer: &Buffer, ty: &TensorType) -> Result<Vec<T>> {
+    if T::DTYPE != ty.dtype {
+        return Err(Error::Internal(format!(
+            "reading a {} buffer as {}",
+            ty.dtype,
+            T::DTYPE
+        )));
+    }
+    T::read(ty.numel() as usize, |bytes| buffer.to_host(bytes))
+}
+
+/// Reads any buffer, converting each element to f64.
+pub(crate) fn read_f64(buffer: &Buffer, ty: &TensorType) -> Result<Vec<f64>> {
+    fn conv<T: Element>(b: &Buffer, ty: &TensorType) -> Result<Vec<f64>> {
+        Ok(read::<T>(b, ty)?.into_iter().map(Element::to_f64).collect())
+    }
+    match ty.dtype {
+        DType::Bool => conv::<bool>(buffer, ty),
+        DType::U8 => conv::<u8>(buffer, ty),
+        DType::I8 => conv::<i8>(buffer, ty),
+        DType::I16 => conv::<i16>(buffer, ty),
+        DType::I32 => conv::<i32>(buffer, ty),
+        DType::I64 => conv::<i64>(buffer, ty),
+        DType::F16 => conv::<f16>(buffer, ty),
+        DType::BF16 => conv::<bf16>(buffer, ty),
+        DType::F32 => conv::<f32>(buffer, ty),
+        DType::F64 => conv::<f64>(buffer, ty),
+    }
+}
+
+/// Reads an integer buffer as i64 (exactly).
+pub(crate) fn read_i64(buffer: &Buffer, ty: &TensorType) -> Result<Vec<i64>> {
+    fn conv<T: Element + Into<i64>>(b: &Buffer, ty: &TensorType) -> Result<Vec<i64>> {
+        Ok(read::<T>(b, ty)?.into_iter().map(Into::into).collect())
+    }
+    match ty.dtype {
+        DType::U8 => conv::<u8>(buffer, ty),
+        DType::I8 => conv::<i8>(buffer, ty),
+        DType::I16 => conv::<i16>(buffer, ty),
+        DType::I32 => conv::<i32>(buffer, ty),
+        DType::I64 => conv::<i64>(buffer, ty),
+        d => Err(Error::Internal(format!("reading a {d} buffer as integers"))),
+    }
+}
+
+/// (NaN count, infinity count) of a float buffer.
+pub(crate) fn count_non_finite(buffer: &Buffer, ty: &TensorType) -> Result<(usize, usize)> {
+    let values = read_f64(buffer, ty)?;
+    let nan = values.iter().filter(|v| v.is_nan()).count();
+    let inf = values.iter().filter(|v| v.is_infinite()).count();
+    Ok((nan, inf))
+}

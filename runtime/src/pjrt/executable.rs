@@ -1,0 +1,207 @@
+//! `Executable`: a compiled, loaded program (`PJRT_LoadedExecutable`).
+
+use std::sync::Arc;
+
+use pjrt_sys::*;
+
+use super::api::{pjrt_call, str_from};
+use super::buffer::Buffer;
+use super::client::{Client, ClientInner, Device};
+use super::event::Event;
+use super::live;
+use super::options::CompileOptions;
+use crate::error::Result;
+
+/// An owned, loaded executable, destroyed on drop.
+pub struct Executable {
+    client: Arc<ClientInner>,
+    raw: *mut PJRT_LoadedExecutable,
+    num_outputs: usize,
+    portable: bool,
+}
+
+// SAFETY: a loaded executable may be executed concurrently from several threads
+// and destroyed from any thread.
+unsafe impl Send for Executable {}
+// SAFETY: as above.
+unsafe impl Sync for Executable {}
+
+/// An executable's device-independent half (`PJRT_Executable`), owned here only
+/// for as long as a query needs it.
+struct Unloaded<'a> {
+    client: &'a ClientInner,
+    raw: *mut PJRT_Executable,
+}
+
+impl Drop for Unloaded<'_> {
+    fn drop(&mut self) {
+        let mut args = PJRT_Executable_Destroy_Args::default();
+        args.executable = self.raw;
+        if let Err(e) = pjrt_call!(self.client.plugin, PJRT_Executable_Destroy, &mut args) {
+            tracing::warn!("destroying a PJRT executable: {e}");
+        }
+    }
+}
+
+impl Executable {
+    /// Compiles MLIR text (StableHLO) for `options`.
+    pub fn compile(client: &Client, mlir: &str, options: &CompileOptions) -> Result<Executable> {
+        let inner = &client.inner;
+        let format = "mlir";
+        let mut program = PJRT_Program::default();
+        program.set_struct_size();
+        // The plugin only reads `code` when compiling.
+        program.code = mlir.as_ptr().cast_mut().cast();
+        program.code_size = mlir.len();
+        program.format = format.as_ptr().cast();
+        program.format_size = format.len();
+        let encoded = options.encode();
+        let mut args = PJRT_Client_Compile_Args::default();
+        args.client = inner.raw;
+        args.program = &program;
+        args.compile_options = encoded.as_ptr().cast();
+        args.compile_options_size = encoded.len();
+        pjrt_call!(inner.plugin, PJRT_Client_Compile, &mut args)?;
+        Executable::loaded(inner.clone(), args.executable, options)
+    }
+
+    /// Loads an executable serialized by [`Executable::serialize`] on a plugin
+    /// with the same identity.
+    pub fn deserialize_and_load(
+        client: &Client,
+        bytes: &[u8],
+        options: &CompileOptions,
+    ) -> Result<Executable> {
+        let inner = &client.inner;
+        let mut args = PJRT_Executable_DeserializeAndLoad_Args::default();
+        args.client = inner.raw;
+        args.serialized_executable = bytes.as_ptr().cast();
+        args.serialized_executable_size = bytes.len();
+        pjrt_call!(inner.plugin, PJRT_Executable_DeserializeAndLoad, &mut args)?;
+        Executable::loaded(inner.clone(), args.loaded_executable, options)
+    }
+
+    fn loaded(
+        client: Arc<ClientInner>,
+        raw: *mut PJRT_LoadedExecutable,
+        options: &CompileOptions,
+    ) -> Result<Executable> {
+        live::EXECUTABLES.inc();
+        let mut exe = Executable {
+            client,
+            raw,
+            num_outputs: 0,
+            portable: matches!(options, CompileOptions::Portable),
+        };
+        // On error, `exe` is dropped and the loaded executable destroyed.
+        let unloaded = exe.unloaded()?;
+        let mut args = PJRT_Executable_NumOutputs_Args::default();
+        args.executable = unloaded.raw;
+        pjrt_call!(exe.client.plugin, PJRT_Executable_NumOutputs, &mut args)?;
+        drop(unloaded);
+        exe.num_outputs = args.num_outputs;
+        Ok(exe)
+    }
+
+    fn unloaded(&self) -> Result<Unloaded<'_>> {
+        let mut args = PJRT_LoadedExecutable_GetExecutable_Args::default();
+        args.loaded_executable = self.raw;
+        pjrt_call!(
+            self.client.plugin,
+            PJRT_LoadedExecutable_GetExecutable,
+            &mut args
+        )?;
+        Ok(Unloaded {
+            client: &self.client,
+            raw: args.executable,
+        })
+    }
+
+    pub fn num_outputs(&self) -> usize {
+        self.num_outputs
+    }
+
+    /// The executable's name (from the program's module).
+    pub fn name(&self) -> Result<String> {
+        let unloaded = self.unloaded()?;
+        let mut args = PJRT_Executable_Name_Args::default();
+        args.executable = unloaded.raw;
+        pjrt_call!(self.client.plugin, PJRT_Executable_Name, &mut args)?;
+        // SAFETY: the name is owned by the executable, alive until `unloaded` drops.
+        Ok(unsafe { str_from(args.executable_name, args.executable_name_size) })
+    }
+
+    /// The serialized executable (for the on-disk compilation cache).
+    pub fn serialize(&self) -> Result<Vec<u8>> {
+        let unloaded = self.unloaded()?;
+        let mut args = PJRT_Executable_Serialize_Args::default();
+        args.executable = unloaded.raw;
+        pjrt_call!(self.client.plugin, PJRT_Executable_Serialize, &mut args)?;
+        let bytes = if args.serialized_bytes.is_null() {
+            vec![]
+        } else {
+            // SAFETY: the plugin returned `serialized_bytes_size` bytes, owned by
+            // `serialized_executable` until we call its deleter below.
+            unsafe {
+                std::slice::from_raw_parts(
+                    args.serialized_bytes.cast::<u8>(),
+                    args.serialized_bytes_size,
+                )
+            }
+            .to_vec()
+        };
+        if let Some(deleter) = args.serialized_executable_deleter {
+            // SAFETY: the deleter the plugin gave us, called once on its object.
+            unsafe { deleter(args.serialized_executable) };
+        }
+        Ok(bytes)
+    }
+
+    /// Enqueues one execution on `device` with `inputs` (in parameter order).
+    /// Returns the output buffers at once and an event completing with the
+    /// execution (when the plugin gives one); outputs become readable when it
+    /// completes.
+    pub fn execute(
+        &self,
+        inputs: &[&Buffer],
+        device: &Device,
+    ) -> Result<(Vec<Buffer>, Option<Event>)> {
+        let raw_inputs: Vec<*mut PJRT_Buffer> = inputs.iter().map(|b| b.raw()).collect();
+        let arg_list: *const *mut PJRT_Buffer = raw_inputs.as_ptr();
+        let mut raw_outputs: Vec<*mut PJRT_Buffer> = vec![std::ptr::null_mut(); self.num_outputs];
+        let out_list: *mut *mut PJRT_Buffer = raw_outputs.as_mut_ptr();
+        let mut complete: *mut PJRT_Event = std::ptr::null_mut();
+        let mut options = PJRT_ExecuteOptions::default();
+        options.set_struct_size();
+        let mut args = PJRT_LoadedExecutable_Execute_Args::default();
+        args.executable = self.raw;
+        args.options = &mut options;
+        args.argument_lists = &arg_list;
+        args.num_devices = 1;
+        args.num_args = raw_inputs.len();
+        args.output_lists = &out_list;
+        args.device_complete_events = &mut complete;
+        if self.portable {
+            args.execute_device = device.raw();
+        }
+        pjrt_call!(self.client.plugin, PJRT_LoadedExecutable_Execute, &mut args)?;
+        let outputs = raw_outputs
+            .into_iter()
+            .map(|raw| Buffer::from_raw(self.client.clone(), raw))
+            .collect();
+        let event =
+            (!complete.is_null()).then(|| Event::from_raw(self.client.plugin.clone(), complete));
+        Ok((outputs, event))
+    }
+}
+
+impl Drop for Executable {
+    fn drop(&mut self) {
+        let mut args = PJRT_LoadedExecutable_Destroy_Args::default();
+        args.executable = self.raw;
+        if let Err(e) = pjrt_call!(self.client.plugin, PJRT_LoadedExecutable_Destroy, &mut args) {
+            tracing::warn!("destroying a PJRT loaded executable: {e}");
+        }
+        live::EXECUTABLES.dec();
+    }
+}

@@ -1,0 +1,79 @@
+//! `Device`: a device of the loaded plugin, and where new tensors are made.
+
+use crate::context;
+use crate::error::{Error, Result};
+use crate::pjrt::MemoryStats;
+use crate::stream::Stream;
+
+/// A device of the loaded PJRT plugin (a TPU core, a GPU, a CPU "device").
+#[derive(Clone, Copy)]
+pub struct Device {
+    pub(super) stream: &'static Stream,
+}
+
+impl Device {
+    pub(super) fn from_stream(stream: &'static Stream) -> Device {
+        Device { stream }
+    }
+
+    /// The device at `index` among the plugin's addressable devices.
+    pub fn get(index: usize) -> Result<Device> {
+        let rt = context::get()?;
+        rt.streams
+            .get(index)
+            .map(|stream| Device { stream })
+            .ok_or_else(|| Error::Config {
+                what: "device",
+                message: format!(
+                    "device index {index} is out of range: {} device(s) available (EAGERTPU_DEVICE_COUNT sets the CPU plugin's count)",
+                    rt.streams.len()
+                ),
+            })
+    }
+
+    /// Every addressable device.
+    pub fn all() -> Result<Vec<Device>> {
+        let rt = context::get()?;
+        Ok(rt.streams.iter().map(|stream| Device { stream }).collect())
+    }
+
+    /// Number of addressable devices.
+    pub fn count() -> Result<usize> {
+        Ok(context::get()?.streams.len())
+    }
+
+    /// Position among the addressable devices.
+    pub fn index(&self) -> usize {
+        self.stream.index
+    }
+
+    /// The device kind reported by the plugin.
+    pub fn kind(&self) -> &str {
+        self.stream.device.kind()
+    }
+
+    /// Memory in use, when the plugin reports it (libtpu and CUDA do; the XLA
+    /// CPU plugin does not, which is an error naming the missing call).
+    pub fn memory_stats(&self) -> Result<MemoryStats> {
+        self.stream.device.memory_stats()
+    }
+}
+
+impl PartialEq for Device {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self.stream, other.stream)
+    }
+}
+
+impl Eq for Device {}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.stream.device)
+    }
+}
+
+/// The device new tensors go to by default: device 0.
+pub fn default_device() -> Result<Device> {
+    Device::get(0)
+}

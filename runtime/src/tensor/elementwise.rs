@@ -1,0 +1,222 @@
+//! Elementwise ops, with PyTorch's broadcasting and type promotion.
+
+use std::sync::Arc;
+
+use fusion::{BinaryOp, DType, Op, ResultType, Scalar, UnaryOp};
+
+use super::Tensor;
+use crate::error::Result;
+use crate::value::Value;
+
+/// An operand of an elementwise op: a tensor, or a scalar (a Python number).
+/// Scalars do not promote a tensor of their own category: `int8 + 1000` is int8,
+/// `float16 * 0.5` is float16, but `int32 * 0.5` is float32.
+#[derive(Clone, Copy, Debug)]
+pub enum Operand<'a> {
+    Tensor(&'a Tensor),
+    Scalar(Scalar),
+}
+
+impl<'a> From<&'a Tensor> for Operand<'a> {
+    fn from(t: &'a Tensor) -> Self {
+        Operand::Tensor(t)
+    }
+}
+
+macro_rules! scalar_operand {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Operand<'_> {
+            fn from(x: $t) -> Self {
+                Operand::Scalar(Scalar::from(x))
+            }
+        }
+    )*};
+}
+scalar_operand!(f64, f32, i64, i32, bool, Scalar);
+
+impl Operand<'_> {
+    fn add_to(&self, rt: ResultType) -> ResultType {
+        match self {
+            Operand::Tensor(t) => rt.tensor(t.dtype(), t.rank()),
+            Operand::Scalar(s) => rt.scalar(s.category()),
+        }
+    }
+}
+
+macro_rules! unary_ops {
+    ($($(#[$doc:meta])* $name:ident => $u:ident),* $(,)?) => {
+        impl Tensor {$(
+            $(#[$doc])*
+            #[track_caller]
+            pub fn $name(&self) -> Result<Tensor> {
+                self.op(Op::Unary(UnaryOp::$u), &[])
+            }
+        )*}
+    };
+}
+
+unary_ops! {
+    neg => Neg,
+    abs => Abs,
+    /// Ints compute in float32, as in PyTorch (also log, sqrt, tanh, sin, ...).
+    exp => Exp,
+    log => Log,
+    log1p => Log1p,
+    sqrt => Sqrt,
+    rsqrt => Rsqrt,
+    tanh => Tanh,
+    sigmoid => Sigmoid,
+    relu => Relu,
+    /// The exact (erf) form.
+    gelu => Gelu,
+    /// `gelu(approximate="tanh")`.
+    gelu_tanh => GeluTanh,
+    sin => Sin,
+    cos => Cos,
+    floor => Floor,
+    ceil => Ceil,
+    /// Half to even, as `torch.round`.
+    round => Round,
+    sign => Sign,
+    erf => Erf,
+    logical_not => LogicalNot,
+    isnan => IsNan,
+}
+
+macro_rules! binary_ops {
+    ($($(#[$doc:meta])* $name:ident => $b:ident),* $(,)?) => {
+        impl Tensor {$(
+            $(#[$doc])*
+            #[track_caller]
+            pub fn $name<'a>(&self, rhs: impl Into<Operand<'a>>) -> Result<Tensor> {
+                self.binary(BinaryOp::$b, rhs.into())
+            }
+        )*}
+    };
+}
+
+binary_ops! {
+    add => Add,
+    sub => Sub,
+    mul => Mul,
+    /// True division: integers divide as floats.
+    div => Div,
+    pow => Pow,
+    maximum => Maximum,
+    minimum => Minimum,
+    /// Python-style modulo (the sign of the divisor).
+    remainder => Remainder,
+    atan2 => Atan2,
+    eq => Eq,
+    ne => Ne,
+    lt => Lt,
+    le => Le,
+    gt => Gt,
+    ge => Ge,
+    logical_and => LogicalAnd,
+    logical_or => LogicalOr,
+    logical_xor => LogicalXor,
+    bitwise_and => BitAnd,
+    bitwise_or => BitOr,
+    bitwise_xor => BitXor,
+}
+
+impl Tensor {
+    /// `self op rhs`.
+    #[track_caller]
+    pub(crate) fn binary(&self, b: BinaryOp, rhs: Operand) -> Result<Tensor> {
+        match rhs {
+            Operand::Tensor(t) => self.op(Op::Binary(b), &[t]),
+            Operand::Scalar(s) => self.binary_scalar(b, s, false),
+        }
+    }
+
+    /// `self op s`, or `s op self` when `reversed`.
+    #[track_caller]
+    pub(crate) fn binary_scalar(&self, b: BinaryOp, s: Scalar, reversed: bool) -> Result<Tensor> {
+        let dtype = ResultType::new()
+            .tensor(self.dtype(), self.rank())
+            .scalar(s.category())
+            .finish();
+        self.record(Op::Binary(b).name(), &[], |r| {
+            let k = r.scalar(s, dtype)?;
+            let inputs = if reversed {
+                [&k, &self.value]
+            } else {
+                [&self.value, &k]
+            };
+            r.node(Op::Binary(b), &inputs)
+        })
+    }
+
+    /// `torch.where(condition, x, y)`: `x` where `condition` (bool) holds, else `y`.
+    #[track_caller]
+    pub fn where_<'a, 'b>(
+        condition: &Tensor,
+        x: impl Into<Operand<'a>>,
+        y: impl Into<Operand<'b>>,
+    ) -> Result<Tensor> {
+        let (x, y) = (x.into(), y.into());
+        let dtype = y.add_to(x.add_to(ResultType::new())).finish();
+        let tensors: Vec<&Tensor> = [x, y]
+            .iter()
+            .filter_map(|o| match o {
+                Operand::Tensor(t) => Some(*t),
+                Operand::Scalar(_) => None,
+            })
+            .collect();
+        condition.record("where", &tensors, |r| {
+            let mut operand = |o: Operand| -> Result<Arc<Value>> {
+                match o {
+                    Operand::Tensor(t) => Ok(t.value.clone()),
+                    Operand::Scalar(s) => r.scalar(s, dtype),
+                }
+            };
+            let (xv, yv) = (operand(x)?, operand(y)?);
+            r.node(Op::Where, &[&condition.value, &xv, &yv])
+        })
+    }
+
+    /// Clamps every element to `[min, max]`.
+    #[track_caller]
+    pub fn clamp(&self, min: impl Into<Scalar>, max: impl Into<Scalar>) -> Result<Tensor> {
+        self.op(
+            Op::Clamp {
+                min: Some(min.into()),
+                max: Some(max.into()),
+            },
+            &[],
+        )
+    }
+
+    #[track_caller]
+    pub fn clamp_min(&self, min: impl Into<Scalar>) -> Result<Tensor> {
+        self.op(
+            Op::Clamp {
+                min: Some(min.into()),
+                max: None,
+            },
+            &[],
+        )
+    }
+
+    #[track_caller]
+    pub fn clamp_max(&self, max: impl Into<Scalar>) -> Result<Tensor> {
+        self.op(
+            Op::Clamp {
+                min: None,
+                max: Some(max.into()),
+            },
+            &[],
+        )
+    }
+
+    /// The tensor converted to `dtype` (`tensor.to(dtype)`).
+    #[track_caller]
+    pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
+        if dtype == self.dtype() {
+            return Ok(self.clone());
+        }
+        self.op(Op::Cast(dtype), &[])
+    }
+}

@@ -1,0 +1,196 @@
+//! `Tensor`: the Rust API for eager tensor code.
+//!
+//! A tensor is a handle to a value on one device. Every op checks its inputs
+//! when called (a bad shape, dtype, dim or index is an `Err` naming the op, what
+//! it got and what it expected) and records the op on the device's stream;
+//! failures never panic and leave the runtime usable. Ops are `#[track_caller]`:
+//! errors that surface later name the line that called the op.
+
+mod create;
+mod device;
+mod elementwise;
+mod index;
+mod layout;
+mod nn;
+mod ops;
+mod reduce;
+
+use std::panic::Location;
+use std::sync::Arc;
+
+use fusion::{DType, TensorType};
+
+pub use device::{Device, default_device};
+pub use elementwise::Operand;
+
+use crate::context::{self, Runtime};
+use crate::error::{Error, Result};
+use crate::host::{self, Element};
+use crate::metrics::Counters;
+use crate::stream::{Recorder, Stream};
+use crate::value::Value;
+
+/// A multi-dimensional array on a device.
+#[derive(Clone)]
+pub struct Tensor {
+    value: Arc<Value>,
+    stream: &'static Stream,
+}
+
+impl Tensor {
+    fn new(value: Arc<Value>, stream: &'static Stream) -> Tensor {
+        Tensor { value, stream }
+    }
+
+    /// The dimension sizes, outermost first.
+    pub fn shape(&self) -> &[i64] {
+        &self.value.ty.shape
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.value.ty.dtype
+    }
+
+    /// Dtype and shape.
+    pub fn ty(&self) -> &TensorType {
+        &self.value.ty
+    }
+
+    /// Number of dims.
+    pub fn rank(&self) -> usize {
+        self.value.ty.rank()
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> i64 {
+        self.value.ty.numel()
+    }
+
+    /// The device the tensor lives on.
+    pub fn device(&self) -> Device {
+        Device::from_stream(self.stream)
+    }
+
+    /// Records the op(s) `build` adds, over this tensor's stream, at the
+    /// caller's location; every tensor in `others` must be on the same device.
+    #[track_caller]
+    fn record(
+        &self,
+        op_name: &'static str,
+        others: &[&Tensor],
+        build: impl FnOnce(&mut Recorder) -> Result<Arc<Value>>,
+    ) -> Result<Tensor> {
+        let origin = Location::caller();
+        let rt = context::get()?;
+        same_device(op_name, self, others)?;
+        let value = self.stream.record(rt, origin, build)?;
+        Ok(Tensor::new(value, self.stream))
+    }
+
+    /// Records an op whose only inputs are `self` and `others`, in that order.
+    #[track_caller]
+    fn op(&self, op: fusion::Op, others: &[&Tensor]) -> Result<Tensor> {
+        let name = op.name();
+        self.record(name, others, |r| {
+            let mut inputs: Vec<&Arc<Value>> = Vec::with_capacity(1 + others.len());
+            inputs.push(&self.value);
+            inputs.extend(others.iter().map(|t| &t.value));
+            r.node(op, &inputs)
+        })
+    }
+
+    /// Waits for the tensor's value; returns its buffer.
+    fn ready(&self, rt: &Runtime) -> Result<Arc<crate::pjrt::Buffer>> {
+        self.stream.flush(rt)?;
+        self.value.buffer()?.ok_or_else(|| {
+            Error::Internal("a value is still pending after its stream was flushed".into())
+        })
+    }
+
+    /// Copies the elements to the host, in row-major order. `T` must be the
+    /// tensor's dtype (convert first with [`Tensor::to_dtype`]).
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        if T::DTYPE != self.dtype() {
+            return Err(fusion::Error::Invalid {
+                op: "to_vec",
+                message: format!(
+                    "the tensor {} has dtype {}, but {} was requested; convert first with .to_dtype(DType::{:?})",
+                    self.ty(),
+                    self.dtype(),
+                    T::DTYPE,
+                    T::DTYPE
+                ),
+            }
+            .into());
+        }
+        let rt = context::get()?;
+        let buffer = self.ready(rt)?;
+        let out = host::read::<T>(&buffer, self.ty())?;
+        Counters::add(&rt.counters.transfers_to_host, 1);
+        Counters::add(
+            &rt.counters.bytes_to_host,
+            (self.numel() as usize * self.dtype().size_in_bytes()) as u64,
+        );
+        Ok(out)
+    }
+
+    /// Copies the elements to the host as f64, whatever the dtype.
+    pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
+        let rt = context::get()?;
+        let buffer = self.ready(rt)?;
+        Counters::add(&rt.counters.transfers_to_host, 1);
+        host::read_f64(&buffer, self.ty())
+    }
+
+    /// The value of a one-element tensor.
+    pub fn item<T: Element>(&self) -> Result<T> {
+        if self.numel() != 1 {
+            return Err(fusion::Error::ShapeMismatch {
+                op: "item",
+                got: format!("a tensor {} with {} elements", self.ty(), self.numel()),
+                expected: "exactly one element".into(),
+            }
+            .into());
+        }
+        Ok(self.to_vec::<T>()?[0])
+    }
+
+    /// Waits until every op recorded on this tensor's device has run.
+    pub fn sync(&self) -> Result<()> {
+        self.stream.flush(context::get()?)
+    }
+}
+
+impl std::fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Tensor({} on {:?})", self.ty(), self.device())
+    }
+}
+
+/// Every tensor of one op must be on one device, as in PyTorch.
+fn same_device(op: &'static str, first: &Tensor, others: &[&Tensor]) -> Result<()> {
+    if let Some(other) = others
+        .iter()
+        .find(|t| !std::ptr::eq(t.stream, first.stream))
+    {
+        return Err(fusion::Error::Invalid {
+            op,
+            message: format!(
+                "expected all tensors on one device, got tensors on {:?} and {:?}",
+                first.device(),
+                other.device()
+            ),
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// Everything recorded so far, on every device, has run.
+pub fn sync() -> Result<()> {
+    let rt = context::get()?;
+    for s in &rt.streams {
+        s.flush(rt)?;
+    }
+    Ok(())
+}
