@@ -33,7 +33,7 @@ pub(super) fn unary(e: &mut Emitter, u: UnaryOp, x: &V, out: TensorType) -> V {
         Erf => erf(e, &xf),
         Relu => {
             let zero = e.splat(0, x);
-            e.binary("stablehlo.maximum", x, &zero)
+            e.maximum(x, &zero)
         }
         Gelu => {
             // x * 0.5 * (1 + erf(x / sqrt(2)))
@@ -114,8 +114,8 @@ pub(super) fn binary(e: &mut Emitter, b: BinaryOp, l: &V, r: &V, out: TensorType
         Mul => e.mul(&a, &c),
         Div => e.div(&a, &c),
         Pow => e.binary("stablehlo.power", &a, &c),
-        Maximum => e.binary("stablehlo.maximum", &a, &c),
-        Minimum => e.binary("stablehlo.minimum", &a, &c),
+        Maximum => e.maximum(&a, &c),
+        Minimum => e.minimum(&a, &c),
         Atan2 => e.binary("stablehlo.atan2", &a, &c),
         Remainder => remainder(e, &a, &c),
         Eq => e.compare(Cmp::Eq, &a, &c),
@@ -166,11 +166,11 @@ pub(super) fn clamp(
     let mut v = e.convert(x, out.dtype);
     if let Some(lo) = min {
         let k = e.splat(lo, &v);
-        v = e.binary("stablehlo.maximum", &v, &k);
+        v = e.maximum(&v, &k);
     }
     if let Some(hi) = max {
         let k = e.splat(hi, &v);
-        v = e.binary("stablehlo.minimum", &v, &k);
+        v = e.minimum(&v, &k);
     }
     v
 }

@@ -361,6 +361,18 @@ impl Emitter {
 
     /// Reduces `x` over `dims` with the binary op `body` and initial value `init`.
     pub fn reduce(&mut self, x: &V, init: Scalar, body: &str, dims: &[usize]) -> V {
+        let body = body.to_string();
+        self.reduce_with(x, init, dims, move |e, a, b| e.binary(&body, a, b))
+    }
+
+    /// Reduces `x` over `dims` with the combiner `body` emitted by a closure.
+    pub fn reduce_with(
+        &mut self,
+        x: &V,
+        init: Scalar,
+        dims: &[usize],
+        body: impl FnOnce(&mut Emitter, &V, &V) -> V,
+    ) -> V {
         let init = self.scalar(init, x.ty.dtype);
         let elem = TensorType::scalar(x.ty.dtype);
         let shape: Shape = (0..x.ty.rank())
@@ -368,16 +380,37 @@ impl Emitter {
             .map(|d| x.ty.shape[d])
             .collect();
         let attrs = format!("dimensions = {}", i64_array(dims.iter().map(|&d| d as i64)));
-        let body = body.to_string();
         self.region_op(
             "stablehlo.reduce",
             &[x, &init],
             &[elem.clone(), elem],
-            |e, args| vec![e.binary(&body, &args[0], &args[1])],
+            |e, args| vec![body(e, &args[0], &args[1])],
             &attrs,
             &[x.ty.with_shape(shape)],
         )
         .remove(0)
+    }
+
+    /// `max(a, b)`, NaN if either is NaN (as PyTorch; the CPU backend's
+    /// `stablehlo.maximum` returns the non-NaN operand when only `b` is NaN).
+    pub fn maximum(&mut self, a: &V, b: &V) -> V {
+        self.nan_propagating("stablehlo.maximum", a, b)
+    }
+
+    /// `min(a, b)`, NaN if either is NaN.
+    pub fn minimum(&mut self, a: &V, b: &V) -> V {
+        self.nan_propagating("stablehlo.minimum", a, b)
+    }
+
+    fn nan_propagating(&mut self, name: &str, a: &V, b: &V) -> V {
+        let m = self.binary(name, a, b);
+        if !a.ty.dtype.is_float() {
+            return m;
+        }
+        let b_nan = self.is_nan(b);
+        let m = self.select(&b_nan, b, &m);
+        let a_nan = self.is_nan(a);
+        self.select(&a_nan, a, &m)
     }
 
     pub fn transpose(&mut self, x: &V, perm: &[usize]) -> V {

@@ -1,0 +1,288 @@
+//! Test harness: host arrays, deterministic random data, and comparison of a
+//! device result against a host reference computed with plain loops.
+//!
+//! A `Host` keeps its elements as f64 (exact for every dtype we test: ints are
+//! kept in ranges f64 represents exactly), already rounded to its dtype.
+
+#![allow(dead_code)]
+
+use eagertpu::{DType, Tensor};
+use half::{bf16, f16};
+
+pub const FLOATS: [DType; 4] = [DType::F32, DType::F64, DType::F16, DType::BF16];
+pub const INTS: [DType; 5] = [DType::I8, DType::I16, DType::I32, DType::I64, DType::U8];
+pub const ALL: [DType; 10] = [
+    DType::F32,
+    DType::F64,
+    DType::F16,
+    DType::BF16,
+    DType::I8,
+    DType::I16,
+    DType::I32,
+    DType::I64,
+    DType::U8,
+    DType::Bool,
+];
+
+/// Every numeric (non-bool) dtype.
+pub fn numeric() -> Vec<DType> {
+    FLOATS.iter().chain(INTS.iter()).copied().collect()
+}
+
+/// `x` as stored in `dtype`: floats rounded, ints wrapped, bools 0/1.
+pub fn round(dtype: DType, x: f64) -> f64 {
+    match dtype {
+        DType::F64 => x,
+        DType::F32 => x as f32 as f64,
+        DType::F16 => f16::from_f64(x).to_f64(),
+        DType::BF16 => bf16::from_f64(x).to_f64(),
+        DType::I8 => x as i64 as i8 as f64,
+        DType::I16 => x as i64 as i16 as f64,
+        DType::I32 => x as i64 as i32 as f64,
+        DType::I64 => x as i64 as f64,
+        DType::U8 => x as i64 as u8 as f64,
+        DType::Bool => (x != 0.0) as u8 as f64,
+    }
+}
+
+/// A small deterministic generator (splitmix64).
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[lo, hi)`.
+    pub fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
+        lo + (hi - lo) * (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Uniform integer in `[lo, hi]`.
+    pub fn int(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + (self.next_u64() % (hi - lo + 1) as u64) as i64
+    }
+}
+
+/// A host array: dtype, shape, elements (row-major) as f64.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Host {
+    pub dtype: DType,
+    pub shape: Vec<i64>,
+    pub data: Vec<f64>,
+}
+
+pub fn numel(shape: &[i64]) -> usize {
+    shape.iter().product::<i64>() as usize
+}
+
+pub fn strides(shape: &[i64]) -> Vec<i64> {
+    let mut s = vec![1; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
+}
+
+/// The multi-index of flat position `flat` in `shape`.
+pub fn unravel(mut flat: usize, shape: &[i64]) -> Vec<i64> {
+    let mut idx = vec![0; shape.len()];
+    for d in (0..shape.len()).rev() {
+        let s = shape[d] as usize;
+        if s > 0 {
+            idx[d] = (flat % s) as i64;
+            flat /= s;
+        }
+    }
+    idx
+}
+
+/// The flat position of `idx` in `shape`.
+pub fn ravel(idx: &[i64], shape: &[i64]) -> usize {
+    idx.iter()
+        .zip(strides(shape))
+        .map(|(i, s)| i * s)
+        .sum::<i64>() as usize
+}
+
+/// NumPy broadcasting of two shapes (panics if they do not broadcast).
+pub fn broadcast(a: &[i64], b: &[i64]) -> Vec<i64> {
+    let r = a.len().max(b.len());
+    (0..r)
+        .map(|i| {
+            let da = if i + a.len() >= r {
+                a[i + a.len() - r]
+            } else {
+                1
+            };
+            let db = if i + b.len() >= r {
+                b[i + b.len() - r]
+            } else {
+                1
+            };
+            assert!(da == db || da == 1 || db == 1, "{a:?} vs {b:?}");
+            da.max(db)
+        })
+        .collect()
+}
+
+/// The flat position in an array of `shape` read by output index `out_idx`
+/// under broadcasting (size-1 and missing leading dims repeat).
+pub fn broadcast_source(out_idx: &[i64], shape: &[i64]) -> usize {
+    let lead = out_idx.len() - shape.len();
+    let idx: Vec<i64> = (0..shape.len())
+        .map(|d| if shape[d] == 1 { 0 } else { out_idx[lead + d] })
+        .collect();
+    ravel(&idx, shape)
+}
+
+impl Host {
+    /// An array of `dtype` holding `data` (rounded to the dtype).
+    pub fn new(dtype: DType, shape: &[i64], data: Vec<f64>) -> Host {
+        assert_eq!(data.len(), numel(shape), "data for shape {shape:?}");
+        Host {
+            dtype,
+            shape: shape.to_vec(),
+            data: data.into_iter().map(|x| round(dtype, x)).collect(),
+        }
+    }
+
+    /// Random values suited to `dtype`: floats in [-3, 3), signed ints in
+    /// [-20, 20], u8 in [0, 40], bools half true.
+    pub fn random(dtype: DType, shape: &[i64], seed: u64) -> Host {
+        let (lo, hi) = match dtype {
+            d if d.is_float() => (-3.0, 3.0),
+            DType::U8 => (0.0, 40.0),
+            DType::Bool => (0.0, 1.0),
+            _ => (-20.0, 20.0),
+        };
+        Host::random_in(dtype, shape, seed, lo, hi)
+    }
+
+    /// Random values in `[lo, hi]` (integers for int and bool dtypes).
+    pub fn random_in(dtype: DType, shape: &[i64], seed: u64, lo: f64, hi: f64) -> Host {
+        let mut rng = Rng::new(seed);
+        let data = (0..numel(shape))
+            .map(|_| {
+                if dtype.is_float() {
+                    rng.uniform(lo, hi)
+                } else {
+                    rng.int(lo as i64, hi as i64) as f64
+                }
+            })
+            .collect();
+        Host::new(dtype, shape, data)
+    }
+
+    pub fn numel(&self) -> usize {
+        self.data.len()
+    }
+
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+
+    pub fn at(&self, idx: &[i64]) -> f64 {
+        self.data[ravel(idx, &self.shape)]
+    }
+
+    /// Elementwise `f`, result in `dtype` (rounded).
+    pub fn map(&self, dtype: DType, f: impl Fn(f64) -> f64) -> Host {
+        Host::new(
+            dtype,
+            &self.shape,
+            self.data.iter().map(|&x| f(x)).collect(),
+        )
+    }
+
+    /// The array on the default device, in its dtype.
+    pub fn tensor(&self) -> Tensor {
+        let s = &self.shape;
+        let d = &self.data;
+        let t = match self.dtype {
+            DType::F32 => Tensor::from_slice(&d.iter().map(|&x| x as f32).collect::<Vec<_>>(), s),
+            DType::F64 => Tensor::from_slice(d, s),
+            DType::F16 => {
+                Tensor::from_slice(&d.iter().map(|&x| f16::from_f64(x)).collect::<Vec<_>>(), s)
+            }
+            DType::BF16 => {
+                Tensor::from_slice(&d.iter().map(|&x| bf16::from_f64(x)).collect::<Vec<_>>(), s)
+            }
+            DType::I8 => Tensor::from_slice(&d.iter().map(|&x| x as i8).collect::<Vec<_>>(), s),
+            DType::I16 => Tensor::from_slice(&d.iter().map(|&x| x as i16).collect::<Vec<_>>(), s),
+            DType::I32 => Tensor::from_slice(&d.iter().map(|&x| x as i32).collect::<Vec<_>>(), s),
+            DType::I64 => Tensor::from_slice(&d.iter().map(|&x| x as i64).collect::<Vec<_>>(), s),
+            DType::U8 => Tensor::from_slice(&d.iter().map(|&x| x as u8).collect::<Vec<_>>(), s),
+            DType::Bool => Tensor::from_slice(&d.iter().map(|&x| x != 0.0).collect::<Vec<_>>(), s),
+        };
+        t.unwrap_or_else(|e| panic!("uploading {:?}{:?}: {e}", self.dtype, self.shape))
+    }
+
+    /// Reads a device tensor back.
+    pub fn of(t: &Tensor) -> Host {
+        let data = t
+            .to_f64_vec()
+            .unwrap_or_else(|e| panic!("reading {t:?}: {e}"));
+        Host {
+            dtype: t.dtype(),
+            shape: t.shape().to_vec(),
+            data,
+        }
+    }
+}
+
+/// (relative, absolute) tolerance for results of `dtype`, for ops that round
+/// more than once (transcendentals, sums).
+pub fn tolerance(dtype: DType) -> (f64, f64) {
+    match dtype {
+        DType::F64 => (1e-12, 1e-12),
+        DType::F32 => (2e-5, 1e-6),
+        DType::F16 => (4e-3, 2e-3),
+        DType::BF16 => (3e-2, 2e-2),
+        _ => (0.0, 0.0),
+    }
+}
+
+/// Asserts `got` has `want`'s dtype and shape and its values within the
+/// dtype's tolerance (exactly for ints and bools; NaN matches NaN).
+pub fn assert_close(what: &str, got: &Tensor, want: &Host) {
+    assert_close_tol(what, got, want, tolerance(want.dtype));
+}
+
+pub fn assert_close_tol(what: &str, got: &Tensor, want: &Host, (rtol, atol): (f64, f64)) {
+    assert_eq!(got.dtype(), want.dtype, "{what}: dtype");
+    assert_eq!(got.shape(), want.shape.as_slice(), "{what}: shape");
+    let g = Host::of(got);
+    let mut bad = vec![];
+    for (i, (&a, &b)) in g.data.iter().zip(&want.data).enumerate() {
+        let ok = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= atol + rtol * b.abs();
+        if !ok {
+            bad.push((i, a, b));
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "{what} ({:?}{:?}): {} of {} elements differ, first (index, got, want): {:?}",
+        want.dtype,
+        want.shape,
+        bad.len(),
+        want.data.len(),
+        &bad[..bad.len().min(5)]
+    );
+}
+
+/// The error message of a failed op (panics if it succeeded).
+pub fn err_text<T: std::fmt::Debug>(r: eagertpu::Result<T>) -> String {
+    match r {
+        Ok(v) => panic!("expected an error, got {v:?}"),
+        Err(e) => e.to_string(),
+    }
+}
