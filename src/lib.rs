@@ -20,11 +20,12 @@ pub use fusion::{DType, Reduction, Scalar};
 pub use runtime::pjrt::MemoryStats;
 pub use runtime::{
     Device, Element, Error, Manifest, Metrics, Mode, Operand, Result, Tensor, default_device,
-    manifest, metrics, mode, sync,
+    manifest, metrics, mode, set_check_nan, sync,
 };
 
 /// Lower layers, for tools and tests: the op IR and the PJRT wrappers.
 pub mod internals {
     pub use fusion;
+    pub use runtime::bench_hooks;
     pub use runtime::pjrt;
 }

@@ -17,9 +17,11 @@ use crate::metrics::Counters;
 use crate::pjrt::{Client, CompileOptions, Executable};
 use crate::value::lock;
 
+/// (plugin identity, StableHLO text).
+type ExecutableKey = (String, Arc<str>);
+
 /// A compiled program.
 pub(crate) struct Program {
-    pub text: Arc<str>,
     pub exe: Arc<Executable>,
 }
 
@@ -28,7 +30,7 @@ pub(crate) struct CompileCache {
     /// Platform name and version plus PJRT API version.
     identity: String,
     programs: Mutex<HashMap<Graph, Arc<Program>>>,
-    executables: Mutex<HashMap<(String, Arc<str>), Arc<Executable>>>,
+    executables: Mutex<HashMap<ExecutableKey, Arc<Executable>>>,
 }
 
 impl CompileCache {
@@ -75,13 +77,13 @@ impl CompileCache {
                 exe
             }
         };
-        let program = Arc::new(Program { text, exe });
+        let program = Arc::new(Program { exe });
         lock(&self.programs).insert(graph.clone(), program.clone());
         Ok(program)
     }
 
     /// Number of distinct executables held.
-    pub fn len(&self) -> usize {
+    pub fn executables(&self) -> usize {
         lock(&self.executables).len()
     }
 }

@@ -2,6 +2,7 @@
 //! the compile cache and the counters. Started on first use; if starting fails
 //! (no plugin, say), every call returns that error.
 
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
 
 use crate::cache::CompileCache;
@@ -55,7 +56,8 @@ impl Manifest {
 
 pub(crate) struct Runtime {
     pub config: Config,
-    pub client: Client,
+    /// Raise at the first op producing NaN/Inf (starts as `EAGERTPU_CHECK_NAN`).
+    pub check_nan: AtomicBool,
     pub streams: Vec<Stream>,
     pub cache: CompileCache,
     pub counters: Counters,
@@ -123,8 +125,8 @@ fn start() -> Result<Runtime> {
         .collect();
     Ok(Runtime {
         cache: CompileCache::new(client.clone()),
+        check_nan: AtomicBool::new(config.check_nan),
         config,
-        client,
         streams,
         counters: Counters::default(),
         manifest,

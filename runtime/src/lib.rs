@@ -26,10 +26,49 @@ pub fn manifest() -> Result<Manifest> {
 
 /// A snapshot of the runtime's counters.
 pub fn metrics() -> Result<Metrics> {
-    Ok(context::get()?.counters.snapshot())
+    let rt = context::get()?;
+    Ok(rt.counters.snapshot(rt.cache.executables()))
 }
 
 /// The execution mode of this process (`EAGERTPU_MODE`).
 pub fn mode() -> Result<Mode> {
     Ok(context::get()?.config.mode)
+}
+
+/// Makes the first op that produces NaN or Inf (from finite inputs) an error
+/// naming it, like `torch.autograd.set_detect_anomaly`. Starts as
+/// `EAGERTPU_CHECK_NAN`. Each checked op reads its results to the host.
+pub fn set_check_nan(on: bool) -> Result<()> {
+    context::get()?
+        .check_nan
+        .store(on, std::sync::atomic::Ordering::Relaxed);
+    Ok(())
+}
+
+/// Hooks for `benches/`: not part of the API.
+#[doc(hidden)]
+pub mod bench_hooks {
+    use fusion::{BinaryOp, DType, Graph, Op, TensorType};
+
+    use crate::context;
+    use crate::error::Result;
+
+    /// The graph of one `add` of two `[n]` f32 tensors, and its StableHLO.
+    pub fn add_program(n: i64) -> (Graph, String) {
+        let mut g = Graph::new();
+        let a = g.param(TensorType::new(DType::F32, &[n]));
+        let b = g.param(TensorType::new(DType::F32, &[n]));
+        let c = g
+            .push(Op::Binary(BinaryOp::Add), &[a, b])
+            .expect("a valid add");
+        g.output(c);
+        let text = fusion::lower::lower(&g);
+        (g, text)
+    }
+
+    /// One compile-cache lookup of `graph` (a hit once it has been compiled).
+    pub fn cache_get(graph: &Graph) -> Result<()> {
+        let rt = context::get()?;
+        rt.cache.get(graph, &rt.counters).map(|_| ())
+    }
 }

@@ -20,7 +20,7 @@ impl Counters {
         counter.fetch_add(n, Ordering::Relaxed);
     }
 
-    pub fn snapshot(&self) -> Metrics {
+    pub fn snapshot(&self, cached_executables: usize) -> Metrics {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         Metrics {
             ops_recorded: get(&self.ops_recorded),
@@ -32,6 +32,7 @@ impl Counters {
             bytes_to_device: get(&self.bytes_to_device),
             transfers_to_host: get(&self.transfers_to_host),
             bytes_to_host: get(&self.bytes_to_host),
+            cached_executables,
             live_buffers: crate::pjrt::live::BUFFERS.get(),
             live_executables: crate::pjrt::live::EXECUTABLES.get(),
         }
@@ -54,6 +55,8 @@ pub struct Metrics {
     pub bytes_to_device: u64,
     pub transfers_to_host: u64,
     pub bytes_to_host: u64,
+    /// Executables held by the compile cache.
+    pub cached_executables: usize,
     /// Device buffers alive now.
     pub live_buffers: i64,
     /// Loaded executables alive now.
@@ -70,6 +73,7 @@ impl Metrics {
              executions          {}\n\
              to device           {} transfers, {} bytes\n\
              to host             {} transfers, {} bytes\n\
+             cached executables  {}\n\
              live buffers        {}\n\
              live executables    {}\n",
             self.ops_recorded,
@@ -81,6 +85,7 @@ impl Metrics {
             self.bytes_to_device,
             self.transfers_to_host,
             self.bytes_to_host,
+            self.cached_executables,
             self.live_buffers,
             self.live_executables
         )

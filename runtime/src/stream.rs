@@ -165,7 +165,7 @@ impl Stream {
         if let Some(done) = done {
             done.wait().map_err(blame)?;
         }
-        if rt.config.check_nan {
+        if rt.check_nan.load(std::sync::atomic::Ordering::Relaxed) {
             check_finite(launches, params, &outputs).map_err(blame)?;
         }
         let exported = launches.iter().filter_map(|l| l.export.as_ref());

@@ -65,14 +65,16 @@ impl Buffer {
             )));
         }
         let client = &device.client;
-        let mut args = PJRT_Client_BufferFromHostBuffer_Args::default();
-        args.client = client.raw;
-        args.data = bytes.as_ptr().cast();
-        args.type_ = buffer_type(dtype);
-        args.dims = dims.as_ptr();
-        args.num_dims = dims.len();
-        args.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
-        args.device = device.raw();
+        let mut args = PJRT_Client_BufferFromHostBuffer_Args {
+            client: client.raw,
+            data: bytes.as_ptr().cast(),
+            type_: buffer_type(dtype),
+            dims: dims.as_ptr(),
+            num_dims: dims.len(),
+            host_buffer_semantics: PJRT_HostBufferSemantics_kImmutableOnlyDuringCall,
+            device: device.raw(),
+            ..Default::default()
+        };
         pjrt_call!(client.plugin, PJRT_Client_BufferFromHostBuffer, &mut args)?;
         let buffer = Buffer::from_raw(client.clone(), args.buffer);
         if !args.done_with_host_buffer.is_null() {
@@ -84,10 +86,12 @@ impl Buffer {
 
     /// Copies the array into `dst` (exactly its size in bytes), waiting for it.
     pub fn to_host(&self, dst: &mut [u8]) -> Result<()> {
-        let mut args = PJRT_Buffer_ToHostBuffer_Args::default();
-        args.src = self.raw;
-        args.dst = dst.as_mut_ptr().cast();
-        args.dst_size = dst.len();
+        let mut args = PJRT_Buffer_ToHostBuffer_Args {
+            src: self.raw,
+            dst: dst.as_mut_ptr().cast(),
+            dst_size: dst.len(),
+            ..Default::default()
+        };
         pjrt_call!(self.client.plugin, PJRT_Buffer_ToHostBuffer, &mut args)?;
         if !args.event.is_null() {
             Event::from_raw(self.client.plugin.clone(), args.event).wait()?;
@@ -97,8 +101,10 @@ impl Buffer {
 
     /// The element type, as the plugin reports it.
     pub fn dtype(&self) -> Result<DType> {
-        let mut args = PJRT_Buffer_ElementType_Args::default();
-        args.buffer = self.raw;
+        let mut args = PJRT_Buffer_ElementType_Args {
+            buffer: self.raw,
+            ..Default::default()
+        };
         pjrt_call!(self.client.plugin, PJRT_Buffer_ElementType, &mut args)?;
         dtype_of(args.type_).ok_or_else(|| {
             Error::Internal(format!(
@@ -110,8 +116,10 @@ impl Buffer {
 
     /// The dimensions, as the plugin reports them.
     pub fn dims(&self) -> Result<Vec<i64>> {
-        let mut args = PJRT_Buffer_Dimensions_Args::default();
-        args.buffer = self.raw;
+        let mut args = PJRT_Buffer_Dimensions_Args {
+            buffer: self.raw,
+            ..Default::default()
+        };
         pjrt_call!(self.client.plugin, PJRT_Buffer_Dimensions, &mut args)?;
         if args.num_dims == 0 {
             return Ok(vec![]);
@@ -122,8 +130,10 @@ impl Buffer {
 
     /// Bytes the array occupies on the device.
     pub fn on_device_size(&self) -> Result<usize> {
-        let mut args = PJRT_Buffer_OnDeviceSizeInBytes_Args::default();
-        args.buffer = self.raw;
+        let mut args = PJRT_Buffer_OnDeviceSizeInBytes_Args {
+            buffer: self.raw,
+            ..Default::default()
+        };
         pjrt_call!(
             self.client.plugin,
             PJRT_Buffer_OnDeviceSizeInBytes,
@@ -134,16 +144,20 @@ impl Buffer {
 
     /// Whether the device memory was released (e.g. donated to an execution).
     pub fn is_deleted(&self) -> Result<bool> {
-        let mut args = PJRT_Buffer_IsDeleted_Args::default();
-        args.buffer = self.raw;
+        let mut args = PJRT_Buffer_IsDeleted_Args {
+            buffer: self.raw,
+            ..Default::default()
+        };
         pjrt_call!(self.client.plugin, PJRT_Buffer_IsDeleted, &mut args)?;
         Ok(args.is_deleted)
     }
 
     /// An event that completes when the buffer's contents are computed.
     pub fn ready_event(&self) -> Result<Event> {
-        let mut args = PJRT_Buffer_ReadyEvent_Args::default();
-        args.buffer = self.raw;
+        let mut args = PJRT_Buffer_ReadyEvent_Args {
+            buffer: self.raw,
+            ..Default::default()
+        };
         pjrt_call!(self.client.plugin, PJRT_Buffer_ReadyEvent, &mut args)?;
         Ok(Event::from_raw(self.client.plugin.clone(), args.event))
     }
@@ -151,8 +165,10 @@ impl Buffer {
 
 impl Drop for Buffer {
     fn drop(&mut self) {
-        let mut args = PJRT_Buffer_Destroy_Args::default();
-        args.buffer = self.raw;
+        let mut args = PJRT_Buffer_Destroy_Args {
+            buffer: self.raw,
+            ..Default::default()
+        };
         if let Err(e) = pjrt_call!(self.client.plugin, PJRT_Buffer_Destroy, &mut args) {
             tracing::warn!("destroying a PJRT buffer: {e}");
         }

@@ -47,9 +47,11 @@ impl Client {
             .collect();
         let mut strings = vec![];
         let values = named_values(&owned, &mut strings);
-        let mut args = PJRT_Client_Create_Args::default();
-        args.create_options = values.as_ptr();
-        args.num_options = values.len();
+        let mut args = PJRT_Client_Create_Args {
+            create_options: values.as_ptr(),
+            num_options: values.len(),
+            ..Default::default()
+        };
         pjrt_call!(plugin, PJRT_Client_Create, &mut args)?;
         let mut inner = ClientInner {
             plugin,
@@ -105,24 +107,30 @@ impl Client {
 
 impl ClientInner {
     fn platform_name(&self) -> Result<String> {
-        let mut args = PJRT_Client_PlatformName_Args::default();
-        args.client = self.raw;
+        let mut args = PJRT_Client_PlatformName_Args {
+            client: self.raw,
+            ..Default::default()
+        };
         pjrt_call!(self.plugin, PJRT_Client_PlatformName, &mut args)?;
         // SAFETY: the name is owned by the client and `platform_name_size` long.
         Ok(unsafe { str_from(args.platform_name, args.platform_name_size) })
     }
 
     fn platform_version(&self) -> Result<String> {
-        let mut args = PJRT_Client_PlatformVersion_Args::default();
-        args.client = self.raw;
+        let mut args = PJRT_Client_PlatformVersion_Args {
+            client: self.raw,
+            ..Default::default()
+        };
         pjrt_call!(self.plugin, PJRT_Client_PlatformVersion, &mut args)?;
         // SAFETY: the version is owned by the client and `platform_version_size` long.
         Ok(unsafe { str_from(args.platform_version, args.platform_version_size) })
     }
 
     fn addressable_devices(&self) -> Result<Vec<DeviceInfo>> {
-        let mut args = PJRT_Client_AddressableDevices_Args::default();
-        args.client = self.raw;
+        let mut args = PJRT_Client_AddressableDevices_Args {
+            client: self.raw,
+            ..Default::default()
+        };
         pjrt_call!(self.plugin, PJRT_Client_AddressableDevices, &mut args)?;
         let raws: Vec<*mut PJRT_Device> = (0..args.num_addressable_devices)
             // SAFETY: the client owns an array of `num_addressable_devices` devices.
@@ -132,17 +140,25 @@ impl ClientInner {
     }
 
     fn describe(&self, raw: *mut PJRT_Device) -> Result<DeviceInfo> {
-        let mut d = PJRT_Device_GetDescription_Args::default();
-        d.device = raw;
+        let mut d = PJRT_Device_GetDescription_Args {
+            device: raw,
+            ..Default::default()
+        };
         pjrt_call!(self.plugin, PJRT_Device_GetDescription, &mut d)?;
-        let mut id = PJRT_DeviceDescription_Id_Args::default();
-        id.device_description = d.device_description;
+        let mut id = PJRT_DeviceDescription_Id_Args {
+            device_description: d.device_description,
+            ..Default::default()
+        };
         pjrt_call!(self.plugin, PJRT_DeviceDescription_Id, &mut id)?;
-        let mut kind = PJRT_DeviceDescription_Kind_Args::default();
-        kind.device_description = d.device_description;
+        let mut kind = PJRT_DeviceDescription_Kind_Args {
+            device_description: d.device_description,
+            ..Default::default()
+        };
         pjrt_call!(self.plugin, PJRT_DeviceDescription_Kind, &mut kind)?;
-        let mut dbg = PJRT_DeviceDescription_DebugString_Args::default();
-        dbg.device_description = d.device_description;
+        let mut dbg = PJRT_DeviceDescription_DebugString_Args {
+            device_description: d.device_description,
+            ..Default::default()
+        };
         pjrt_call!(self.plugin, PJRT_DeviceDescription_DebugString, &mut dbg)?;
         // SAFETY: both strings are owned by the device description, which lives
         // as long as the client, and are `*_size` bytes long.
@@ -163,8 +179,10 @@ impl ClientInner {
 
 impl Drop for ClientInner {
     fn drop(&mut self) {
-        let mut args = PJRT_Client_Destroy_Args::default();
-        args.client = self.raw;
+        let mut args = PJRT_Client_Destroy_Args {
+            client: self.raw,
+            ..Default::default()
+        };
         if let Err(e) = pjrt_call!(self.plugin, PJRT_Client_Destroy, &mut args) {
             tracing::warn!("destroying the PJRT client: {e}");
         }
@@ -219,8 +237,10 @@ impl Device {
     /// Memory statistics; an error when the plugin does not report them
     /// (the XLA CPU plugin does not).
     pub fn memory_stats(&self) -> Result<MemoryStats> {
-        let mut args = PJRT_Device_MemoryStats_Args::default();
-        args.device = self.raw();
+        let mut args = PJRT_Device_MemoryStats_Args {
+            device: self.raw(),
+            ..Default::default()
+        };
         pjrt_call!(self.client.plugin, PJRT_Device_MemoryStats, &mut args)?;
         let opt = |set: bool, v: i64| set.then_some(v);
         Ok(MemoryStats {

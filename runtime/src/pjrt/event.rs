@@ -28,15 +28,19 @@ impl Event {
 
     /// Blocks until the event completes; returns its error, if any.
     pub fn wait(&self) -> Result<()> {
-        let mut args = PJRT_Event_Await_Args::default();
-        args.event = self.raw;
+        let mut args = PJRT_Event_Await_Args {
+            event: self.raw,
+            ..Default::default()
+        };
         pjrt_call!(self.plugin, PJRT_Event_Await, &mut args)
     }
 
     /// Whether the event has completed (successfully or not).
     pub fn is_ready(&self) -> Result<bool> {
-        let mut args = PJRT_Event_IsReady_Args::default();
-        args.event = self.raw;
+        let mut args = PJRT_Event_IsReady_Args {
+            event: self.raw,
+            ..Default::default()
+        };
         pjrt_call!(self.plugin, PJRT_Event_IsReady, &mut args)?;
         Ok(args.is_ready)
     }
@@ -44,8 +48,10 @@ impl Event {
 
 impl Drop for Event {
     fn drop(&mut self) {
-        let mut args = PJRT_Event_Destroy_Args::default();
-        args.event = self.raw;
+        let mut args = PJRT_Event_Destroy_Args {
+            event: self.raw,
+            ..Default::default()
+        };
         if let Err(e) = pjrt_call!(self.plugin, PJRT_Event_Destroy, &mut args) {
             tracing::warn!("destroying a PJRT event: {e}");
         }

@@ -35,8 +35,10 @@ struct Unloaded<'a> {
 
 impl Drop for Unloaded<'_> {
     fn drop(&mut self) {
-        let mut args = PJRT_Executable_Destroy_Args::default();
-        args.executable = self.raw;
+        let mut args = PJRT_Executable_Destroy_Args {
+            executable: self.raw,
+            ..Default::default()
+        };
         if let Err(e) = pjrt_call!(self.client.plugin, PJRT_Executable_Destroy, &mut args) {
             tracing::warn!("destroying a PJRT executable: {e}");
         }
@@ -56,11 +58,13 @@ impl Executable {
         program.format = format.as_ptr().cast();
         program.format_size = format.len();
         let encoded = options.encode();
-        let mut args = PJRT_Client_Compile_Args::default();
-        args.client = inner.raw;
-        args.program = &program;
-        args.compile_options = encoded.as_ptr().cast();
-        args.compile_options_size = encoded.len();
+        let mut args = PJRT_Client_Compile_Args {
+            client: inner.raw,
+            program: &program,
+            compile_options: encoded.as_ptr().cast(),
+            compile_options_size: encoded.len(),
+            ..Default::default()
+        };
         pjrt_call!(inner.plugin, PJRT_Client_Compile, &mut args)?;
         Executable::loaded(inner.clone(), args.executable, options)
     }
@@ -73,10 +77,12 @@ impl Executable {
         options: &CompileOptions,
     ) -> Result<Executable> {
         let inner = &client.inner;
-        let mut args = PJRT_Executable_DeserializeAndLoad_Args::default();
-        args.client = inner.raw;
-        args.serialized_executable = bytes.as_ptr().cast();
-        args.serialized_executable_size = bytes.len();
+        let mut args = PJRT_Executable_DeserializeAndLoad_Args {
+            client: inner.raw,
+            serialized_executable: bytes.as_ptr().cast(),
+            serialized_executable_size: bytes.len(),
+            ..Default::default()
+        };
         pjrt_call!(inner.plugin, PJRT_Executable_DeserializeAndLoad, &mut args)?;
         Executable::loaded(inner.clone(), args.loaded_executable, options)
     }
@@ -95,8 +101,10 @@ impl Executable {
         };
         // On error, `exe` is dropped and the loaded executable destroyed.
         let unloaded = exe.unloaded()?;
-        let mut args = PJRT_Executable_NumOutputs_Args::default();
-        args.executable = unloaded.raw;
+        let mut args = PJRT_Executable_NumOutputs_Args {
+            executable: unloaded.raw,
+            ..Default::default()
+        };
         pjrt_call!(exe.client.plugin, PJRT_Executable_NumOutputs, &mut args)?;
         drop(unloaded);
         exe.num_outputs = args.num_outputs;
@@ -104,8 +112,10 @@ impl Executable {
     }
 
     fn unloaded(&self) -> Result<Unloaded<'_>> {
-        let mut args = PJRT_LoadedExecutable_GetExecutable_Args::default();
-        args.loaded_executable = self.raw;
+        let mut args = PJRT_LoadedExecutable_GetExecutable_Args {
+            loaded_executable: self.raw,
+            ..Default::default()
+        };
         pjrt_call!(
             self.client.plugin,
             PJRT_LoadedExecutable_GetExecutable,
@@ -124,8 +134,10 @@ impl Executable {
     /// The executable's name (from the program's module).
     pub fn name(&self) -> Result<String> {
         let unloaded = self.unloaded()?;
-        let mut args = PJRT_Executable_Name_Args::default();
-        args.executable = unloaded.raw;
+        let mut args = PJRT_Executable_Name_Args {
+            executable: unloaded.raw,
+            ..Default::default()
+        };
         pjrt_call!(self.client.plugin, PJRT_Executable_Name, &mut args)?;
         // SAFETY: the name is owned by the executable, alive until `unloaded` drops.
         Ok(unsafe { str_from(args.executable_name, args.executable_name_size) })
@@ -134,8 +146,10 @@ impl Executable {
     /// The serialized executable (for the on-disk compilation cache).
     pub fn serialize(&self) -> Result<Vec<u8>> {
         let unloaded = self.unloaded()?;
-        let mut args = PJRT_Executable_Serialize_Args::default();
-        args.executable = unloaded.raw;
+        let mut args = PJRT_Executable_Serialize_Args {
+            executable: unloaded.raw,
+            ..Default::default()
+        };
         pjrt_call!(self.client.plugin, PJRT_Executable_Serialize, &mut args)?;
         let bytes = if args.serialized_bytes.is_null() {
             vec![]
@@ -173,14 +187,16 @@ impl Executable {
         let mut complete: *mut PJRT_Event = std::ptr::null_mut();
         let mut options = PJRT_ExecuteOptions::default();
         options.set_struct_size();
-        let mut args = PJRT_LoadedExecutable_Execute_Args::default();
-        args.executable = self.raw;
-        args.options = &mut options;
-        args.argument_lists = &arg_list;
-        args.num_devices = 1;
-        args.num_args = raw_inputs.len();
-        args.output_lists = &out_list;
-        args.device_complete_events = &mut complete;
+        let mut args = PJRT_LoadedExecutable_Execute_Args {
+            executable: self.raw,
+            options: &mut options,
+            argument_lists: &arg_list,
+            num_devices: 1,
+            num_args: raw_inputs.len(),
+            output_lists: &out_list,
+            device_complete_events: &mut complete,
+            ..Default::default()
+        };
         if self.portable {
             args.execute_device = device.raw();
         }
@@ -197,8 +213,10 @@ impl Executable {
 
 impl Drop for Executable {
     fn drop(&mut self) {
-        let mut args = PJRT_LoadedExecutable_Destroy_Args::default();
-        args.executable = self.raw;
+        let mut args = PJRT_LoadedExecutable_Destroy_Args {
+            executable: self.raw,
+            ..Default::default()
+        };
         if let Err(e) = pjrt_call!(self.client.plugin, PJRT_LoadedExecutable_Destroy, &mut args) {
             tracing::warn!("destroying a PJRT loaded executable: {e}");
         }

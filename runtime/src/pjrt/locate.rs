@@ -80,6 +80,7 @@ pub fn search_dirs() -> Vec<PathBuf> {
         dirs.extend(site_packages_of_venv(Path::new(&venv)));
     }
     let project_venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv");
+    let project_venv = project_venv.canonicalize().unwrap_or(project_venv);
     dirs.extend(site_packages_of_venv(&project_venv));
     dirs
 }
