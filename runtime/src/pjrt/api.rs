@@ -247,12 +247,12 @@ impl Plugin {
     }
 
     /// Whether the plugin's function table extends past `offset`.
-    pub(crate) fn has_entry(&self, offset: usize) -> bool {
+    pub(super) fn has_entry(&self, offset: usize) -> bool {
         offset + std::mem::size_of::<usize>() <= self.table_size()
     }
 
     /// The one call helper. Use it through [`pjrt_call!`].
-    pub(crate) fn call<A: Args>(
+    pub(super) fn call<A: Args>(
         &self,
         name: &'static str,
         offset: usize,
@@ -282,7 +282,7 @@ impl Plugin {
     }
 
     /// Converts (and frees) a `PJRT_Error*` returned by `name`.
-    pub(crate) fn check(&self, name: &'static str, err: *mut PJRT_Error) -> Result<()> {
+    pub(super) fn check(&self, name: &'static str, err: *mut PJRT_Error) -> Result<()> {
         if err.is_null() {
             return Ok(());
         }
@@ -290,7 +290,7 @@ impl Plugin {
     }
 
     /// Reads the code and message of `err`, then destroys it.
-    pub(crate) fn take_error(&self, name: &'static str, err: *mut PJRT_Error) -> PjrtError {
+    pub(super) fn take_error(&self, name: &'static str, err: *mut PJRT_Error) -> PjrtError {
         // SAFETY: the error entries are in every PJRT table (checked at load);
         // `err` is a live error owned by us, destroyed exactly once below.
         unsafe {
@@ -327,7 +327,7 @@ impl Plugin {
     }
 
     /// Raw table access for the struct-size probe.
-    pub(crate) fn raw_api(&self) -> *const PJRT_Api {
+    pub(super) fn raw_api(&self) -> *const PJRT_Api {
         self.api
     }
 }
@@ -336,7 +336,7 @@ impl Plugin {
 ///
 /// # Safety
 /// `ptr` must be null or point at `len` readable bytes.
-pub(crate) unsafe fn str_from(ptr: *const c_char, len: usize) -> String {
+pub(super) unsafe fn str_from(ptr: *const c_char, len: usize) -> String {
     if ptr.is_null() || len == 0 {
         return String::new();
     }
@@ -354,7 +354,7 @@ pub enum OptionValue {
 }
 
 /// Builds `PJRT_NamedValue`s that borrow from `options` (which must outlive them).
-pub(crate) fn named_values(
+pub(super) fn named_values(
     options: &[(CString, OptionValue)],
     strings: &mut Vec<CString>,
 ) -> Vec<PJRT_NamedValue> {

@@ -12,7 +12,7 @@ use super::live;
 use crate::error::{Error, Result};
 
 /// The PJRT element type of a dtype.
-pub(crate) fn buffer_type(dtype: DType) -> PJRT_Buffer_Type {
+pub(super) fn buffer_type(dtype: DType) -> PJRT_Buffer_Type {
     match dtype {
         DType::Bool => PJRT_Buffer_Type_PRED,
         DType::I8 => PJRT_Buffer_Type_S8,
@@ -44,12 +44,12 @@ unsafe impl Sync for Buffer {}
 
 impl Buffer {
     /// Takes ownership of `raw` (non-null).
-    pub(crate) fn from_raw(client: Arc<ClientInner>, raw: *mut PJRT_Buffer) -> Buffer {
+    pub(super) fn from_raw(client: Arc<ClientInner>, raw: *mut PJRT_Buffer) -> Buffer {
         live::BUFFERS.inc();
         Buffer { client, raw }
     }
 
-    pub(crate) fn raw(&self) -> *mut PJRT_Buffer {
+    pub(super) fn raw(&self) -> *mut PJRT_Buffer {
         self.raw
     }
 

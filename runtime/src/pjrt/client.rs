@@ -9,9 +9,9 @@ use super::api::{OptionValue, Plugin, named_values, pjrt_call, str_from};
 use crate::error::Result;
 
 /// Owns a `PJRT_Client`; shared by every buffer and executable made from it.
-pub(crate) struct ClientInner {
-    pub(crate) plugin: Arc<Plugin>,
-    pub(crate) raw: *mut PJRT_Client,
+pub(super) struct ClientInner {
+    pub(super) plugin: Arc<Plugin>,
+    pub(super) raw: *mut PJRT_Client,
     platform_name: String,
     platform_version: String,
     devices: Vec<DeviceInfo>,
@@ -34,7 +34,7 @@ struct DeviceInfo {
 /// A PJRT client.
 #[derive(Clone)]
 pub struct Client {
-    pub(crate) inner: Arc<ClientInner>,
+    pub(super) inner: Arc<ClientInner>,
 }
 
 impl Client {
@@ -202,8 +202,8 @@ pub struct MemoryStats {
 /// One addressable device of a client.
 #[derive(Clone)]
 pub struct Device {
-    pub(crate) client: Arc<ClientInner>,
-    pub(crate) index: usize,
+    pub(super) client: Arc<ClientInner>,
+    pub(super) index: usize,
 }
 
 impl Device {
@@ -211,7 +211,7 @@ impl Device {
         &self.client.devices[self.index]
     }
 
-    pub(crate) fn raw(&self) -> *mut PJRT_Device {
+    pub(super) fn raw(&self) -> *mut PJRT_Device {
         self.info().raw
     }
 

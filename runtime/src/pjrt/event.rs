@@ -21,7 +21,7 @@ unsafe impl Sync for Event {}
 
 impl Event {
     /// Takes ownership of `raw` (non-null).
-    pub(crate) fn from_raw(plugin: Arc<Plugin>, raw: *mut PJRT_Event) -> Event {
+    pub(super) fn from_raw(plugin: Arc<Plugin>, raw: *mut PJRT_Event) -> Event {
         live::EVENTS.inc();
         Event { plugin, raw }
     }

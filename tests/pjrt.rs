@@ -1,0 +1,148 @@
+//! The safe PJRT wrappers on the real XLA CPU plugin: buffers of every dtype,
+//! compile, execute, serialize / deserialize-and-load, and clean errors.
+
+use std::sync::OnceLock;
+
+use eagertpu::DType;
+use eagertpu::internals::pjrt::{Buffer, Client, CompileOptions, Executable, Plugin, as_bytes, locate};
+
+fn client() -> &'static Client {
+    static CLIENT: OnceLock<Client> = OnceLock::new();
+    CLIENT.get_or_init(|| {
+        let found = locate::resolve(Some("cpu")).expect("make setup installs the CPU plugin");
+        Client::create(Plugin::load(&found.path).unwrap(), &[]).unwrap()
+    })
+}
+
+const ADD: &str = r#"module @add {
+  func.func public @main(%a: tensor<2x3xf32>, %b: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<f32>) {
+    %s = "stablehlo.add"(%a, %b) : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+    %z = "stablehlo.constant"() {value = dense<0.0> : tensor<f32>} : () -> tensor<f32>
+    %t = "stablehlo.reduce"(%s, %z) ({
+    ^bb0(%x: tensor<f32>, %y: tensor<f32>):
+      %r = "stablehlo.add"(%x, %y) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+      "stablehlo.return"(%r) : (tensor<f32>) -> ()
+    }) {dimensions = array<i64: 0, 1>} : (tensor<2x3xf32>, tensor<f32>) -> tensor<f32>
+    "func.return"(%s, %t) : (tensor<2x3xf32>, tensor<f32>) -> ()
+  }
+}"#;
+
+fn f32_buffer(values: &[f32], dims: &[i64]) -> Buffer {
+    let device = client().device(0).unwrap();
+    Buffer::from_host(&device, DType::F32, dims, as_bytes(values)).unwrap()
+}
+
+fn read_f32(b: &Buffer) -> Vec<f32> {
+    let n: i64 = b.dims().unwrap().iter().product();
+    let mut out = vec![0f32; n as usize];
+    b.to_host(eagertpu::internals::pjrt::as_bytes_mut(&mut out)).unwrap();
+    out
+}
+
+fn run(exe: &Executable, a: &Buffer, b: &Buffer) -> (Vec<f32>, Vec<f32>) {
+    let device = client().device(0).unwrap();
+    let (outs, done) = exe.execute(&[a, b], &device).unwrap();
+    if let Some(done) = done {
+        done.wait().unwrap();
+    }
+    assert_eq!(outs.len(), 2);
+    (read_f32(&outs[0]), read_f32(&outs[1]))
+}
+
+#[test]
+fn buffers_round_trip_every_dtype_and_report_type_and_dims() {
+    let device = client().device(0).unwrap();
+    for dtype in [
+        DType::Bool,
+        DType::U8,
+        DType::I8,
+        DType::I16,
+        DType::I32,
+        DType::I64,
+        DType::F16,
+        DType::BF16,
+        DType::F32,
+        DType::F64,
+    ] {
+        let n = 2 * 3 * 4;
+        let bytes: Vec<u8> = (0..n * dtype.size_in_bytes())
+            .map(|i| if dtype == DType::Bool { (i % 2) as u8 } else { (i * 7 % 251) as u8 })
+            .collect();
+        let b = Buffer::from_host(&device, dtype, &[2, 3, 4], &bytes).unwrap();
+        assert_eq!(b.dtype().unwrap(), dtype);
+        assert_eq!(b.dims().unwrap(), vec![2, 3, 4]);
+        assert!(b.on_device_size().unwrap() >= bytes.len());
+        assert!(!b.is_deleted().unwrap());
+        b.ready_event().unwrap().wait().unwrap();
+        let mut back = vec![0u8; bytes.len()];
+        b.to_host(&mut back).unwrap();
+        assert_eq!(back, bytes, "{dtype}");
+    }
+    // A 0-d buffer.
+    let s = f32_buffer(&[2.5], &[]);
+    assert_eq!(s.dims().unwrap(), Vec::<i64>::new());
+    assert_eq!(read_f32(&s), vec![2.5]);
+}
+
+#[test]
+fn compile_execute_serialize_and_deserialize_and_load() {
+    let exe = Executable::compile(client(), ADD, &CompileOptions::Portable).unwrap();
+    assert_eq!(exe.num_outputs(), 2);
+    assert!(!exe.name().unwrap().is_empty());
+    let a = f32_buffer(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
+    let b = f32_buffer(&[0.5; 6], &[2, 3]);
+    let (sum, total) = run(&exe, &a, &b);
+    assert_eq!(sum, vec![1.5, 2.5, 3.5, 4.5, 5.5, 6.5]);
+    assert_eq!(total, vec![24.0]);
+
+    let bytes = exe.serialize().unwrap();
+    assert!(bytes.len() > 100, "{} bytes", bytes.len());
+    let loaded = Executable::deserialize_and_load(client(), &bytes, &CompileOptions::Portable).unwrap();
+    assert_eq!(loaded.num_outputs(), 2);
+    assert_eq!(run(&loaded, &a, &b), (sum, total));
+    // The inputs are untouched (nothing was donated).
+    assert_eq!(read_f32(&a), vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+}
+
+#[test]
+fn executables_run_on_any_device_of_the_client() {
+    let exe = Executable::compile(client(), ADD, &CompileOptions::Portable).unwrap();
+    for device in client().devices() {
+        let bytes = as_bytes(&[1.0f32; 6]).to_vec();
+        let a = Buffer::from_host(&device, DType::F32, &[2, 3], &bytes).unwrap();
+        let (outs, done) = exe.execute(&[&a, &a], &device).unwrap();
+        if let Some(done) = done {
+            done.wait().unwrap();
+        }
+        assert_eq!(read_f32(&outs[1]), vec![12.0], "device {}", device.index());
+    }
+}
+
+#[test]
+fn bad_programs_and_bad_calls_are_clean_errors() {
+    let e = Executable::compile(client(), "this is not MLIR", &CompileOptions::Portable)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.starts_with("PJRT_Client_Compile failed"), "{e}");
+    let e = Executable::deserialize_and_load(client(), b"garbage", &CompileOptions::Portable)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.starts_with("PJRT_Executable_DeserializeAndLoad failed"), "{e}");
+    // Wrong number of arguments.
+    let exe = Executable::compile(client(), ADD, &CompileOptions::Portable).unwrap();
+    let a = f32_buffer(&[0.0; 6], &[2, 3]);
+    let device = client().device(0).unwrap();
+    let e = exe.execute(&[&a], &device).err().unwrap().to_string();
+    assert!(e.starts_with("PJRT_LoadedExecutable_Execute failed"), "{e}");
+    // A host buffer of the wrong size never reaches the plugin.
+    let e = Buffer::from_host(&device, DType::F32, &[4], &[0u8; 3]).err().unwrap().to_string();
+    assert!(e.contains("3 bytes") && e.contains("16 bytes"), "{e}");
+    // The CPU plugin has no memory statistics: a clean error naming the call.
+    let e = device.memory_stats().err().unwrap().to_string();
+    assert!(e.contains("PJRT_Device_MemoryStats"), "{e}");
+    // And everything still works.
+    let (sum, _) = run(&exe, &a, &a);
+    assert_eq!(sum, vec![0.0; 6]);
+}
