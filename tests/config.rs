@@ -11,14 +11,24 @@ fn child(name: &str, env: &[(&str, &str)]) -> (bool, String) {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args(["--exact", name, "--nocapture", "--test-threads=1"]);
     cmd.env("EAGERTPU_TEST_CHILD", name);
-    for var in ["EAGERTPU_MODE", "EAGERTPU_PJRT_PLUGIN", "EAGERTPU_DEVICE_COUNT", "EAGERTPU_CHECK_NAN", "EAGERTPU_LOG"] {
+    for var in [
+        "EAGERTPU_MODE",
+        "EAGERTPU_PJRT_PLUGIN",
+        "EAGERTPU_DEVICE_COUNT",
+        "EAGERTPU_CHECK_NAN",
+        "EAGERTPU_LOG",
+    ] {
         cmd.env_remove(var);
     }
     for (k, v) in env {
         cmd.env(k, v);
     }
     let out = cmd.output().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     (out.status.success(), text)
 }
 
@@ -53,17 +63,40 @@ fn child_bad_setting() {
         let e = Tensor::zeros(&[2], DType::F32).unwrap_err().to_string();
         assert!(e.contains(&expected), "{e:?} should contain {expected:?}");
     }
-    println!("child saw: {}", Tensor::zeros(&[2], DType::F32).unwrap_err());
+    println!(
+        "child saw: {}",
+        Tensor::zeros(&[2], DType::F32).unwrap_err()
+    );
 }
 
 #[test]
 fn a_bad_setting_is_an_error_on_every_call_not_a_crash() {
     let cases = [
-        ("EAGERTPU_MODE", "sideways", "EAGERTPU_MODE=sideways: expected debug, strict or fused"),
-        ("EAGERTPU_MODE", "fused", "mode `fused` is not available yet"),
-        ("EAGERTPU_DEVICE_COUNT", "zero", "EAGERTPU_DEVICE_COUNT=zero: expected a positive integer"),
-        ("EAGERTPU_CHECK_NAN", "maybe", "EAGERTPU_CHECK_NAN=maybe: expected 0 or 1"),
-        ("EAGERTPU_PJRT_PLUGIN", "/no/such/plugin.so", "looked for it at\n  - /no/such/plugin.so"),
+        (
+            "EAGERTPU_MODE",
+            "sideways",
+            "EAGERTPU_MODE=sideways: expected debug, strict or fused",
+        ),
+        (
+            "EAGERTPU_MODE",
+            "fused",
+            "mode `fused` is not available yet",
+        ),
+        (
+            "EAGERTPU_DEVICE_COUNT",
+            "zero",
+            "EAGERTPU_DEVICE_COUNT=zero: expected a positive integer",
+        ),
+        (
+            "EAGERTPU_CHECK_NAN",
+            "maybe",
+            "EAGERTPU_CHECK_NAN=maybe: expected 0 or 1",
+        ),
+        (
+            "EAGERTPU_PJRT_PLUGIN",
+            "/no/such/plugin.so",
+            "looked for it at\n  - /no/such/plugin.so",
+        ),
     ];
     for (var, value, expected) in cases {
         let (ok, out) = child("child_bad_setting", &[(var, value), ("EXPECTED", expected)]);
@@ -87,9 +120,15 @@ fn child_devices() {
     let e = (&on0 + &b).unwrap_err().to_string();
     assert!(e.contains("add") && e.contains("one device"), "{e}");
     let moved = b.to_device(&Device::get(0).unwrap()).unwrap();
-    assert_eq!((&on0 + &moved).unwrap().to_vec::<f32>().unwrap(), vec![4.0, 7.0]);
+    assert_eq!(
+        (&on0 + &moved).unwrap().to_vec::<f32>().unwrap(),
+        vec![4.0, 7.0]
+    );
     let e = Device::get(3).unwrap_err().to_string();
-    assert!(e.contains("device index 3") && e.contains("3 device(s)"), "{e}");
+    assert!(
+        e.contains("device index 3") && e.contains("3 device(s)"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -111,7 +150,12 @@ fn the_run_manifest_is_logged_once_at_start() {
     let (ok, out) = child("child_manifest", &[("EAGERTPU_LOG", "info")]);
     assert!(ok, "{out}");
     assert_eq!(out.matches("EagerTPU run manifest").count(), 1, "{out}");
-    for part in ["xla_cpu_pjrt.so", "PJRT C API        0.81", "StableHLO         1.", "mode              debug"] {
+    for part in [
+        "xla_cpu_pjrt.so",
+        "PJRT C API        0.81",
+        "StableHLO         1.",
+        "mode              debug",
+    ] {
         assert!(out.contains(part), "{part:?} missing from:\n{out}");
     }
 }

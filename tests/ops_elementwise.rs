@@ -176,7 +176,8 @@ fn logical_not_and_isnan_give_bools() {
     );
 }
 
-type BinaryRef = fn(f64, f64) -> f64;
+/// A host reference of a binary op, and its result dtype given the compute dtype.
+type BinaryRef = (Box<dyn Fn(f64, f64) -> f64>, fn(DType) -> DType);
 
 /// Python's modulo: the sign of the divisor.
 fn py_mod(a: f64, b: f64) -> f64 {
@@ -221,7 +222,7 @@ fn apply_binary(name: &str, a: &Tensor, b: &Tensor) -> eagertpu::Result<Tensor> 
 
 /// The host reference of a binary op whose inputs are already in the compute
 /// dtype, and the result dtype given the compute dtype.
-fn binary_ref(name: &str) -> (Box<dyn Fn(f64, f64) -> f64>, fn(DType) -> DType) {
+fn binary_ref(name: &str) -> BinaryRef {
     let same: fn(DType) -> DType = |d| d;
     let float: fn(DType) -> DType = |d| if d.is_float() { d } else { DType::F32 };
     let boolean: fn(DType) -> DType = |_| DType::Bool;
@@ -375,7 +376,8 @@ fn bool_arithmetic_follows_pytorch() {
 #[test]
 fn mixed_dtypes_promote_like_pytorch() {
     // (lhs dtype, lhs shape, rhs dtype, rhs shape, result of torch.add)
-    let cases: [(DType, &[i64], DType, &[i64], DType); 9] = [
+    type Case<'a> = (DType, &'a [i64], DType, &'a [i64], DType);
+    let cases: [Case; 9] = [
         (DType::I32, &[4], DType::F16, &[4], DType::F16),
         (DType::U8, &[4], DType::I8, &[4], DType::I16),
         (DType::Bool, &[4], DType::I64, &[4], DType::I64),

@@ -4,7 +4,9 @@
 use std::sync::OnceLock;
 
 use eagertpu::DType;
-use eagertpu::internals::pjrt::{Buffer, Client, CompileOptions, Executable, Plugin, as_bytes, locate};
+use eagertpu::internals::pjrt::{
+    Buffer, Client, CompileOptions, Executable, Plugin, as_bytes, locate,
+};
 
 fn client() -> &'static Client {
     static CLIENT: OnceLock<Client> = OnceLock::new();
@@ -35,7 +37,8 @@ fn f32_buffer(values: &[f32], dims: &[i64]) -> Buffer {
 fn read_f32(b: &Buffer) -> Vec<f32> {
     let n: i64 = b.dims().unwrap().iter().product();
     let mut out = vec![0f32; n as usize];
-    b.to_host(eagertpu::internals::pjrt::as_bytes_mut(&mut out)).unwrap();
+    b.to_host(eagertpu::internals::pjrt::as_bytes_mut(&mut out))
+        .unwrap();
     out
 }
 
@@ -66,7 +69,13 @@ fn buffers_round_trip_every_dtype_and_report_type_and_dims() {
     ] {
         let n = 2 * 3 * 4;
         let bytes: Vec<u8> = (0..n * dtype.size_in_bytes())
-            .map(|i| if dtype == DType::Bool { (i % 2) as u8 } else { (i * 7 % 251) as u8 })
+            .map(|i| {
+                if dtype == DType::Bool {
+                    (i % 2) as u8
+                } else {
+                    (i * 7 % 251) as u8
+                }
+            })
             .collect();
         let b = Buffer::from_host(&device, dtype, &[2, 3, 4], &bytes).unwrap();
         assert_eq!(b.dtype().unwrap(), dtype);
@@ -97,7 +106,8 @@ fn compile_execute_serialize_and_deserialize_and_load() {
 
     let bytes = exe.serialize().unwrap();
     assert!(bytes.len() > 100, "{} bytes", bytes.len());
-    let loaded = Executable::deserialize_and_load(client(), &bytes, &CompileOptions::Portable).unwrap();
+    let loaded =
+        Executable::deserialize_and_load(client(), &bytes, &CompileOptions::Portable).unwrap();
     assert_eq!(loaded.num_outputs(), 2);
     assert_eq!(run(&loaded, &a, &b), (sum, total));
     // The inputs are untouched (nothing was donated).
@@ -129,7 +139,10 @@ fn bad_programs_and_bad_calls_are_clean_errors() {
         .err()
         .unwrap()
         .to_string();
-    assert!(e.starts_with("PJRT_Executable_DeserializeAndLoad failed"), "{e}");
+    assert!(
+        e.starts_with("PJRT_Executable_DeserializeAndLoad failed"),
+        "{e}"
+    );
     // Wrong number of arguments.
     let exe = Executable::compile(client(), ADD, &CompileOptions::Portable).unwrap();
     let a = f32_buffer(&[0.0; 6], &[2, 3]);
@@ -137,7 +150,10 @@ fn bad_programs_and_bad_calls_are_clean_errors() {
     let e = exe.execute(&[&a], &device).err().unwrap().to_string();
     assert!(e.starts_with("PJRT_LoadedExecutable_Execute failed"), "{e}");
     // A host buffer of the wrong size never reaches the plugin.
-    let e = Buffer::from_host(&device, DType::F32, &[4], &[0u8; 3]).err().unwrap().to_string();
+    let e = Buffer::from_host(&device, DType::F32, &[4], &[0u8; 3])
+        .err()
+        .unwrap()
+        .to_string();
     assert!(e.contains("3 bytes") && e.contains("16 bytes"), "{e}");
     // The CPU plugin has no memory statistics: a clean error naming the call.
     let e = device.memory_stats().err().unwrap().to_string();

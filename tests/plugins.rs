@@ -99,8 +99,7 @@ fn a_missing_plugin_lists_every_place_tried_and_how_to_install_it() {
     let empty = Path::new(env!("CARGO_TARGET_TMPDIR")).join("no_plugins_here");
     std::fs::create_dir_all(&empty).unwrap();
     let err = locate::find(PluginKind::Cuda, std::slice::from_ref(&empty))
-        .err()
-        .expect("no CUDA plugin is installed here")
+        .expect_err("no CUDA plugin is installed here")
         .to_string();
     assert!(err.contains("no PJRT plugin for `cuda`"), "{err}");
     assert!(

@@ -286,3 +286,5 @@ pub fn err_text<T: std::fmt::Debug>(r: eagertpu::Result<T>) -> String {
         Err(e) => e.to_string(),
     }
 }
+
+pub mod builders;

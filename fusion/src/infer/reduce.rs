@@ -41,7 +41,20 @@ pub(super) fn reduce(
                 DType::I64
             }
         }
-        ReduceOp::Max | ReduceOp::Min => x.dtype,
+        ReduceOp::Max | ReduceOp::Min => {
+            // No identity: PyTorch rejects amax/amin over a dim of size 0.
+            let all = dims.is_empty();
+            let empty = (0..x.rank()).find(|&d| (all || dims.contains(&d)) && x.shape[d] == 0);
+            if let Some(d) = empty {
+                return Err(Error::Invalid {
+                    op,
+                    message: format!(
+                        "got an empty reduction over dim {d} of size 0 of {x}, expected every reduced dim to be non-empty"
+                    ),
+                });
+            }
+            x.dtype
+        }
         ReduceOp::Mean | ReduceOp::Var { .. } => {
             float_only(op, x)?;
             x.dtype

@@ -8,9 +8,10 @@ use crate::dtype::DType;
 use crate::scalar::Scalar;
 use crate::shape::TensorType;
 
-/// `start + i * step`.
+/// `start + i * step`. As `torch.arange`, integer dtypes step in int64 from
+/// the truncated start by the truncated step (the constants truncate).
 pub(super) fn arange(e: &mut Emitter, start: Scalar, step: Scalar, len: i64, out: TensorType) -> V {
-    let wide = if out.dtype.is_float() || start.category() == crate::dtype::Category::Float {
+    let wide = if out.dtype.is_float() {
         DType::F64
     } else {
         DType::I64
@@ -24,8 +25,14 @@ pub(super) fn arange(e: &mut Emitter, start: Scalar, step: Scalar, len: i64, out
 }
 
 /// PyTorch's linspace: the first half counts up from `start`, the second half
-/// counts down from `end`, so both ends are exact.
+/// counts down from `end`, so both ends are exact (one step gives `start`).
+/// Integer dtypes truncate the ends first, as PyTorch does.
 pub(super) fn linspace(e: &mut Emitter, start: f64, end: f64, steps: i64, out: TensorType) -> V {
+    let (start, end) = if out.dtype.is_float() {
+        (start, end)
+    } else {
+        (start.trunc(), end.trunc())
+    };
     let shape = [steps];
     let wide = TensorType::new(DType::F64, &shape);
     let step = if steps > 1 {
@@ -47,7 +54,7 @@ pub(super) fn linspace(e: &mut Emitter, start: f64, end: f64, steps: i64, out: T
         let end_v = e.constant(Scalar::Float(end), wide.clone());
         e.sub(&end_v, &s)
     };
-    let half = e.constant(Scalar::Float((steps / 2) as f64), wide);
+    let half = e.constant(Scalar::Float((steps / 2).max(1) as f64), wide);
     let first_half = e.compare(Cmp::Lt, &i, &half);
     let v = e.select(&first_half, &up, &down);
     e.convert(&v, out.dtype)

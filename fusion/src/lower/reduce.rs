@@ -31,12 +31,13 @@ fn extremes(d: DType) -> (Scalar, Scalar) {
     }
 }
 
-/// All dims when `dims` is empty.
+/// All dims when `dims` is empty. A 0-d tensor accepts dim 0 (as PyTorch does),
+/// which names no dim of the StableHLO value: reducing it reduces nothing.
 fn dims_or_all(dims: &[usize], rank: usize) -> Vec<usize> {
     if dims.is_empty() {
         (0..rank).collect()
     } else {
-        dims.to_vec()
+        dims.iter().copied().filter(|&d| d < rank).collect()
     }
 }
 
@@ -44,14 +45,23 @@ pub(super) fn sum(e: &mut Emitter, x: &V, dims: &[usize]) -> V {
     e.reduce(x, Scalar::Int(0), "stablehlo.add", dims)
 }
 
+/// Max over `dims`; NaN propagates (the combiner is `Emitter::maximum`, since
+/// the CPU backend's `stablehlo.maximum` can drop a NaN).
 pub(super) fn max(e: &mut Emitter, x: &V, dims: &[usize]) -> V {
     let (lo, _) = extremes(x.ty.dtype);
-    let body = if x.ty.dtype == DType::Bool {
-        "stablehlo.or"
-    } else {
-        "stablehlo.maximum"
-    };
-    e.reduce(x, lo, body, dims)
+    if x.ty.dtype == DType::Bool {
+        return e.reduce(x, lo, "stablehlo.or", dims);
+    }
+    e.reduce_with(x, lo, dims, |e, a, b| e.maximum(a, b))
+}
+
+/// Min over `dims`; NaN propagates.
+fn min(e: &mut Emitter, x: &V, dims: &[usize]) -> V {
+    let (_, hi) = extremes(x.ty.dtype);
+    if x.ty.dtype == DType::Bool {
+        return e.reduce(x, hi, "stablehlo.and", dims);
+    }
+    e.reduce_with(x, hi, dims, |e, a, b| e.minimum(a, b))
 }
 
 /// `x` reduced over `dims`, then broadcast back to `x`'s shape.
@@ -81,15 +91,7 @@ pub(super) fn reduce(e: &mut Emitter, r: ReduceOp, x: &V, dims: &[usize], out: T
             e.reduce(&xc, Scalar::Int(1), "stablehlo.multiply", &dims)
         }
         ReduceOp::Max => max(e, x, &dims),
-        ReduceOp::Min => {
-            let (_, hi) = extremes(x.ty.dtype);
-            let body = if x.ty.dtype == DType::Bool {
-                "stablehlo.and"
-            } else {
-                "stablehlo.minimum"
-            };
-            e.reduce(x, hi, body, &dims)
-        }
+        ReduceOp::Min => min(e, x, &dims),
         ReduceOp::Mean => {
             let xc = e.convert(x, acc);
             let s = sum(e, &xc, &dims);

@@ -108,6 +108,15 @@ impl Device {
             }
             .into());
         }
+        if dtype.is_int() && step.as_i64() == 0 {
+            return Err(fusion::Error::Invalid {
+                op: "arange",
+                message: format!(
+                    "step {step} truncates to 0 in {dtype}; expected a step of at least 1 in magnitude"
+                ),
+            }
+            .into());
+        }
         if (e - s) * st < 0.0 {
             return Err(fusion::Error::Invalid {
                 op: "arange",

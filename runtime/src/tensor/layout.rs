@@ -241,7 +241,7 @@ impl Tensor {
     #[track_caller]
     pub fn pad(&self, pad: &[i64], value: impl Into<Scalar>) -> Result<Tensor> {
         let rank = self.rank();
-        if pad.len() % 2 != 0 || pad.len() / 2 > rank {
+        if !pad.len().is_multiple_of(2) || pad.len() / 2 > rank {
             return Err(invalid(
                 "pad",
                 format!(
