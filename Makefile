@@ -36,8 +36,11 @@ demo: build
 
 # Every test: unit, integration (ops vs host references, errors, plugins,
 # leaks), the header layout check and doc tests.
+# Tests get a fresh on-disk compile cache of their own.
+TEST_CACHE := $(CURDIR)/target/test-cache
 test: setup-test
-	$(CARGO) test --release --workspace
+	rm -rf $(TEST_CACHE)
+	EAGERTPU_CACHE_DIR=$(TEST_CACHE) $(CARGO) test --release --workspace
 
 bench: setup
 	$(CARGO) bench --bench debug_latency

@@ -16,11 +16,12 @@
 //! returns a `Result`: bad input is an error naming the op, what it got and
 //! what it expected, and the next op works.
 
+pub use fusion::policy::CutReason;
 pub use fusion::{DType, Reduction, Scalar};
 pub use runtime::pjrt::MemoryStats;
 pub use runtime::{
-    Device, Element, Error, Manifest, Metrics, Mode, Operand, Result, Tensor, default_device,
-    manifest, metrics, mode, set_check_nan, sync,
+    Device, Element, Error, Manifest, Metrics, Mode, ModeGuard, Operand, Result, Tensor,
+    default_device, manifest, metrics, mode, set_check_nan, set_mode, shutdown, sync, with_mode,
 };
 
 /// Lower layers, for tools and tests: the op IR and the PJRT wrappers.

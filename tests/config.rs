@@ -11,6 +11,8 @@ fn child(name: &str, env: &[(&str, &str)]) -> (bool, String) {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args(["--exact", name, "--nocapture", "--test-threads=1"]);
     cmd.env("EAGERTPU_TEST_CHILD", name);
+    // Children never touch the user's compile cache.
+    cmd.env("EAGERTPU_CACHE_DIR", "off");
     for var in [
         "EAGERTPU_MODE",
         "EAGERTPU_PJRT_PLUGIN",
@@ -78,9 +80,24 @@ fn a_bad_setting_is_an_error_on_every_call_not_a_crash() {
             "EAGERTPU_MODE=sideways: expected debug, strict or fused",
         ),
         (
-            "EAGERTPU_MODE",
-            "fused",
-            "mode `fused` is not available yet",
+            "EAGERTPU_WINDOW",
+            "0",
+            "EAGERTPU_WINDOW=0: expected `ops` or `ops,params`",
+        ),
+        (
+            "EAGERTPU_WINDOW",
+            "64,x",
+            "EAGERTPU_WINDOW=64,x: expected `ops` or `ops,params`",
+        ),
+        (
+            "EAGERTPU_CACHE_MAX_BYTES",
+            "lots",
+            "EAGERTPU_CACHE_MAX_BYTES=lots: expected a positive integer",
+        ),
+        (
+            "EAGERTPU_CACHE_READONLY",
+            "2",
+            "EAGERTPU_CACHE_READONLY=2: expected 0 or 1",
         ),
         (
             "EAGERTPU_DEVICE_COUNT",
@@ -154,7 +171,7 @@ fn the_run_manifest_is_logged_once_at_start() {
         "xla_cpu_pjrt.so",
         "PJRT C API        0.81",
         "StableHLO         1.",
-        "mode              debug",
+        "mode              fused",
     ] {
         assert!(out.contains(part), "{part:?} missing from:\n{out}");
     }

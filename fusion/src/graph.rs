@@ -39,12 +39,15 @@ pub struct Graph {
     /// The type of every value, by id (derived from `defs`).
     types: Vec<TensorType>,
     outputs: Vec<ValueId>,
+    /// (parameter index, output index): the parameter's buffer is donated to
+    /// the output (input/output aliasing).
+    aliases: Vec<(u32, u32)>,
     num_params: usize,
 }
 
 impl PartialEq for Graph {
     fn eq(&self, other: &Self) -> bool {
-        self.defs == other.defs && self.outputs == other.outputs
+        self.defs == other.defs && self.outputs == other.outputs && self.aliases == other.aliases
     }
 }
 
@@ -54,6 +57,7 @@ impl Hash for Graph {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.defs.hash(state);
         self.outputs.hash(state);
+        self.aliases.hash(state);
     }
 }
 
@@ -95,6 +99,20 @@ impl Graph {
     /// Marks `v` as a program output (in call order).
     pub fn output(&mut self, v: ValueId) {
         self.outputs.push(v);
+    }
+
+    /// Donates parameter `param` (by parameter order) to output `output`:
+    /// they must have the same type.
+    pub fn alias(&mut self, param: usize, output: usize) {
+        self.aliases.push((param as u32, output as u32));
+    }
+
+    /// The output a parameter is donated to, if any.
+    pub fn aliased_output(&self, param: usize) -> Option<usize> {
+        self.aliases
+            .iter()
+            .find(|(p, _)| *p as usize == param)
+            .map(|(_, o)| *o as usize)
     }
 
     fn next_id(&self) -> ValueId {

@@ -5,9 +5,11 @@
 pub mod dtype;
 pub mod error;
 pub mod graph;
+pub mod hash;
 mod infer;
 pub mod lower;
 pub mod op;
+pub mod policy;
 pub mod scalar;
 pub mod shape;
 

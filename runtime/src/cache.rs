@@ -1,41 +1,56 @@
-//! The compile cache: program structure -> StableHLO text -> loaded executable.
+//! The one compile cache every mode uses: memory -> disk -> compile.
 //!
-//! The first tier is keyed by the `Graph` itself (op kinds, attributes, operand
-//! positions and input types; never values) and compares by full equality, so
-//! it cannot collide. The second tier is keyed by the emitted text and the
-//! plugin's identity, so structurally different graphs that lower to the same
-//! program share one executable. Only a miss in both tiers compiles.
+//! - Memory: an LRU of loaded executables keyed by the chunk's `Graph` (op
+//!   kinds, attributes, operand positions, input types; never values), compared
+//!   by full equality, so it cannot collide.
+//! - Program key: a 128-bit digest of the emitted StableHLO text, the compile
+//!   options and the plugin's identity. Concurrent requests for one key wait
+//!   for a single compile (single flight).
+//! - Disk (`disk.rs`): serialized executables, loaded with
+//!   `PJRT_Executable_DeserializeAndLoad`; entries carry the full text.
+//! - A miss that recompiles a program seen before with other input shapes is
+//!   explained once per pair (`Metrics::recompile_reasons`).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::collections::{HashMap, HashSet};
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use fusion::Graph;
+use dashmap::DashMap;
+use fusion::hash::{FxBuild, digest128, fx_hash};
+use fusion::{Def, Graph, TensorType};
+use lru::LruCache;
 
+use crate::disk::{DiskCache, DiskConfig, Lookup};
 use crate::error::Result;
 use crate::metrics::Counters;
 use crate::pjrt::{Client, CompileOptions, Executable};
 use crate::value::lock;
-
-/// (plugin identity, StableHLO text).
-type ExecutableKey = (String, Arc<str>);
 
 /// A compiled program.
 pub(crate) struct Program {
     pub exe: Arc<Executable>,
 }
 
+/// Loaded executables kept in memory.
+const MEMORY_ENTRIES: usize = 4096;
+
+type Flight = Arc<OnceLock<Result<Arc<Executable>>>>;
+
 pub(crate) struct CompileCache {
     client: Client,
     /// Platform name and version plus PJRT API version.
-    identity: String,
-    programs: Mutex<HashMap<Graph, Arc<Program>>>,
-    executables: Mutex<HashMap<ExecutableKey, Arc<Executable>>>,
+    fingerprint: String,
+    options: CompileOptions,
+    programs: Mutex<LruCache<Graph, Arc<Program>, FxBuild>>,
+    in_flight: DashMap<u128, Flight>,
+    disk: Option<DiskCache>,
+    explainer: Mutex<Explainer>,
 }
 
 impl CompileCache {
-    pub fn new(client: Client) -> CompileCache {
-        let identity = format!(
+    pub fn new(client: Client, disk: Option<DiskConfig>) -> CompileCache {
+        let fingerprint = format!(
             "{} {} (PJRT C API {})",
             client.platform_name(),
             client.platform_version(),
@@ -43,47 +58,165 @@ impl CompileCache {
         );
         CompileCache {
             client,
-            identity,
-            programs: Mutex::default(),
-            executables: Mutex::default(),
+            fingerprint,
+            options: CompileOptions::Portable,
+            programs: Mutex::new(LruCache::with_hasher(
+                NonZeroUsize::new(MEMORY_ENTRIES).unwrap_or(NonZeroUsize::MIN),
+                FxBuild::default(),
+            )),
+            in_flight: DashMap::new(),
+            disk: disk.map(DiskCache::new),
+            explainer: Mutex::default(),
         }
     }
 
-    /// The compiled program for `graph`, compiling it on a miss.
+    /// The compiled program for `graph`: from memory, from disk, or compiled.
     pub fn get(&self, graph: &Graph, counters: &Counters) -> Result<Arc<Program>> {
         if let Some(p) = lock(&self.programs).get(graph) {
-            Counters::add(&counters.cache_hits, 1);
+            Counters::add(&counters.memory_hits, 1);
             return Ok(p.clone());
         }
-        let text: Arc<str> = fusion::lower::lower(graph).into();
-        let key = (self.identity.clone(), text.clone());
-        let cached = lock(&self.executables).get(&key).cloned();
-        let exe = match cached {
-            Some(exe) => {
-                Counters::add(&counters.cache_hits, 1);
-                exe
-            }
-            None => {
-                let start = Instant::now();
-                let exe = Arc::new(Executable::compile(
-                    &self.client,
-                    &text,
-                    &CompileOptions::Portable,
-                )?);
-                Counters::add(&counters.compiles, 1);
-                Counters::add(&counters.compile_nanos, start.elapsed().as_nanos() as u64);
-                tracing::debug!(target: "eagertpu::compile", ms = start.elapsed().as_secs_f64() * 1e3, "compiled\n{text}");
-                lock(&self.executables).insert(key, exe.clone());
-                exe
-            }
-        };
-        let program = Arc::new(Program { exe });
-        lock(&self.programs).insert(graph.clone(), program.clone());
-        Ok(program)
+        let text = fusion::lower::lower(graph);
+        let key = digest128(&[
+            text.as_bytes(),
+            &self.options.encode(),
+            self.fingerprint.as_bytes(),
+        ]);
+        let flight = self.in_flight.entry(key).or_default().clone();
+        let mut loaded_here = false;
+        let exe = flight
+            .get_or_init(|| {
+                loaded_here = true;
+                self.load_or_compile(key, &text, graph, counters)
+            })
+            .clone();
+        if !loaded_here {
+            // Another thread compiled (or loaded) it while we waited.
+            Counters::add(&counters.memory_hits, 1);
+        }
+        let program = exe.map(|exe| Arc::new(Program { exe }));
+        if let Ok(p) = &program {
+            lock(&self.programs).put(graph.clone(), p.clone());
+        }
+        self.in_flight.remove(&key);
+        program
     }
 
-    /// Number of distinct executables held.
+    fn load_or_compile(
+        &self,
+        key: u128,
+        text: &str,
+        graph: &Graph,
+        counters: &Counters,
+    ) -> Result<Arc<Executable>> {
+        if let Some(disk) = &self.disk {
+            match disk.load(key, text, &self.fingerprint) {
+                Lookup::Hit(bytes) => {
+                    match Executable::deserialize_and_load(&self.client, &bytes, &self.options) {
+                        Ok(exe) => {
+                            Counters::add(&counters.disk_hits, 1);
+                            return Ok(Arc::new(exe));
+                        }
+                        Err(e) => {
+                            disk.warn_once(key, &format!("the plugin cannot load it: {e}"));
+                            Counters::add(&counters.disk_bad_entries, 1);
+                        }
+                    }
+                }
+                Lookup::Bad => Counters::add(&counters.disk_bad_entries, 1),
+                Lookup::Miss => {}
+            }
+        }
+        Counters::add(&counters.misses, 1);
+        if let Some(reason) = lock(&self.explainer).explain(key, graph) {
+            tracing::warn!(target: "eagertpu::recompile", "{reason}");
+            lock(&counters.recompile_reasons).push(reason);
+        }
+        let start = Instant::now();
+        let exe = Executable::compile(&self.client, text, &self.options)?;
+        Counters::add(&counters.compiles, 1);
+        Counters::add(&counters.compile_nanos, start.elapsed().as_nanos() as u64);
+        tracing::debug!(
+            target: "eagertpu::compile",
+            ms = start.elapsed().as_secs_f64() * 1e3,
+            "compiled\n{text}"
+        );
+        if let Some(disk) = &self.disk {
+            match exe
+                .serialize()
+                .map_err(|e| e.to_string())
+                .and_then(|bytes| {
+                    disk.store(key, text, &self.fingerprint, &bytes)
+                        .map_err(|e| e.to_string())
+                }) {
+                Ok(()) => Counters::add(&counters.disk_writes, 1),
+                Err(e) => disk.warn_once(key, &format!("cannot write it: {e}")),
+            }
+        }
+        Ok(Arc::new(exe))
+    }
+
+    /// Number of executables held in memory.
     pub fn executables(&self) -> usize {
-        lock(&self.executables).len()
+        lock(&self.programs).len()
+    }
+}
+
+/// Explains recompilations: programs with the same op sequence as an earlier
+/// one but other input types or attributes.
+#[derive(Default)]
+struct Explainer {
+    /// Op-sequence signature -> the first program compiled with it.
+    seen: HashMap<u64, (u128, Graph)>,
+    reported: HashSet<(u128, u128)>,
+}
+
+impl Explainer {
+    fn explain(&mut self, key: u128, graph: &Graph) -> Option<String> {
+        let skeleton = fx_hash(
+            &graph
+                .defs()
+                .iter()
+                .map(|d| match d {
+                    Def::Param(_) => ("param", vec![]),
+                    Def::Node(n) => (n.op.name(), n.inputs.iter().map(|v| v.0).collect()),
+                })
+                .collect::<Vec<_>>(),
+        );
+        let Some((first_key, first)) = self.seen.get(&skeleton) else {
+            self.seen.insert(skeleton, (key, graph.clone()));
+            return None;
+        };
+        if *first_key == key || !self.reported.insert((*first_key, key)) {
+            return None;
+        }
+        let old: Vec<&TensorType> = first.param_types().collect();
+        let new: Vec<&TensorType> = graph.param_types().collect();
+        let changed: Vec<String> = old
+            .iter()
+            .zip(&new)
+            .enumerate()
+            .filter(|(_, (a, b))| a != b)
+            .map(|(i, (a, b))| format!("input {i} changed from {a} to {b}"))
+            .collect();
+        let ops = graph.nodes().count();
+        let what = if !changed.is_empty() {
+            changed.join(", ")
+        } else {
+            let (i, (a, b)) = first
+                .nodes()
+                .zip(graph.nodes())
+                .enumerate()
+                .find(|(_, (a, b))| a.op != b.op)?;
+            format!(
+                "op {i} ({}) changed its attributes from {:?} to {:?}",
+                a.op.name(),
+                a.op,
+                b.op
+            )
+        };
+        Some(format!(
+            "recompiling a {ops}-op program seen before with other inputs: {what}"
+        ))
     }
 }

@@ -1,5 +1,8 @@
 //! Settings read from the environment once, when the runtime starts.
 
+use fusion::policy::WindowLimits;
+
+use crate::disk::{self, DiskConfig};
 use crate::error::{Error, Result};
 
 /// How ops execute.
@@ -52,6 +55,71 @@ pub struct Config {
     pub check_nan: bool,
     /// `EAGERTPU_LOG`: a `tracing` filter.
     pub log: String,
+    /// `EAGERTPU_WINDOW`: `ops` or `ops,params`, the fused window's limits.
+    pub window: WindowLimits,
+    /// `EAGERTPU_CACHE_DIR` (`off`: no disk tier), `EAGERTPU_CACHE_READONLY`,
+    /// `EAGERTPU_CACHE_MAX_BYTES`.
+    pub disk_cache: Option<DiskConfig>,
+}
+
+fn bad(name: &str, value: &str, expected: &str) -> Error {
+    Error::Config {
+        what: "environment",
+        message: format!("{name}={value}: expected {expected}"),
+    }
+}
+
+fn positive(name: &str, value: &str) -> Result<u64> {
+    value
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| bad(name, value, "a positive integer"))
+}
+
+fn window() -> Result<WindowLimits> {
+    let mut limits = WindowLimits::default();
+    if let Some(w) = var("EAGERTPU_WINDOW") {
+        let expected = "`ops` or `ops,params` (positive integers)";
+        let mut parts = w.split(',');
+        let ops = parts.next().unwrap_or_default();
+        limits.max_ops = positive("EAGERTPU_WINDOW", ops)
+            .map_err(|_| bad("EAGERTPU_WINDOW", &w, expected))? as usize;
+        if let Some(p) = parts.next() {
+            limits.max_params = positive("EAGERTPU_WINDOW", p)
+                .map_err(|_| bad("EAGERTPU_WINDOW", &w, expected))?
+                as usize;
+        }
+        if parts.next().is_some() {
+            return Err(bad("EAGERTPU_WINDOW", &w, expected));
+        }
+    }
+    Ok(limits)
+}
+
+fn disk_cache() -> Result<Option<DiskConfig>> {
+    // Malformed settings are errors even when the cache is off.
+    let max_bytes = var("EAGERTPU_CACHE_MAX_BYTES")
+        .map(|v| positive("EAGERTPU_CACHE_MAX_BYTES", &v))
+        .transpose()?;
+    let readonly = flag("EAGERTPU_CACHE_READONLY")?;
+    let dir = match var("EAGERTPU_CACHE_DIR") {
+        Some(d) if d.trim() == "off" => return Ok(None),
+        Some(d) => std::path::PathBuf::from(d),
+        None => match disk::default_dir() {
+            Some(d) => d,
+            None => {
+                tracing::warn!("no HOME or XDG_CACHE_HOME: the on-disk compile cache is off");
+                return Ok(None);
+            }
+        },
+    };
+    Ok(Some(DiskConfig {
+        dir,
+        readonly,
+        max_bytes,
+    }))
 }
 
 fn var(name: &str) -> Option<String> {
@@ -73,28 +141,23 @@ impl Config {
     /// Reads the environment; a malformed value is an error naming it.
     pub fn from_env() -> Result<Config> {
         let mode = match var("EAGERTPU_MODE") {
-            None => Mode::Debug,
+            None => Mode::Fused,
             Some(m) => Mode::parse(&m).ok_or_else(|| Error::Config {
                 what: "environment",
                 message: format!("EAGERTPU_MODE={m}: expected debug, strict or fused"),
             })?,
         };
-        let device_count =
-            match var("EAGERTPU_DEVICE_COUNT") {
-                None => None,
-                Some(n) => Some(n.trim().parse::<i64>().ok().filter(|n| *n > 0).ok_or_else(
-                    || Error::Config {
-                        what: "environment",
-                        message: format!("EAGERTPU_DEVICE_COUNT={n}: expected a positive integer"),
-                    },
-                )?),
-            };
+        let device_count = var("EAGERTPU_DEVICE_COUNT")
+            .map(|n| positive("EAGERTPU_DEVICE_COUNT", &n).map(|n| n as i64))
+            .transpose()?;
         Ok(Config {
             mode,
             plugin: var("EAGERTPU_PJRT_PLUGIN"),
             device_count,
             check_nan: flag("EAGERTPU_CHECK_NAN")?,
             log: var("EAGERTPU_LOG").unwrap_or_else(|| "warn".into()),
+            window: window()?,
+            disk_cache: disk_cache()?,
         })
     }
 }

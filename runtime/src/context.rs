@@ -2,7 +2,9 @@
 //! the compile cache and the counters. Started on first use; if starting fails
 //! (no plugin, say), every call returns that error.
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+
+use fusion::policy::CutReason;
 use std::sync::{Arc, OnceLock};
 
 use crate::cache::CompileCache;
@@ -28,6 +30,8 @@ pub struct Manifest {
     pub device_count: usize,
     pub device_kind: String,
     pub mode: Mode,
+    /// The on-disk compile cache directory (`None`: off).
+    pub cache_dir: Option<String>,
 }
 
 impl Manifest {
@@ -39,7 +43,8 @@ impl Manifest {
              PJRT C API        {}\n\
              StableHLO         {} (minimum {})\n\
              devices           {} x {}\n\
-             mode              {}\n",
+             mode              {}\n\
+             compile cache     {}\n",
             self.plugin_path,
             self.plugin_kind,
             self.platform_name,
@@ -49,13 +54,17 @@ impl Manifest {
             self.stablehlo_minimum,
             self.device_count,
             self.device_kind,
-            self.mode
+            self.mode,
+            self.cache_dir
+                .as_deref()
+                .unwrap_or("memory only (EAGERTPU_CACHE_DIR=off)")
         )
     }
 }
 
 pub(crate) struct Runtime {
-    pub config: Config,
+    /// The current mode (starts as `EAGERTPU_MODE`).
+    mode: AtomicU8,
     /// Raise at the first op producing NaN/Inf (starts as `EAGERTPU_CHECK_NAN`).
     pub check_nan: AtomicBool,
     pub streams: Vec<Stream>,
@@ -65,6 +74,44 @@ pub(crate) struct Runtime {
 }
 
 static RUNTIME: OnceLock<Result<Runtime>> = OnceLock::new();
+
+const MODES: [Mode; 3] = [Mode::Debug, Mode::Strict, Mode::Fused];
+
+impl Runtime {
+    pub fn mode(&self) -> Mode {
+        MODES[self.mode.load(Ordering::Acquire) as usize % MODES.len()]
+    }
+
+    /// The mode ops execute in: debug while the NaN check is on, since it
+    /// checks every op's results.
+    pub fn effective_mode(&self) -> Mode {
+        if self.check_nan() {
+            Mode::Debug
+        } else {
+            self.mode()
+        }
+    }
+
+    pub fn check_nan(&self) -> bool {
+        self.check_nan.load(Ordering::Relaxed)
+    }
+
+    /// Switches mode; what is pending runs first.
+    pub fn set_mode(&self, mode: Mode) -> Result<()> {
+        self.cut_all(CutReason::ModeSwitch)?;
+        let i = MODES.iter().position(|m| *m == mode).unwrap_or(0);
+        self.mode.store(i as u8, Ordering::Release);
+        Ok(())
+    }
+
+    /// Cuts every stream for `reason`.
+    pub fn cut_all(&self, reason: CutReason) -> Result<()> {
+        for s in &self.streams {
+            s.cut(self, reason)?;
+        }
+        Ok(())
+    }
+}
 
 /// The runtime, started on first call.
 pub(crate) fn get() -> Result<&'static Runtime> {
@@ -87,15 +134,6 @@ fn init_logging(filter: &str) {
 fn start() -> Result<Runtime> {
     let config = Config::from_env()?;
     init_logging(&config.log);
-    if config.mode != Mode::Debug {
-        return Err(Error::Config {
-            what: "EAGERTPU_MODE",
-            message: format!(
-                "mode `{}` is not available yet; use EAGERTPU_MODE=debug",
-                config.mode
-            ),
-        });
-    }
     let located = locate::resolve(config.plugin.as_deref())?;
     locate::prepare_environment(located.kind);
     let plugin = Plugin::load(&located.path)?;
@@ -116,17 +154,21 @@ fn start() -> Result<Runtime> {
             ),
         });
     }
-    let manifest = manifest(&plugin, &client, located.kind, config.mode);
+    let mut manifest = manifest(&plugin, &client, located.kind, config.mode);
+    manifest.cache_dir = config.disk_cache.as_ref().map(|d| {
+        let ro = if d.readonly { " (read-only)" } else { "" };
+        format!("{}{ro}", d.dir.display())
+    });
     tracing::info!(target: "eagertpu::manifest", "EagerTPU run manifest\n{}", manifest.report());
     let streams = devices
         .into_iter()
         .enumerate()
-        .map(|(i, d)| Stream::new(i, d))
+        .map(|(i, d)| Stream::new(i, d, config.window))
         .collect();
     Ok(Runtime {
-        cache: CompileCache::new(client.clone()),
+        cache: CompileCache::new(client.clone(), config.disk_cache.clone()),
+        mode: AtomicU8::new(MODES.iter().position(|m| *m == config.mode).unwrap_or(0) as u8),
         check_nan: AtomicBool::new(config.check_nan),
-        config,
         streams,
         counters: Counters::default(),
         manifest,
@@ -151,6 +193,7 @@ fn manifest(plugin: &Arc<Plugin>, client: &Client, kind: PluginKind, mode: Mode)
         stablehlo_minimum: attr("stablehlo_minimum_version"),
         xla_version: attr("xla_version"),
         device_count: devices.len(),
+        cache_dir: None,
         device_kind: devices
             .first()
             .map(|d| d.kind().to_string())

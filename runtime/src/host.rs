@@ -121,3 +121,20 @@ pub(crate) fn count_non_finite(buffer: &Buffer, ty: &TensorType) -> Result<(usiz
     let inf = values.iter().filter(|v| v.is_infinite()).count();
     Ok((nan, inf))
 }
+
+/// The bytes of `value` stored as a 0-d `dtype` element.
+pub(crate) fn scalar_bytes(value: fusion::Scalar, dtype: DType) -> Vec<u8> {
+    let x = value.as_f64();
+    match dtype {
+        DType::Bool => vec![(x != 0.0) as u8],
+        DType::U8 => vec![value.as_i64() as u8],
+        DType::I8 => (value.as_i64() as i8).to_le_bytes().to_vec(),
+        DType::I16 => (value.as_i64() as i16).to_le_bytes().to_vec(),
+        DType::I32 => (value.as_i64() as i32).to_le_bytes().to_vec(),
+        DType::I64 => value.as_i64().to_le_bytes().to_vec(),
+        DType::F16 => f16::from_f64(x).to_le_bytes().to_vec(),
+        DType::BF16 => bf16::from_f64(x).to_le_bytes().to_vec(),
+        DType::F32 => (x as f32).to_le_bytes().to_vec(),
+        DType::F64 => x.to_le_bytes().to_vec(),
+    }
+}

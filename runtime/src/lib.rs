@@ -4,6 +4,7 @@
 mod cache;
 pub mod config;
 mod context;
+mod disk;
 pub mod error;
 mod host;
 mod metrics;
@@ -30,9 +31,44 @@ pub fn metrics() -> Result<Metrics> {
     Ok(rt.counters.snapshot(rt.cache.executables()))
 }
 
-/// The execution mode of this process (`EAGERTPU_MODE`).
+/// The current execution mode (starts as `EAGERTPU_MODE`, default fused).
 pub fn mode() -> Result<Mode> {
-    Ok(context::get()?.config.mode)
+    Ok(context::get()?.mode())
+}
+
+/// Switches the execution mode for the whole process; what is pending runs
+/// first.
+pub fn set_mode(mode: Mode) -> Result<()> {
+    context::get()?.set_mode(mode)
+}
+
+/// Restores the previous mode when dropped (see [`with_mode`]).
+#[must_use = "the mode is restored when the guard is dropped"]
+pub struct ModeGuard {
+    previous: Mode,
+}
+
+impl Drop for ModeGuard {
+    fn drop(&mut self) {
+        if let Err(e) = set_mode(self.previous) {
+            tracing::warn!("restoring mode {}: {e}", self.previous);
+        }
+    }
+}
+
+/// Switches to `mode` until the returned guard is dropped.
+pub fn with_mode(mode: Mode) -> Result<ModeGuard> {
+    let previous = self::mode()?;
+    set_mode(mode)?;
+    Ok(ModeGuard { previous })
+}
+
+/// Runs everything pending and waits for it: call before exiting to be sure
+/// work recorded but never read has run.
+pub fn shutdown() -> Result<()> {
+    let rt = context::get()?;
+    rt.cut_all(fusion::policy::CutReason::Shutdown)?;
+    tensor::sync()
 }
 
 /// Makes the first op that produces NaN or Inf (from finite inputs) an error

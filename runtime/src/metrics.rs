@@ -1,23 +1,43 @@
-//! Counters of what the runtime did, cheap enough for the op path.
+//! Counters of what the runtime did, cheap enough for the op path, and the
+//! report users read.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use fusion::policy::CutReason;
+
+use crate::value::lock;
 
 #[derive(Default)]
 pub(crate) struct Counters {
     pub ops_recorded: AtomicU64,
+    pub memory_hits: AtomicU64,
+    pub disk_hits: AtomicU64,
+    pub misses: AtomicU64,
     pub compiles: AtomicU64,
     pub compile_nanos: AtomicU64,
-    pub cache_hits: AtomicU64,
+    pub disk_writes: AtomicU64,
+    pub disk_bad_entries: AtomicU64,
     pub executions: AtomicU64,
+    pub chunks: [AtomicU64; CutReason::ALL.len()],
     pub transfers_to_device: AtomicU64,
     pub bytes_to_device: AtomicU64,
     pub transfers_to_host: AtomicU64,
     pub bytes_to_host: AtomicU64,
+    pub host_syncs: AtomicU64,
+    pub donated_buffers: AtomicU64,
+    pub lifted_scalars: AtomicU64,
+    pub recompile_reasons: Mutex<Vec<String>>,
 }
 
 impl Counters {
+    #[inline]
     pub fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn cut(&self, reason: CutReason) {
+        Counters::add(&self.chunks[reason.index()], 1);
     }
 
     pub fn snapshot(&self, cached_executables: usize) -> Metrics {
@@ -26,15 +46,27 @@ impl Counters {
             ops_recorded: get(&self.ops_recorded),
             compiles: get(&self.compiles),
             compile_seconds: get(&self.compile_nanos) as f64 * 1e-9,
-            cache_hits: get(&self.cache_hits),
+            memory_hits: get(&self.memory_hits),
+            disk_hits: get(&self.disk_hits),
+            misses: get(&self.misses),
+            disk_writes: get(&self.disk_writes),
+            disk_bad_entries: get(&self.disk_bad_entries),
             executions: get(&self.executions),
+            chunks: CutReason::ALL
+                .iter()
+                .map(|r| (r.name(), get(&self.chunks[r.index()])))
+                .collect(),
             transfers_to_device: get(&self.transfers_to_device),
             bytes_to_device: get(&self.bytes_to_device),
             transfers_to_host: get(&self.transfers_to_host),
             bytes_to_host: get(&self.bytes_to_host),
+            host_syncs: get(&self.host_syncs),
+            donated_buffers: get(&self.donated_buffers),
+            lifted_scalars: get(&self.lifted_scalars),
             cached_executables,
             live_buffers: crate::pjrt::live::BUFFERS.get(),
             live_executables: crate::pjrt::live::EXECUTABLES.get(),
+            recompile_reasons: lock(&self.recompile_reasons).clone(),
         }
     }
 }
@@ -47,47 +79,102 @@ pub struct Metrics {
     /// Programs compiled by the plugin.
     pub compiles: u64,
     pub compile_seconds: f64,
-    /// Programs found in the in-memory compile cache.
-    pub cache_hits: u64,
-    /// Programs executed.
+    /// Programs found in the in-memory cache.
+    pub memory_hits: u64,
+    /// Programs loaded from the on-disk cache.
+    pub disk_hits: u64,
+    /// Programs found in neither tier (each is compiled).
+    pub misses: u64,
+    /// Entries written to the on-disk cache.
+    pub disk_writes: u64,
+    /// On-disk entries that could not be used (corrupted, truncated, foreign).
+    pub disk_bad_entries: u64,
+    /// Chunks executed.
     pub executions: u64,
+    /// Chunks cut, by trigger (`every_op`, `host_read`, `period`, ...).
+    pub chunks: Vec<(&'static str, u64)>,
     pub transfers_to_device: u64,
     pub bytes_to_device: u64,
     pub transfers_to_host: u64,
     pub bytes_to_host: u64,
-    /// Executables held by the compile cache.
+    /// Times the host waited for the device to read a value.
+    pub host_syncs: u64,
+    /// Input buffers donated to an output (updated in place).
+    pub donated_buffers: u64,
+    /// Scalars passed as parameters instead of being compiled in.
+    pub lifted_scalars: u64,
+    /// Executables held by the in-memory cache.
     pub cached_executables: usize,
     /// Device buffers alive now.
     pub live_buffers: i64,
     /// Loaded executables alive now.
     pub live_executables: i64,
+    /// Why programs seen before were compiled again (once per pair).
+    pub recompile_reasons: Vec<String>,
 }
 
 impl Metrics {
+    /// Cache hits over both tiers.
+    pub fn cache_hits(&self) -> u64 {
+        self.memory_hits + self.disk_hits
+    }
+
+    /// Chunks cut for `reason` (a `CutReason` name, e.g. `"host_read"`).
+    pub fn chunks_cut(&self, reason: &str) -> u64 {
+        self.chunks
+            .iter()
+            .find(|(r, _)| *r == reason)
+            .map_or(0, |(_, n)| *n)
+    }
+
     /// A human-readable report.
     pub fn report(&self) -> String {
-        format!(
+        let chunks: Vec<String> = self
+            .chunks
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(r, n)| format!("{r} {n}"))
+            .collect();
+        let mut s = format!(
             "ops recorded        {}\n\
+             chunks executed     {} (cut by: {})\n\
              compiles            {} ({:.3} s)\n\
-             cache hits          {}\n\
-             executions          {}\n\
+             cache               {} memory hits, {} disk hits, {} misses, {} disk writes, {} bad disk entries\n\
              to device           {} transfers, {} bytes\n\
-             to host             {} transfers, {} bytes\n\
+             to host             {} transfers, {} bytes, {} host syncs\n\
+             donated buffers     {}\n\
+             lifted scalars      {}\n\
              cached executables  {}\n\
              live buffers        {}\n\
              live executables    {}\n",
             self.ops_recorded,
+            self.executions,
+            if chunks.is_empty() {
+                "-".into()
+            } else {
+                chunks.join(", ")
+            },
             self.compiles,
             self.compile_seconds,
-            self.cache_hits,
-            self.executions,
+            self.memory_hits,
+            self.disk_hits,
+            self.misses,
+            self.disk_writes,
+            self.disk_bad_entries,
             self.transfers_to_device,
             self.bytes_to_device,
             self.transfers_to_host,
             self.bytes_to_host,
+            self.host_syncs,
+            self.donated_buffers,
+            self.lifted_scalars,
             self.cached_executables,
             self.live_buffers,
             self.live_executables
-        )
+        );
+        for r in &self.recompile_reasons {
+            s += &format!("recompiled          {r}\n");
+        }
+        s
     }
 }

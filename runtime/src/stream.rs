@@ -1,25 +1,39 @@
-//! One op stream per device: record -> infer -> (cut) -> build graph -> compile
-//! cache -> launch.
+//! One op stream per device: record -> infer -> window -> canonicalize ->
+//! lower -> compile cache -> launch. The three modes differ only in when the
+//! stream is cut: debug cuts after every op and waits; strict cuts after every
+//! op and does not wait; fused asks the window policy.
 //!
-//! Every thread recording on a device appends to that device's `Trace`. An op
-//! is recorded as a node over values; its output is a new pending value. When
-//! the mode's policy cuts (debug: after every op), the pending nodes become one
-//! `Graph`: ready inputs become parameters, and a node's output is exported only
-//! if something outside the trace still holds it, so dead temporaries never
-//! leave the device. Nodes nothing needs are dropped before compiling.
+//! Every thread recording on a device appends to that device's trace (so the
+//! forward pass, autograd's backward thread and the optimizer step land in one
+//! stream). At a cut, the pending nodes become one `Graph`:
+//! - ready inputs become parameters; a parameter nothing outside the chunk
+//!   holds any more is donated to an output of its type (updated in place);
+//! - scalars other than 0, 1 and -1 become 0-d parameters, so a learning rate
+//!   or step count that changes every step never changes the program;
+//! - a node's output leaves the device only if something outside the trace
+//!   still holds it; nodes nothing needs are dropped.
+//!
+//! Launch errors in strict and fused mode mark the chunk's results failed; the
+//! error surfaces when something depending on them is read. A chunk of several
+//! ops that fails to compile or execute is re-run op by op to name the op.
 
+use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
 use std::panic::Location;
 use std::sync::{Arc, Mutex, Weak};
 
-use fusion::{Graph, Op, Scalar, TensorType, ValueId};
+use fusion::hash::{FxBuild, FxHasher};
+use fusion::policy::{CutReason, Window};
+use fusion::{DType, Graph, Op, Scalar, TensorType, ValueId};
 use smallvec::SmallVec;
 
+use crate::config::Mode;
 use crate::context::Runtime;
 use crate::error::{Error, Result};
 use crate::host;
 use crate::metrics::Counters;
 use crate::pjrt::{Buffer, Device};
-use crate::value::{Value, lock};
+use crate::value::{Blame, Completion, Value, lock};
 
 /// Where an op was recorded: the user's call site.
 pub type Origin = &'static Location<'static>;
@@ -33,14 +47,30 @@ struct TraceNode {
     origin: Origin,
 }
 
-#[derive(Default)]
-struct Trace {
-    nodes: Vec<TraceNode>,
+impl TraceNode {
+    fn blame(&self, chunk_ops: usize) -> Blame {
+        Blame {
+            op: self.op.name(),
+            inputs: self.inputs.iter().map(|v| v.ty.clone()).collect(),
+            origin: self.origin,
+            chunk_ops,
+        }
+    }
+
+    /// Op and input types: what the window compares to find the loop.
+    fn signature(&self) -> u64 {
+        let mut h = FxHasher::default();
+        self.op.hash(&mut h);
+        for v in &self.inputs {
+            v.ty.hash(&mut h);
+        }
+        h.finish()
+    }
 }
 
 /// Records the nodes of one API call.
 pub(crate) struct Recorder<'a> {
-    trace: &'a mut Trace,
+    trace: &'a mut Vec<TraceNode>,
     origin: Origin,
     counters: &'a Counters,
 }
@@ -51,7 +81,7 @@ impl Recorder<'_> {
         let types: SmallVec<[TensorType; 3]> = inputs.iter().map(|v| v.ty.clone()).collect();
         let ty = op.infer(&types)?;
         let out = Value::pending(ty.clone());
-        self.trace.nodes.push(TraceNode {
+        self.trace.push(TraceNode {
             op,
             inputs: inputs.iter().map(|v| Arc::clone(v)).collect(),
             output: Arc::downgrade(&out),
@@ -63,7 +93,7 @@ impl Recorder<'_> {
     }
 
     /// A 0-d value holding `value` as `dtype` (a scalar operand).
-    pub fn scalar(&mut self, value: Scalar, dtype: fusion::DType) -> Result<Arc<Value>> {
+    pub fn scalar(&mut self, value: Scalar, dtype: DType) -> Result<Arc<Value>> {
         self.node(
             Op::Full {
                 value,
@@ -74,11 +104,24 @@ impl Recorder<'_> {
     }
 }
 
+/// Scalar buffers kept per stream (lifted scalars repeat: a learning rate).
+const SCALAR_CACHE: usize = 4096;
+
+struct StreamState {
+    trace: Vec<TraceNode>,
+    /// Addresses of the ready values the pending trace reads (its parameters).
+    params: HashSet<usize, FxBuild>,
+    window: Window,
+    scalars: HashMap<(DType, u64), Arc<Buffer>, FxBuild>,
+    /// Launched chunks not yet known to be done (for `sync`).
+    outstanding: Vec<Arc<Completion>>,
+}
+
 /// A device and its op stream.
 pub(crate) struct Stream {
     pub index: usize,
     pub device: Device,
-    trace: Mutex<Trace>,
+    state: Mutex<StreamState>,
 }
 
 /// One node of a chunk being launched.
@@ -88,12 +131,26 @@ struct Launch {
     export: Option<Arc<Value>>,
 }
 
+/// A parameter of a chunk: an input buffer, and the value it came from
+/// (none for a lifted scalar).
+struct Param {
+    value: Option<Arc<Value>>,
+    buffer: Arc<Buffer>,
+    done: Option<Arc<Completion>>,
+}
+
 impl Stream {
-    pub fn new(index: usize, device: Device) -> Stream {
+    pub fn new(index: usize, device: Device, window: fusion::policy::WindowLimits) -> Stream {
         Stream {
             index,
             device,
-            trace: Mutex::default(),
+            state: Mutex::new(StreamState {
+                trace: vec![],
+                params: HashSet::default(),
+                window: Window::new(window),
+                scalars: HashMap::default(),
+                outstanding: vec![],
+            }),
         }
     }
 
@@ -105,33 +162,96 @@ impl Stream {
         origin: Origin,
         build: impl FnOnce(&mut Recorder) -> Result<Arc<Value>>,
     ) -> Result<Arc<Value>> {
-        let mut trace = lock(&self.trace);
-        let before = trace.nodes.len();
+        let mut st = lock(&self.state);
+        let before = st.trace.len();
         let mut rec = Recorder {
-            trace: &mut trace,
+            trace: &mut st.trace,
             origin,
             counters: &rt.counters,
         };
         let out = match build(&mut rec) {
             Ok(v) => v,
             Err(e) => {
-                trace.nodes.truncate(before);
+                st.trace.truncate(before);
                 return Err(e);
             }
         };
-        // Debug mode: cut after every op and wait for it.
-        self.flush_locked(rt, &mut trace)?;
+        match rt.effective_mode() {
+            Mode::Debug => self.flush(rt, &mut st, CutReason::EveryOp, true)?,
+            Mode::Strict => self.flush(rt, &mut st, CutReason::EveryOp, false)?,
+            Mode::Fused => {
+                let mut cut = None;
+                let st = &mut *st;
+                for i in before..st.trace.len() {
+                    for v in &st.trace[i].inputs {
+                        if !v.is_pending() {
+                            st.params.insert(Arc::as_ptr(v) as usize);
+                        }
+                    }
+                    let sig = st.trace[i].signature();
+                    if let Some(reason) = st.window.record(sig, i + 1, st.params.len()) {
+                        cut = Some(reason);
+                    }
+                }
+                if let Some(reason) = cut {
+                    self.flush(rt, st, reason, false)?;
+                }
+            }
+        }
         Ok(out)
     }
 
-    /// Runs everything pending on this stream.
-    pub fn flush(&self, rt: &Runtime) -> Result<()> {
-        let mut trace = lock(&self.trace);
-        self.flush_locked(rt, &mut trace)
+    /// Launches everything pending on this stream (a cut for `reason`).
+    pub fn cut(&self, rt: &Runtime, reason: CutReason) -> Result<()> {
+        let mut st = lock(&self.state);
+        if reason == CutReason::ModeSwitch {
+            st.window.reset();
+        }
+        self.flush(rt, &mut st, reason, false)
     }
 
-    fn flush_locked(&self, rt: &Runtime, trace: &mut Trace) -> Result<()> {
-        let nodes = std::mem::take(&mut trace.nodes);
+    /// Waits for `value`, launching its chunk first if it is pending.
+    pub fn read(&self, rt: &Runtime, value: &Value) -> Result<Arc<Buffer>> {
+        if value.is_pending() {
+            let mut st = lock(&self.state);
+            if value.is_pending() {
+                self.flush(rt, &mut st, CutReason::HostRead, false)?;
+            }
+        }
+        Counters::add(&rt.counters.host_syncs, 1);
+        value.wait()
+    }
+
+    /// Launches everything pending and waits for every launched chunk;
+    /// returns the first failure.
+    pub fn sync(&self, rt: &Runtime) -> Result<()> {
+        let outstanding = {
+            let mut st = lock(&self.state);
+            self.flush(rt, &mut st, CutReason::Sync, false)?;
+            std::mem::take(&mut st.outstanding)
+        };
+        let mut first = Ok(());
+        for c in outstanding {
+            if let Err(e) = c.wait()
+                && first.is_ok()
+            {
+                first = Err(e);
+            }
+        }
+        first
+    }
+
+    /// Cuts the trace and launches it; with `wait`, waits for it and returns
+    /// its error. Without, a failure is left in the results.
+    fn flush(
+        &self,
+        rt: &Runtime,
+        st: &mut StreamState,
+        reason: CutReason,
+        wait: bool,
+    ) -> Result<()> {
+        let nodes = std::mem::take(&mut st.trace);
+        st.params.clear();
         if nodes.is_empty() {
             return Ok(());
         }
@@ -139,56 +259,258 @@ impl Stream {
         if launches.iter().all(|l| l.export.is_none()) {
             return Ok(());
         }
-        let (graph, params) = match build_graph(&launches) {
-            Ok(g) => g,
-            Err(e) => return Err(fail(&launches, e)),
-        };
-        match self.launch(rt, &launches, &graph, &params) {
+        rt.counters.cut(reason);
+        match self.launch(rt, st, &launches, wait) {
             Ok(()) => Ok(()),
-            Err(e) => Err(fail(&launches, e)),
+            Err(e) => {
+                let e = fail(&launches, e);
+                if wait { Err(e) } else { Ok(()) }
+            }
         }
     }
 
     fn launch(
         &self,
         rt: &Runtime,
+        st: &mut StreamState,
         launches: &[Launch],
-        graph: &Graph,
-        params: &[Param],
+        wait: bool,
     ) -> Result<()> {
-        let blame = |cause: Error| blame(launches, cause);
-        check_indices(launches)?;
-        let program = rt.cache.get(graph, &rt.counters).map_err(blame)?;
+        let last = launches.last().map(|l| l.node.blame(launches.len()));
+        let blame = |cause: Error| match &last {
+            Some(b) => b.error(cause),
+            None => cause,
+        };
+        let debug = rt.effective_mode() == Mode::Debug;
+        if debug {
+            check_indices(launches)?;
+        }
+        let (graph, params) = self.build_graph(rt, st, launches, !debug)?;
+        let program = match rt.cache.get(&graph, &rt.counters) {
+            Ok(p) => p,
+            Err(e) if launches.len() > 1 => return self.isolate(rt, launches, e),
+            Err(e) => return Err(blame(e)),
+        };
         let inputs: Vec<&Buffer> = params.iter().map(|p| p.buffer.as_ref()).collect();
-        let (outputs, done) = program.exe.execute(&inputs, &self.device).map_err(blame)?;
+        let (outputs, event) = match program.exe.execute(&inputs, &self.device) {
+            Ok(x) => x,
+            Err(e) if launches.len() > 1 => {
+                drop(inputs);
+                drop(params);
+                return self.isolate(rt, launches, e);
+            }
+            Err(e) => return Err(blame(e)),
+        };
         Counters::add(&rt.counters.executions, 1);
-        if let Some(done) = done {
-            done.wait().map_err(blame)?;
-        }
-        if rt.check_nan.load(std::sync::atomic::Ordering::Relaxed) {
-            check_finite(launches, params, &outputs).map_err(blame)?;
-        }
+        let deps: Vec<Arc<Completion>> = params
+            .iter()
+            .filter_map(|p| p.done.clone())
+            .filter(|d| !d.done_ok())
+            .collect();
+        let completion = Completion::new(event, last.clone().expect("a chunk has nodes"), deps);
         let exported = launches.iter().filter_map(|l| l.export.as_ref());
         for (value, buffer) in exported.zip(outputs) {
-            value.set_ready(buffer);
+            value.set_ready(buffer, Some(completion.clone()));
+        }
+        st.outstanding.retain(|c| !c.done_ok());
+        st.outstanding.push(completion.clone());
+        if wait {
+            completion.wait()?;
+            if rt.check_nan() {
+                check_finite(launches, &params)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The chunk as a graph and its parameters: ready inputs become parameters,
+    /// scalars are lifted, and (with `donate`) dead inputs are donated.
+    fn build_graph(
+        &self,
+        rt: &Runtime,
+        st: &mut StreamState,
+        launches: &[Launch],
+        donate: bool,
+    ) -> Result<(Graph, Vec<Param>)> {
+        let mut graph = Graph::new();
+        let mut params: Vec<Param> = vec![];
+        let mut known: HashMap<usize, ValueId, FxBuild> = HashMap::default();
+        let mut uses: HashMap<usize, usize, FxBuild> = HashMap::default();
+        let mut outputs = vec![];
+        for l in launches {
+            let node = &l.node;
+            let id = match &node.op {
+                Op::Full { value, ty } if !is_key_constant(*value) => {
+                    let buffer = self.scalar_buffer(rt, st, *value, ty.dtype)?;
+                    let p = graph.param(TensorType::scalar(ty.dtype));
+                    params.push(Param {
+                        value: None,
+                        buffer,
+                        done: None,
+                    });
+                    Counters::add(&rt.counters.lifted_scalars, 1);
+                    if ty.rank() == 0 {
+                        p
+                    } else {
+                        graph.push_inferred(Op::BroadcastTo(ty.shape.clone()), &[p], ty.clone())
+                    }
+                }
+                op => {
+                    let mut ids: SmallVec<[ValueId; 3]> = SmallVec::new();
+                    for input in &node.inputs {
+                        let addr = Arc::as_ptr(input) as usize;
+                        *uses.entry(addr).or_default() += 1;
+                        let id = match known.get(&addr) {
+                            Some(id) => *id,
+                            None => {
+                                let (buffer, done) = input.buffer()?.ok_or_else(|| {
+                                    Error::Internal(
+                                        "an input is pending outside the chunk being run".into(),
+                                    )
+                                })?;
+                                let id = graph.param(input.ty.clone());
+                                params.push(Param {
+                                    value: Some(input.clone()),
+                                    buffer,
+                                    done,
+                                });
+                                known.insert(addr, id);
+                                id
+                            }
+                        };
+                        ids.push(id);
+                    }
+                    graph.push_inferred(op.clone(), &ids, node.ty.clone())
+                }
+            };
+            known.insert(node.output.as_ptr() as usize, id);
+            if l.export.is_some() {
+                outputs.push(id);
+            }
+        }
+        for id in &outputs {
+            graph.output(*id);
+        }
+        if donate {
+            self.donate(rt, &mut graph, &params, &uses);
+        }
+        Ok((graph, params))
+    }
+
+    /// Aliases each parameter nothing outside the chunk holds to an output of
+    /// its type, so an update like `w = w - lr * g` reuses `w`'s memory.
+    fn donate(
+        &self,
+        rt: &Runtime,
+        graph: &mut Graph,
+        params: &[Param],
+        uses: &HashMap<usize, usize, FxBuild>,
+    ) {
+        let mut taken = vec![false; graph.outputs().len()];
+        for (i, p) in params.iter().enumerate() {
+            let Some(v) = &p.value else { continue };
+            let internal = uses.get(&(Arc::as_ptr(v) as usize)).copied().unwrap_or(0);
+            // References: this parameter's own, plus the chunk's readers.
+            if Arc::strong_count(v) != internal + 1 {
+                continue;
+            }
+            let out = graph
+                .output_types()
+                .enumerate()
+                .position(|(k, t)| !taken[k] && *t == v.ty);
+            if let Some(k) = out {
+                taken[k] = true;
+                graph.alias(i, k);
+                Counters::add(&rt.counters.donated_buffers, 1);
+            }
+        }
+    }
+
+    fn scalar_buffer(
+        &self,
+        rt: &Runtime,
+        st: &mut StreamState,
+        value: Scalar,
+        dtype: DType,
+    ) -> Result<Arc<Buffer>> {
+        let bytes = host::scalar_bytes(value, dtype);
+        let mut key_bits = [0u8; 8];
+        key_bits[..bytes.len()].copy_from_slice(&bytes);
+        let key = (dtype, u64::from_le_bytes(key_bits));
+        if let Some(b) = st.scalars.get(&key) {
+            return Ok(b.clone());
+        }
+        let buffer = Arc::new(Buffer::from_host(&self.device, dtype, &[], &bytes)?);
+        Counters::add(&rt.counters.transfers_to_device, 1);
+        Counters::add(&rt.counters.bytes_to_device, bytes.len() as u64);
+        if st.scalars.len() >= SCALAR_CACHE {
+            st.scalars.clear();
+        }
+        st.scalars.insert(key, buffer.clone());
+        Ok(buffer)
+    }
+
+    /// A chunk of several ops failed to compile or run: run its ops one by one
+    /// (waiting for each) to find the op that fails, and blame it. If every op
+    /// runs alone, the chunk's results are computed and nothing failed.
+    fn isolate(&self, rt: &Runtime, launches: &[Launch], chunk_error: Error) -> Result<()> {
+        tracing::warn!(
+            target: "eagertpu::exec",
+            "a fused chunk of {} ops failed ({chunk_error}); running it op by op to find the op",
+            launches.len()
+        );
+        for l in launches {
+            let Some(out) = l.node.output.upgrade() else {
+                continue;
+            };
+            let mut graph = Graph::new();
+            let mut buffers = vec![];
+            let mut ids: SmallVec<[ValueId; 3]> = SmallVec::new();
+            for input in &l.node.inputs {
+                let buffer = input.wait()?;
+                ids.push(graph.param(input.ty.clone()));
+                buffers.push(buffer);
+            }
+            let id = graph.push_inferred(l.node.op.clone(), &ids, l.node.ty.clone());
+            graph.output(id);
+            let blame = |e: Error| l.node.blame(1).error(e);
+            let program = rt.cache.get(&graph, &rt.counters).map_err(blame)?;
+            let inputs: Vec<&Buffer> = buffers.iter().map(|b| b.as_ref()).collect();
+            let (mut outputs, done) = program.exe.execute(&inputs, &self.device).map_err(blame)?;
+            Counters::add(&rt.counters.executions, 1);
+            if let Some(done) = done {
+                done.wait().map_err(blame)?;
+            }
+            out.set_ready(outputs.remove(0), None);
         }
         Ok(())
     }
 }
 
+/// 0, 1 and -1 stay in the program (they enable simplifications); every other
+/// scalar becomes a parameter.
+fn is_key_constant(s: Scalar) -> bool {
+    let x = s.as_f64();
+    x == 0.0 || x == 1.0 || x == -1.0 || matches!(s, Scalar::Bool(_))
+}
+
 /// Decides which nodes run and which outputs leave the device.
 fn liveness(nodes: Vec<TraceNode>) -> Vec<Launch> {
     let n = nodes.len();
-    let producer = |v: &Arc<Value>| {
-        nodes
-            .iter()
-            .position(|m| std::ptr::eq(m.output.as_ptr(), Arc::as_ptr(v)))
-    };
+    let index: HashMap<usize, usize, FxBuild> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (m.output.as_ptr() as usize, i))
+        .collect();
     // Uses of each node's output by later nodes of this trace.
     let mut uses = vec![0usize; n];
     let mut inputs_from: Vec<SmallVec<[Option<usize>; 3]>> = Vec::with_capacity(n);
     for node in &nodes {
-        let from: SmallVec<[Option<usize>; 3]> = node.inputs.iter().map(producer).collect();
+        let from: SmallVec<[Option<usize>; 3]> = node
+            .inputs
+            .iter()
+            .map(|v| index.get(&(Arc::as_ptr(v) as usize)).copied())
+            .collect();
         for j in from.iter().flatten() {
             uses[*j] += 1;
         }
@@ -226,82 +548,12 @@ fn liveness(nodes: Vec<TraceNode>) -> Vec<Launch> {
         .collect()
 }
 
-/// A parameter of a chunk: a ready value and its buffer.
-struct Param {
-    value: Arc<Value>,
-    buffer: Arc<Buffer>,
-}
-
-/// The chunk as a graph, and its parameters in order.
-fn build_graph(launches: &[Launch]) -> Result<(Graph, Vec<Param>)> {
-    let mut graph = Graph::new();
-    let mut params: Vec<Param> = vec![];
-    let mut param_values: Vec<(*const Value, ValueId)> = vec![];
-    let mut produced: Vec<(*const Value, ValueId)> = Vec::with_capacity(launches.len());
-    let mut outputs = vec![];
-    for l in launches {
-        let mut ids: SmallVec<[ValueId; 3]> = SmallVec::new();
-        for input in &l.node.inputs {
-            let ptr = Arc::as_ptr(input);
-            let known = produced
-                .iter()
-                .chain(param_values.iter())
-                .find(|(p, _)| std::ptr::eq(*p, ptr))
-                .map(|(_, id)| *id);
-            let id = match known {
-                Some(id) => id,
-                None => {
-                    let buffer = input.buffer()?.ok_or_else(|| {
-                        Error::Internal("an input is pending outside the chunk being run".into())
-                    })?;
-                    let id = graph.param(input.ty.clone());
-                    params.push(Param {
-                        value: input.clone(),
-                        buffer,
-                    });
-                    param_values.push((ptr, id));
-                    id
-                }
-            };
-            ids.push(id);
-        }
-        let id = graph.push_inferred(l.node.op.clone(), &ids, l.node.ty.clone());
-        produced.push((l.node.output.as_ptr(), id));
-        if l.export.is_some() {
-            outputs.push(id);
-        }
-    }
-    for id in outputs {
-        graph.output(id);
-    }
-    Ok((graph, params))
-}
-
-/// Wraps `cause` with the op it is about: the last node of the chunk (the
-/// user's op; earlier nodes are its helpers).
-fn blame(launches: &[Launch], cause: Error) -> Error {
-    if matches!(cause, Error::AtOp { .. }) {
-        return cause;
-    }
-    let Some(last) = launches.last() else {
-        return cause;
-    };
-    at_op(&last.node, cause)
-}
-
-fn at_op(node: &TraceNode, cause: Error) -> Error {
-    let inputs: Vec<String> = node.inputs.iter().map(|v| v.ty.to_string()).collect();
-    Error::AtOp {
-        op: node.op.name(),
-        inputs: inputs.join(", "),
-        origin: node.origin.to_string(),
-        cause: Box::new(cause),
-    }
-}
-
 /// Marks every exported value failed with `error`, and returns it.
 fn fail(launches: &[Launch], error: Error) -> Error {
-    let error = blame(launches, error);
+    let error = match launches.last() {
+        Some(l) => l.node.blame(1).error(error),
+        None => error,
+    };
     for l in launches {
         if let Some(v) = &l.export {
             v.set_failed(error.clone());
@@ -310,9 +562,9 @@ fn fail(launches: &[Launch], error: Error) -> Error {
     error
 }
 
-/// Checks tensor indices on the host before running (debug mode runs each op
-/// alone, so an index is always a ready parameter): an out-of-range index is an
-/// error at the op, as on CPU, instead of XLA's silent clamping.
+/// Debug mode checks tensor indices on the host before running: an
+/// out-of-range index is an error at the op, as on CPU, instead of XLA's
+/// silent clamping.
 fn check_indices(launches: &[Launch]) -> Result<()> {
     for l in launches {
         let Some(ix) = l.node.op.index_operand() else {
@@ -320,9 +572,10 @@ fn check_indices(launches: &[Launch]) -> Result<()> {
         };
         let index = &l.node.inputs[ix.index_input];
         let bounded = &l.node.inputs[ix.bounded_by];
-        let Some(buffer) = index.buffer()? else {
+        if index.is_pending() {
             continue;
-        };
+        }
+        let buffer = index.wait()?;
         let dim = if ix.dim == usize::MAX {
             bounded.ty.rank().saturating_sub(1)
         } else {
@@ -332,8 +585,7 @@ fn check_indices(launches: &[Launch]) -> Result<()> {
         let allow_ignore = matches!(l.node.op, Op::CrossEntropy { .. });
         for i in host::read_i64(&buffer, &index.ty)? {
             if (i < 0 || i >= size) && !(allow_ignore && i == -100) {
-                return Err(at_op(
-                    &l.node,
+                return Err(l.node.blame(1).error(
                     fusion::Error::IndexOutOfRange {
                         op: l.node.op.name(),
                         index: i,
@@ -350,28 +602,26 @@ fn check_indices(launches: &[Launch]) -> Result<()> {
 
 /// `EAGERTPU_CHECK_NAN=1`: an exported float output with NaN/Inf, from inputs
 /// that had none, is an error at the op that produced it.
-fn check_finite(launches: &[Launch], params: &[Param], outputs: &[Buffer]) -> Result<()> {
+fn check_finite(launches: &[Launch], params: &[Param]) -> Result<()> {
     for p in params {
-        let ty = &p.value.ty;
-        if ty.dtype.is_float() && host::count_non_finite(&p.buffer, ty)? != (0, 0) {
+        let Some(v) = &p.value else { continue };
+        if v.ty.dtype.is_float() && host::count_non_finite(&p.buffer, &v.ty)? != (0, 0) {
             return Ok(());
         }
     }
-    let exported = launches.iter().filter(|l| l.export.is_some());
-    for (l, out) in exported.zip(outputs) {
-        if !l.node.ty.dtype.is_float() {
+    for l in launches {
+        let Some(v) = &l.export else { continue };
+        if !v.ty.dtype.is_float() {
             continue;
         }
-        let (nan, inf) = host::count_non_finite(out, &l.node.ty)?;
+        let buffer = v.wait()?;
+        let (nan, inf) = host::count_non_finite(&buffer, &v.ty)?;
         if nan + inf > 0 {
-            return Err(at_op(
-                &l.node,
-                Error::NonFinite {
-                    output: l.node.ty.to_string(),
-                    nan,
-                    inf,
-                },
-            ));
+            return Err(l.node.blame(1).error(Error::NonFinite {
+                output: v.ty.to_string(),
+                nan,
+                inf,
+            }));
         }
     }
     Ok(())

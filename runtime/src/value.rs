@@ -1,23 +1,130 @@
 //! Values: the runtime's side of a tensor. A value is pending (recorded, not
-//! yet computed), ready (backed by a device buffer) or failed (its op failed;
-//! reading it returns that error). Values are reference counted: a tensor
-//! handle holds one reference, and every recorded op that reads it holds one.
+//! yet launched), ready (backed by a device buffer, possibly still being
+//! computed) or failed (its op failed; reading it returns that error). Values
+//! are reference counted: a tensor handle holds one reference, and every
+//! recorded op that reads it holds one.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::panic::Location;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use fusion::TensorType;
 
 use crate::error::{Error, Result};
-use crate::pjrt::Buffer;
+use crate::pjrt::{Buffer, Event};
 
 /// Locks a mutex, ignoring poisoning (state is updated atomically under it).
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Which op to name when something about a launched chunk fails.
+#[derive(Clone)]
+pub(crate) struct Blame {
+    pub op: &'static str,
+    pub inputs: Vec<TensorType>,
+    pub origin: &'static Location<'static>,
+    /// Ops in the chunk, when more than one.
+    pub chunk_ops: usize,
+}
+
+impl Blame {
+    pub fn error(&self, cause: Error) -> Error {
+        if matches!(cause, Error::AtOp { .. }) {
+            return cause;
+        }
+        let inputs: Vec<String> = self.inputs.iter().map(|t| t.to_string()).collect();
+        let cause = if self.chunk_ops > 1 {
+            Error::Internal(format!(
+                "in a fused chunk of {} ops ending with this one: {cause}",
+                self.chunk_ops
+            ))
+        } else {
+            cause
+        };
+        Error::AtOp {
+            op: self.op,
+            inputs: inputs.join(", "),
+            origin: self.origin.to_string(),
+            cause: Box::new(cause),
+        }
+    }
+}
+
+/// The completion of one launched chunk: its PJRT event, what to blame if it
+/// fails, and the chunks it read from (to name the first failure in a chain).
+pub(crate) struct Completion {
+    event: Mutex<Option<Event>>,
+    result: OnceLock<Result<()>>,
+    blame: Blame,
+    deps: Mutex<Vec<Arc<Completion>>>,
+}
+
+impl Completion {
+    pub fn new(event: Option<Event>, blame: Blame, deps: Vec<Arc<Completion>>) -> Arc<Completion> {
+        let c = Completion {
+            event: Mutex::new(event),
+            result: OnceLock::new(),
+            blame,
+            deps: Mutex::new(deps),
+        };
+        if lock(&c.event).is_none() {
+            let _ = c.result.set(Ok(()));
+            lock(&c.deps).clear();
+        }
+        Arc::new(c)
+    }
+
+    /// Blocks until the chunk ran. On failure, the error names the first op
+    /// that failed along the chain of chunks this one read from.
+    pub fn wait(&self) -> Result<()> {
+        if let Some(r) = self.result.get() {
+            return r.clone();
+        }
+        let mut event = lock(&self.event);
+        if let Some(r) = self.result.get() {
+            return r.clone();
+        }
+        let outcome = match event.as_ref() {
+            Some(e) => e.wait(),
+            None => Ok(()),
+        };
+        let result = outcome.map_err(|cause| {
+            let deps: Vec<Arc<Completion>> = lock(&self.deps).clone();
+            deps.iter()
+                .find_map(|d| d.wait().err())
+                .unwrap_or_else(|| self.blame.error(cause))
+        });
+        let _ = self.result.set(result.clone());
+        *event = None;
+        lock(&self.deps).clear();
+        result
+    }
+
+    /// Whether the chunk is known to have run successfully (never blocks).
+    pub fn done_ok(&self) -> bool {
+        if let Some(r) = self.result.get() {
+            return r.is_ok();
+        }
+        let ready = match lock(&self.event).as_ref() {
+            Some(e) => e.is_ready().unwrap_or(false),
+            None => true,
+        };
+        ready && self.wait().is_ok()
+    }
+
+    /// The failure, if the chunk is known to have failed (never blocks).
+    pub fn known_failure(&self) -> Option<Error> {
+        self.result.get().and_then(|r| r.clone().err())
+    }
+}
+
 pub(crate) enum State {
     Pending,
-    Ready(Arc<Buffer>),
+    Ready {
+        buffer: Arc<Buffer>,
+        /// The chunk computing the buffer, until known to be done.
+        done: Option<Arc<Completion>>,
+    },
     Failed(Error),
 }
 
@@ -34,24 +141,66 @@ impl Value {
         })
     }
 
+    /// A value whose buffer is already computed (a host upload).
     pub fn ready(ty: TensorType, buffer: Buffer) -> Arc<Value> {
         Arc::new(Value {
             ty,
-            state: Mutex::new(State::Ready(Arc::new(buffer))),
+            state: Mutex::new(State::Ready {
+                buffer: Arc::new(buffer),
+                done: None,
+            }),
         })
     }
 
-    /// The buffer if ready, `None` if pending, the error if failed.
-    pub fn buffer(&self) -> Result<Option<Arc<Buffer>>> {
-        match &*lock(&self.state) {
+    /// The buffer to pass to a launch (PJRT orders it after its producer);
+    /// `None` if pending; the error if the value is known to have failed.
+    pub fn buffer(&self) -> Result<Option<(Arc<Buffer>, Option<Arc<Completion>>)>> {
+        let mut state = lock(&self.state);
+        if let State::Ready { done: Some(d), .. } = &*state
+            && let Some(e) = d.known_failure()
+        {
+            *state = State::Failed(e);
+        }
+        match &*state {
             State::Pending => Ok(None),
-            State::Ready(b) => Ok(Some(b.clone())),
+            State::Ready { buffer, done } => Ok(Some((buffer.clone(), done.clone()))),
             State::Failed(e) => Err(e.clone()),
         }
     }
 
-    pub fn set_ready(&self, buffer: Buffer) {
-        *lock(&self.state) = State::Ready(Arc::new(buffer));
+    pub fn is_pending(&self) -> bool {
+        matches!(&*lock(&self.state), State::Pending)
+    }
+
+    /// Waits until the value is computed; its buffer, or the error that
+    /// stopped it. The value must not be pending.
+    pub fn wait(&self) -> Result<Arc<Buffer>> {
+        let (buffer, done) = match &*lock(&self.state) {
+            State::Pending => {
+                return Err(Error::Internal(
+                    "waiting on a value that was never launched".into(),
+                ));
+            }
+            State::Ready { buffer, done } => (buffer.clone(), done.clone()),
+            State::Failed(e) => return Err(e.clone()),
+        };
+        if let Some(done) = done {
+            if let Err(e) = done.wait() {
+                *lock(&self.state) = State::Failed(e.clone());
+                return Err(e);
+            }
+            if let State::Ready { done, .. } = &mut *lock(&self.state) {
+                *done = None;
+            }
+        }
+        Ok(buffer)
+    }
+
+    pub fn set_ready(&self, buffer: Buffer, done: Option<Arc<Completion>>) {
+        *lock(&self.state) = State::Ready {
+            buffer: Arc::new(buffer),
+            done,
+        };
     }
 
     pub fn set_failed(&self, error: Error) {

@@ -288,3 +288,12 @@ pub fn err_text<T: std::fmt::Debug>(r: eagertpu::Result<T>) -> String {
 }
 
 pub mod builders;
+
+static MODE_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Runs the rest of a test in `mode`, one such test at a time (the mode is
+/// process-wide); the mode is restored when the guards drop.
+pub fn in_mode(mode: eagertpu::Mode) -> (std::sync::MutexGuard<'static, ()>, eagertpu::ModeGuard) {
+    let lock = MODE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    (lock, eagertpu::with_mode(mode).unwrap())
+}

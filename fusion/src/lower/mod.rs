@@ -484,6 +484,9 @@ pub fn lower(graph: &Graph) -> String {
             text.push_str(", ");
         }
         let _ = write!(text, "%arg{n}: {}", ty.mlir());
+        if let Some(out) = graph.aliased_output(n) {
+            let _ = write!(text, " {{tf.aliasing_output = {out} : i32}}");
+        }
     }
     text.push_str(") -> (");
     let out_types: Vec<&TensorType> = outputs.iter().map(|v| &v.ty).collect();

@@ -24,7 +24,7 @@ pub use device::{Device, default_device};
 pub use elementwise::Operand;
 
 use crate::context::{self, Runtime};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::host::{self, Element};
 use crate::metrics::Counters;
 use crate::stream::{Recorder, Stream};
@@ -99,12 +99,9 @@ impl Tensor {
         })
     }
 
-    /// Waits for the tensor's value; returns its buffer.
+    /// Waits for the tensor's value (a host sync); returns its buffer.
     fn ready(&self, rt: &Runtime) -> Result<Arc<crate::pjrt::Buffer>> {
-        self.stream.flush(rt)?;
-        self.value.buffer()?.ok_or_else(|| {
-            Error::Internal("a value is still pending after its stream was flushed".into())
-        })
+        self.stream.read(rt, &self.value)
     }
 
     /// Copies the elements to the host, in row-major order. `T` must be the
@@ -155,9 +152,9 @@ impl Tensor {
         Ok(self.to_vec::<T>()?[0])
     }
 
-    /// Waits until every op recorded on this tensor's device has run.
+    /// Waits until this tensor is computed; its error if it failed.
     pub fn sync(&self) -> Result<()> {
-        self.stream.flush(context::get()?)
+        self.ready(context::get()?).map(|_| ())
     }
 }
 
@@ -186,11 +183,17 @@ fn same_device(op: &'static str, first: &Tensor, others: &[&Tensor]) -> Result<(
     Ok(())
 }
 
-/// Everything recorded so far, on every device, has run.
+/// Runs everything recorded so far, on every device, and waits for it;
+/// returns the first failure.
 pub fn sync() -> Result<()> {
     let rt = context::get()?;
+    let mut first = Ok(());
     for s in &rt.streams {
-        s.flush(rt)?;
+        if let Err(e) = s.sync(rt)
+            && first.is_ok()
+        {
+            first = Err(e);
+        }
     }
-    Ok(())
+    first
 }
