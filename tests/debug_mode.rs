@@ -6,29 +6,25 @@
 
 mod common;
 
-use std::sync::Mutex;
-
 use common::*;
 use eagertpu::{DType, Mode, Tensor};
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
 /// Runs one test at a time, in debug mode.
-fn serial() -> (std::sync::MutexGuard<'static, ()>, eagertpu::ModeGuard) {
-    let lock = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    (lock, eagertpu::with_mode(Mode::Debug).unwrap())
+fn serial() -> InMode {
+    in_mode(Mode::Debug)
 }
 
 #[test]
 fn the_default_mode_is_fused_and_the_guard_switches_it() {
-    let lock = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    assert_eq!(eagertpu::mode().unwrap(), Mode::Fused);
+    // The manifest records the mode the runtime started in.
+    assert_eq!(eagertpu::manifest().unwrap().mode, Mode::Fused);
     {
-        let _debug = eagertpu::with_mode(Mode::Debug).unwrap();
-        assert_eq!(eagertpu::mode().unwrap(), Mode::Debug);
+        let _fused = in_mode(Mode::Fused);
+        let inner = eagertpu::with_mode(Mode::Strict).unwrap();
+        assert_eq!(eagertpu::mode().unwrap(), Mode::Strict);
+        drop(inner);
+        assert_eq!(eagertpu::mode().unwrap(), Mode::Fused);
     }
-    assert_eq!(eagertpu::mode().unwrap(), Mode::Fused);
-    drop(lock);
     let _g = serial();
     let m = eagertpu::manifest().unwrap();
     assert_eq!(m.mode, Mode::Fused);

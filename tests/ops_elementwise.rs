@@ -91,7 +91,7 @@ fn apply_unary(name: &str, t: &Tensor) -> eagertpu::Result<Tensor> {
     }
 }
 
-#[test]
+all_modes! {
 fn unary_ops_match_the_host_reference_for_every_numeric_dtype() {
     for (i, (name, (lo, hi), f, float_fn)) in unary_cases().into_iter().enumerate() {
         for dtype in numeric() {
@@ -128,8 +128,9 @@ fn unary_ops_match_the_host_reference_for_every_numeric_dtype() {
         }
     }
 }
+}
 
-#[test]
+all_modes! {
 fn unary_ops_on_bool_follow_pytorch() {
     let x = Host::random(DType::Bool, &[7], 1);
     // Float functions compute bools in float32.
@@ -144,8 +145,9 @@ fn unary_ops_on_bool_follow_pytorch() {
         assert!(e.contains(name) && e.contains("bool"), "{name}: {e}");
     }
 }
+}
 
-#[test]
+all_modes! {
 fn logical_not_and_isnan_give_bools() {
     for dtype in ALL {
         let x = Host::random(dtype, &[4, 3], 7);
@@ -174,6 +176,7 @@ fn logical_not_and_isnan_give_bools() {
         &ints.tensor().isnan().unwrap(),
         &ints.map(DType::Bool, |_| 0.0),
     );
+}
 }
 
 /// A host reference of a binary op, and its result dtype given the compute dtype.
@@ -311,7 +314,7 @@ const COMPARE: [&str; 6] = ["eq", "ne", "lt", "le", "gt", "ge"];
 const LOGICAL: [&str; 3] = ["logical_and", "logical_or", "logical_xor"];
 const BITWISE: [&str; 3] = ["bitwise_and", "bitwise_or", "bitwise_xor"];
 
-#[test]
+all_modes! {
 fn binary_ops_match_the_host_reference_with_broadcasting() {
     let shapes: [(&[i64], &[i64]); 3] = [(&[4, 3], &[4, 3]), (&[3, 1, 4], &[5, 4]), (&[2, 3], &[])];
     for (k, name) in ARITH
@@ -338,8 +341,9 @@ fn binary_ops_match_the_host_reference_with_broadcasting() {
         }
     }
 }
+}
 
-#[test]
+all_modes! {
 fn bitwise_ops_work_on_ints_and_bools_only() {
     for name in BITWISE {
         for dtype in INTS.iter().copied().chain([DType::Bool]) {
@@ -353,8 +357,9 @@ fn bitwise_ops_work_on_ints_and_bools_only() {
         assert!(e.contains(name) && e.contains("float32"), "{e}");
     }
 }
+}
 
-#[test]
+all_modes! {
 fn bool_arithmetic_follows_pytorch() {
     let a = Host::random(DType::Bool, &[8], 11);
     let b = Host::random(DType::Bool, &[8], 12);
@@ -372,8 +377,9 @@ fn bool_arithmetic_follows_pytorch() {
     let e = err_text(a.tensor().sub(&b.tensor()));
     assert!(e.contains("sub") && e.contains("bool"), "{e}");
 }
+}
 
-#[test]
+all_modes! {
 fn mixed_dtypes_promote_like_pytorch() {
     // (lhs dtype, lhs shape, rhs dtype, rhs shape, result of torch.add)
     type Case<'a> = (DType, &'a [i64], DType, &'a [i64], DType);
@@ -407,8 +413,9 @@ fn mixed_dtypes_promote_like_pytorch() {
         );
     }
 }
+}
 
-#[test]
+all_modes! {
 fn scalars_promote_only_across_categories() {
     let i8s = Host::random(DType::I8, &[5], 70);
     let t = i8s.tensor();
@@ -446,8 +453,9 @@ fn scalars_promote_only_across_categories() {
         &i.map(DType::Bool, |v| (v < 0.5) as u8 as f64),
     );
 }
+}
 
-#[test]
+all_modes! {
 fn operators_on_references() {
     let a = Host::random(DType::F32, &[2, 3], 80);
     let b = Host::random(DType::F32, &[3], 81);
@@ -494,8 +502,9 @@ fn operators_on_references() {
         &a.map(DType::F32, |v| v + 3.0),
     );
 }
+}
 
-#[test]
+all_modes! {
 fn where_selects_with_broadcasting_and_promotion() {
     let c = Host::random(DType::Bool, &[3, 1], 90);
     let x = Host::random(DType::I32, &[4], 91);
@@ -524,8 +533,9 @@ fn where_selects_with_broadcasting_and_promotion() {
     let e = err_text(Tensor::where_(&x.tensor(), &x.tensor(), &x.tensor()));
     assert!(e.contains("where") && e.contains("bool"), "{e}");
 }
+}
 
-#[test]
+all_modes! {
 fn clamp_matches_pytorch() {
     for dtype in numeric() {
         let x = Host::random(dtype, &[4, 4], 100);
@@ -576,8 +586,9 @@ fn clamp_matches_pytorch() {
         &f.map(DType::F32, |v| if v.is_nan() { v } else { -1.0 }),
     );
 }
+}
 
-#[test]
+all_modes! {
 fn cast_between_all_dtypes() {
     for from in ALL {
         for to in ALL {
@@ -599,8 +610,9 @@ fn cast_between_all_dtypes() {
         }
     }
 }
+}
 
-#[test]
+all_modes! {
 fn edge_values_follow_pytorch() {
     // round: halves go to the even neighbour.
     for dtype in FLOATS {
@@ -650,4 +662,5 @@ fn edge_values_follow_pytorch() {
         &i.tensor().div(2).unwrap(),
         &Host::new(DType::F32, &[2], vec![3.5, -3.5]),
     );
+}
 }

@@ -7,7 +7,7 @@ use common::builders::*;
 use common::*;
 use eagertpu::{DType, Tensor};
 
-#[test]
+all_modes! {
 fn index_select_any_dim_with_repeats() {
     let cases: [(i64, &[i64]); 5] = [
         (0, &[3, 0, 3, 1]),
@@ -34,8 +34,9 @@ fn index_select_any_dim_with_repeats() {
     let want = build(DType::F32, &[1, 2], |o| x.at(&[2, o[1]]));
     check("index_select 0-d index", got, &want);
 }
+}
 
-#[test]
+all_modes! {
 fn gather_picks_along_a_dim() {
     let cases: [(&[i64], i64, &[i64]); 5] = [
         (&[3, 4], 0, &[2, 4]),
@@ -62,6 +63,7 @@ fn gather_picks_along_a_dim() {
     let want = Host::new(DType::I32, &[2, 2], vec![1.0, 1.0, 4.0, 3.0]);
     check("gather by hand", got, &want);
 }
+}
 
 /// `torch.scatter` / `scatter_add` on the host.
 fn scatter_ref(x: &Host, dim: usize, index: &[i64], is: &[i64], src: &Host, add: bool) -> Host {
@@ -76,7 +78,7 @@ fn scatter_ref(x: &Host, dim: usize, index: &[i64], is: &[i64], src: &Host, add:
     Host::new(x.dtype, &x.shape, out)
 }
 
-#[test]
+all_modes! {
 fn scatter_and_scatter_add() {
     // Unique positions per row (dim 1) and per column (dim 0).
     let (i1, i0) = ([4, 0, 1, 3, 2, 3], [2, 0, 1, 1, 0, 0, 2, 0, 2, 1]);
@@ -119,8 +121,9 @@ fn scatter_and_scatter_add() {
     let bad = half.scatter(0, &i, &src);
     check_err(bad, &["scatter", "float16", "float32"]);
 }
+}
 
-#[test]
+all_modes! {
 fn dynamic_slice_and_update_clamp_starts_to_fit() {
     let idts = [DType::I32, DType::I64, DType::I8, DType::I16, DType::U8];
     // (shape, starts, block sizes)
@@ -174,4 +177,5 @@ fn dynamic_slice_and_update_clamp_starts_to_fit() {
     let big = Tensor::zeros(&[5, 1], DType::F32).unwrap();
     let bad = x.dynamic_update_slice(&big, &[&z, &z]);
     check_err(bad, &["dynamic_update_slice", "no larger"]);
+}
 }

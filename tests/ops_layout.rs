@@ -33,7 +33,7 @@ fn conv<T>(v: &[f64], f: impl Fn(f64) -> T) -> Vec<T> {
     v.iter().map(|&x| f(x)).collect()
 }
 
-#[test]
+all_modes! {
 fn from_slice_round_trips_every_dtype() {
     use half::{bf16, f16};
     let ints = |lo, hi| {
@@ -58,8 +58,9 @@ fn from_slice_round_trips_every_dtype() {
     round_trip(&conv(&ints(-30.0, 225.0), |x| (x + 30.0) as u8));
     round_trip(&(0..12).map(|i| i % 3 == 1).collect::<Vec<_>>());
 }
+}
 
-#[test]
+all_modes! {
 fn full_zeros_ones_and_likes_for_every_dtype() {
     for dtype in ALL {
         let v = fill(dtype);
@@ -87,6 +88,7 @@ fn full_zeros_ones_and_likes_for_every_dtype() {
     assert_close_tol("full bf16 1/3", &got, &third, (0.0, 0.0));
     check_err(Tensor::full(&[2, -3], 1, DType::F32), &["full"]);
 }
+}
 
 /// `start, start + step, ...` before `end`, by stepping.
 fn arange_ref(start: f64, end: f64, step: f64) -> Vec<f64> {
@@ -100,7 +102,7 @@ fn arange_ref(start: f64, end: f64, step: f64) -> Vec<f64> {
     }
 }
 
-#[test]
+all_modes! {
 fn arange_follows_torch_dtype_rules_and_steps() {
     let (long, float) = (DType::I64, DType::F32);
     let quarters = arange_ref(0.0, 2.0, 0.25);
@@ -150,6 +152,7 @@ fn arange_follows_torch_dtype_rules_and_steps() {
     let bad = dev.arange_with(0, 3, 1, DType::Bool);
     check_err(bad, &["arange", "bool"]);
 }
+}
 
 /// torch.linspace: the first half steps up from `start`, the rest steps down
 /// from `end`; integer dtypes truncate the ends and each value toward 0.
@@ -169,7 +172,7 @@ fn linspace_ref(start: f64, end: f64, n: i64, dtype: DType) -> Host {
     Host::new(dtype, &[n], data.collect())
 }
 
-#[test]
+all_modes! {
 fn linspace_spaces_evenly_with_exact_ends() {
     let cases = [(0.0, 1.0, 5), (-1.0, 2.0, 7), (5.0, 5.0, 3), (3.0, -3.0, 4)];
     let more = [(0.1, 0.7, 7), (2.0, 9.0, 0), (2.0, 9.0, 1), (2.0, 9.0, 2)];
@@ -211,8 +214,9 @@ fn linspace_spaces_evenly_with_exact_ends() {
     );
     check_err(Tensor::linspace(0.0, 1.0, -1), &["linspace", "steps -1"]);
 }
+}
 
-#[test]
+all_modes! {
 fn to_device_keeps_the_values() {
     // Every device the plugin has (EAGERTPU_DEVICE_COUNT, or its default).
     for dtype in ALL {
@@ -230,8 +234,9 @@ fn to_device_keeps_the_values() {
         }
     }
 }
+}
 
-#[test]
+all_modes! {
 fn reshape_view_flatten_squeeze_unsqueeze_keep_row_major_order() {
     for dtype in ALL {
         let x = distinct(dtype, &[2, 3, 4]);
@@ -285,6 +290,7 @@ fn reshape_view_flatten_squeeze_unsqueeze_keep_row_major_order() {
     let want = build(DType::I32, &[6], |i| x.at(&[i[0] % 2, i[0] / 2]));
     check("t then reshape", got, &want);
 }
+}
 
 /// `x` with its dims reordered: output dim i is input dim `perm[i]`.
 fn permute_ref(x: &Host, perm: &[usize]) -> Host {
@@ -298,7 +304,7 @@ fn permute_ref(x: &Host, perm: &[usize]) -> Host {
     })
 }
 
-#[test]
+all_modes! {
 fn permute_transpose_and_t() {
     for dtype in ALL {
         let x = distinct(dtype, &[2, 3, 4]);
@@ -326,8 +332,9 @@ fn permute_transpose_and_t() {
     check("permute rank 4", x.tensor().permute(&[3, 1, 0, 2]), &want);
     check_err(x.tensor().t(), &["t:", "at most 2 dims"]);
 }
+}
 
-#[test]
+all_modes! {
 fn expand_and_broadcast_to() {
     let cases: [(&[i64], &[i64], &[i64]); 6] = [
         (&[3, 1], &[2, 3, 4], &[2, 3, 4]),
@@ -356,6 +363,7 @@ fn expand_and_broadcast_to() {
     check_err(col.broadcast_to(&[2]), &["expand", "[2, 1]"]);
     check("after expand errors", col.expand(&[2, 3]), &want);
 }
+}
 
 /// The indices `x[start:end:step]` reads from a dim of `size`, by Python's rules.
 fn py_slice(size: i64, start: i64, end: i64, step: i64) -> Vec<i64> {
@@ -363,7 +371,7 @@ fn py_slice(size: i64, start: i64, end: i64, step: i64) -> Vec<i64> {
     (fix(start)..fix(end)).step_by(step as usize).collect()
 }
 
-#[test]
+all_modes! {
 fn slice_follows_python_rules() {
     let (max, min) = (i64::MAX, i64::MIN);
     let cases = [(0, 1, 4, 1), (1, -4, -1, 1), (1, -100, 100, 1)];
@@ -395,8 +403,9 @@ fn slice_follows_python_rules() {
         check_err(v.slice(0, 0, 4, step), &["slice", "positive step"]);
     }
 }
+}
 
-#[test]
+all_modes! {
 fn narrow_and_select() {
     let narrows = [(0, 1, 2), (1, -3, 2), (2, 0, 3), (1, 2, 0), (1, 5, 0)];
     let selects = [(0, 0), (0, -1), (1, 2), (1, -5), (2, 1), (-1, 2)];
@@ -429,6 +438,7 @@ fn narrow_and_select() {
         check("select of 1-d", v.tensor().select(0, -2), &want);
     }
 }
+}
 
 /// `torch.cat` on the host, with the result in `dtype`.
 fn cat_ref(xs: &[&Host], dim: usize, dtype: DType) -> Host {
@@ -446,7 +456,7 @@ fn cat_ref(xs: &[&Host], dim: usize, dtype: DType) -> Host {
     })
 }
 
-#[test]
+all_modes! {
 fn cat_and_stack() {
     for dtype in ALL {
         let a = distinct(dtype, &[2, 3]);
@@ -507,6 +517,7 @@ fn cat_and_stack() {
         check(&format!("stack {dtypes:?}"), got, &want);
     }
 }
+}
 
 /// `F.pad` on the host: (before, after) pairs from the last dim.
 fn pad_ref(x: &Host, pad: &[i64], value: f64) -> Host {
@@ -524,7 +535,7 @@ fn pad_ref(x: &Host, pad: &[i64], value: f64) -> Host {
     })
 }
 
-#[test]
+all_modes! {
 fn pad_pads_from_the_last_dim_and_crops_when_negative() {
     let pads: [&[i64]; 4] = [&[1, 2], &[0, 1, 2, 0], &[0, 0], &[]];
     let more: [&[i64]; 3] = [
@@ -556,8 +567,9 @@ fn pad_pads_from_the_last_dim_and_crops_when_negative() {
     check_err(x.pad(&[1, 2, 3, 4, 5, 6], 0), &["pad", "6 padding values"]);
     check_err(x.pad(&[0, 0, -3, 0], 0), &["pad", "negative size"]);
 }
+}
 
-#[test]
+all_modes! {
 fn flip_reverses_the_given_dims() {
     let dim_sets: [&[i64]; 7] = [&[0], &[1], &[0, 2], &[-1], &[], &[0, 1, 2], &[2, -3]];
     for dtype in ALL {
@@ -577,8 +589,9 @@ fn flip_reverses_the_given_dims() {
     check("flip by hand", v.flip(&[0]), &want);
     check_err(v.flip(&[0, -1]), &["flip", "more than once"]);
 }
+}
 
-#[test]
+all_modes! {
 fn bad_input_names_the_op_and_the_next_op_works() {
     let x = distinct(DType::F32, &[2, 3]);
     let t = x.tensor();
@@ -625,4 +638,5 @@ fn bad_input_names_the_op_and_the_next_op_works() {
         let want = build(DType::F32, &[2, 2], |o| x.at(&[o[0], 2 - 2 * o[1]]));
         check("after an index error", got, &want);
     }
+}
 }

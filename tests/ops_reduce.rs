@@ -193,7 +193,7 @@ fn check_tol(what: &str, got: eagertpu::Result<Tensor>, want: &Host, tol: (f64, 
     assert_close_tol(what, &got, want, tol);
 }
 
-#[test]
+all_modes! {
 fn sum_and_mean_match_the_host_reference() {
     for (c, &(shape, dims, keepdim)) in CASES.iter().enumerate() {
         for dtype in ALL {
@@ -206,8 +206,9 @@ fn sum_and_mean_match_the_host_reference() {
         }
     }
 }
+}
 
-#[test]
+all_modes! {
 fn sum_all_and_mean_all_reduce_every_element() {
     for (i, shape) in [&[2, 3, 4][..], &[9], &[]].into_iter().enumerate() {
         for dtype in ALL {
@@ -229,8 +230,9 @@ fn sum_all_and_mean_all_reduce_every_element() {
         }
     }
 }
+}
 
-#[test]
+all_modes! {
 fn prod_matches_the_host_reference() {
     for (c, &(shape, dims, keepdim)) in CASES.iter().enumerate() {
         // Small factors and groups of at most 24 keep products in range.
@@ -250,8 +252,9 @@ fn prod_matches_the_host_reference() {
         }
     }
 }
+}
 
-#[test]
+all_modes! {
 fn max_and_min_keep_the_dtype() {
     for (c, &(shape, dims, keepdim)) in CASES.iter().enumerate() {
         for dtype in ALL {
@@ -273,8 +276,9 @@ fn max_and_min_keep_the_dtype() {
         check("min(extremes)", x.tensor().min(&[1], false), &want);
     }
 }
+}
 
-#[test]
+all_modes! {
 fn max_and_min_propagate_nan_and_handle_infinities() {
     for dtype in FLOATS {
         let mut x = Host::random(dtype, &[3, 4], 60);
@@ -294,8 +298,9 @@ fn max_and_min_propagate_nan_and_handle_infinities() {
         check_reduce("max", &x, &[1], false, Some(dtype));
     }
 }
+}
 
-#[test]
+all_modes! {
 fn var_with_correction_matches_the_host_reference() {
     for (c, &(shape, dims, keepdim)) in CASES.iter().enumerate() {
         for dtype in ALL {
@@ -307,8 +312,9 @@ fn var_with_correction_matches_the_host_reference() {
         }
     }
 }
+}
 
-#[test]
+all_modes! {
 fn logsumexp_matches_the_host_reference() {
     for (c, &(shape, dims, keepdim)) in CASES.iter().enumerate() {
         for dtype in ALL {
@@ -335,8 +341,9 @@ fn logsumexp_matches_the_host_reference() {
         check_reduce("logsumexp", &x, &[-1], false, Some(dtype));
     }
 }
+}
 
-#[test]
+all_modes! {
 fn argmax_and_argmin_give_the_first_extreme_index() {
     let cases: [(&[i64], Option<i64>, bool); 10] = [
         (&[3, 5], Some(1), false),
@@ -395,8 +402,9 @@ fn argmax_and_argmin_give_the_first_extreme_index() {
     let x = Host::random(DType::Bool, &[4], 1).tensor();
     assert_err(x.argmax(None, false), "argmax", &["bool"]);
 }
+}
 
-#[test]
+all_modes! {
 fn reductions_of_empty_tensors_follow_pytorch() {
     let t = Host::new(DType::F32, &[3, 0, 2], vec![]).tensor();
     let f = |v: f64, shape: &[i64]| Host::new(DType::F32, shape, vec![v; numel(shape)]);
@@ -423,6 +431,7 @@ fn reductions_of_empty_tensors_follow_pytorch() {
     assert_err(t.max(&[1], false), "amax", &["empty", "dim 1"]);
     assert_err(t.min(&[], false), "amin", &["empty"]);
     assert_err(t.argmax(None, false), "argmax", &["empty"]);
+}
 }
 
 /// `torch.matmul` on the host, and the largest sum |a_ik b_kj| (the scale of
@@ -462,7 +471,7 @@ fn host_matmul(a: &Host, b: &Host) -> (Host, f64) {
     (Host::new(a.dtype, &shape, data), scale)
 }
 
-#[test]
+all_modes! {
 fn matmul_follows_torch_matmul() {
     let shapes: [(&[i64], &[i64]); 11] = [
         (&[4], &[4]),
@@ -493,6 +502,7 @@ fn matmul_follows_torch_matmul() {
             );
         }
     }
+}
 }
 
 /// Applies `f` to every line of `x` along `dim`.
@@ -525,7 +535,7 @@ fn r_softmax(v: &[f64], log: bool) -> Vec<f64> {
     v.iter().map(|x| f(x - ls)).collect()
 }
 
-#[test]
+all_modes! {
 fn softmax_and_log_softmax_match_the_host_reference() {
     let cases: [(&[i64], &[i64]); 4] = [
         (&[2, 3, 4], &[0, 1, 2, -1, -2, -3]),
@@ -570,6 +580,7 @@ fn softmax_and_log_softmax_match_the_host_reference() {
         );
     }
 }
+}
 
 /// Layer norm over the trailing `n` elements of each row (biased variance).
 fn host_layer_norm(x: &Host, n: usize, w: Option<&Host>, b: Option<&Host>, eps: f64) -> Host {
@@ -584,7 +595,7 @@ fn host_layer_norm(x: &Host, n: usize, w: Option<&Host>, b: Option<&Host>, eps: 
     Host::new(x.dtype, &x.shape, data)
 }
 
-#[test]
+all_modes! {
 fn layer_norm_matches_the_host_reference() {
     let cases: [(&[i64], &[i64]); 4] = [
         (&[4, 6], &[6]),
@@ -612,6 +623,7 @@ fn layer_norm_matches_the_host_reference() {
         }
     }
 }
+}
 
 /// Cross-entropy on the host (PyTorch's ignore_index -100: a loss of 0, and
 /// the mean is over the targets not ignored).
@@ -635,7 +647,7 @@ fn host_cross_entropy(logits: &Host, target: &[f64], reduction: Reduction) -> Ho
     }
 }
 
-#[test]
+all_modes! {
 fn cross_entropy_matches_the_host_reference() {
     let targets: [(&[i64], Vec<f64>); 5] = [
         (&[6, 5], vec![0.0, 4.0, -100.0, 2.0, 2.0, -100.0]),
@@ -664,6 +676,7 @@ fn cross_entropy_matches_the_host_reference() {
             }
         }
     }
+}
 }
 
 /// Asserts `r` failed naming `op` and every word of `words`, and that the

@@ -87,7 +87,7 @@ impl CompileCache {
         let exe = flight
             .get_or_init(|| {
                 loaded_here = true;
-                self.load_or_compile(key, &text, graph, counters)
+                self.load_or_compile_explained(key, &text, graph, counters)
             })
             .clone();
         if !loaded_here {
@@ -100,6 +100,20 @@ impl CompileCache {
         }
         self.in_flight.remove(&key);
         program
+    }
+
+    fn load_or_compile_explained(
+        &self,
+        key: u128,
+        text: &str,
+        graph: &Graph,
+        counters: &Counters,
+    ) -> Result<Arc<Executable>> {
+        if let Some(reason) = lock(&self.explainer).explain(key, graph) {
+            tracing::warn!(target: "eagertpu::recompile", "{reason}");
+            lock(&counters.recompile_reasons).push(reason);
+        }
+        self.load_or_compile(key, text, graph, counters)
     }
 
     fn load_or_compile(
@@ -128,10 +142,6 @@ impl CompileCache {
             }
         }
         Counters::add(&counters.misses, 1);
-        if let Some(reason) = lock(&self.explainer).explain(key, graph) {
-            tracing::warn!(target: "eagertpu::recompile", "{reason}");
-            lock(&counters.recompile_reasons).push(reason);
-        }
         let start = Instant::now();
         let exe = Executable::compile(&self.client, text, &self.options)?;
         Counters::add(&counters.compiles, 1);
@@ -171,8 +181,21 @@ struct Explainer {
     reported: HashSet<(u128, u128)>,
 }
 
+/// Programs smaller than this are single ops with their helpers (debug and
+/// strict mode): a new shape there is an eager op meeting a new shape, not a
+/// recompiled step.
+const EXPLAIN_MIN_OPS: usize = 3;
+/// At most this many explanations are kept and logged.
+const EXPLAIN_MAX: usize = 100;
+
 impl Explainer {
+    /// Why `graph` (key `key`) is compiled although a program with the same op
+    /// sequence was compiled before: which inputs changed type.
     fn explain(&mut self, key: u128, graph: &Graph) -> Option<String> {
+        let ops = graph.nodes().count();
+        if ops < EXPLAIN_MIN_OPS || graph.num_params() == 0 || self.reported.len() >= EXPLAIN_MAX {
+            return None;
+        }
         let skeleton = fx_hash(
             &graph
                 .defs()
@@ -187,9 +210,6 @@ impl Explainer {
             self.seen.insert(skeleton, (key, graph.clone()));
             return None;
         };
-        if *first_key == key || !self.reported.insert((*first_key, key)) {
-            return None;
-        }
         let old: Vec<&TensorType> = first.param_types().collect();
         let new: Vec<&TensorType> = graph.param_types().collect();
         let changed: Vec<String> = old
@@ -199,24 +219,12 @@ impl Explainer {
             .filter(|(_, (a, b))| a != b)
             .map(|(i, (a, b))| format!("input {i} changed from {a} to {b}"))
             .collect();
-        let ops = graph.nodes().count();
-        let what = if !changed.is_empty() {
-            changed.join(", ")
-        } else {
-            let (i, (a, b)) = first
-                .nodes()
-                .zip(graph.nodes())
-                .enumerate()
-                .find(|(_, (a, b))| a.op != b.op)?;
-            format!(
-                "op {i} ({}) changed its attributes from {:?} to {:?}",
-                a.op.name(),
-                a.op,
-                b.op
-            )
-        };
+        if *first_key == key || changed.is_empty() || !self.reported.insert((*first_key, key)) {
+            return None;
+        }
         Some(format!(
-            "recompiling a {ops}-op program seen before with other inputs: {what}"
+            "recompiling a {ops}-op program seen before with other input shapes: {}",
+            changed.join(", ")
         ))
     }
 }

@@ -260,22 +260,31 @@ impl Stream {
             return Ok(());
         }
         rt.counters.cut(reason);
-        match self.launch(rt, st, &launches, wait) {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                let e = fail(&launches, e);
-                if wait { Err(e) } else { Ok(()) }
+        let failure = match self.launch(rt, st, &launches, wait) {
+            Ok(isolated) => isolated,
+            Err(e) => Some(fail(&launches, e)),
+        };
+        match failure {
+            Some(e) if wait => Err(e),
+            Some(e) => {
+                // `sync()` reports it too, even if nothing reads the results.
+                st.outstanding.push(Completion::failed(e));
+                Ok(())
             }
+            None => Ok(()),
         }
     }
 
+    /// Launches a chunk. `Err`: nothing ran and every result fails with it.
+    /// `Ok(Some(e))`: the chunk was run op by op after failing, each result is
+    /// ready or failed on its own, and `e` is the first failure.
     fn launch(
         &self,
         rt: &Runtime,
         st: &mut StreamState,
         launches: &[Launch],
         wait: bool,
-    ) -> Result<()> {
+    ) -> Result<Option<Error>> {
         let last = launches.last().map(|l| l.node.blame(launches.len()));
         let blame = |cause: Error| match &last {
             Some(b) => b.error(cause),
@@ -288,7 +297,7 @@ impl Stream {
         let (graph, params) = self.build_graph(rt, st, launches, !debug)?;
         let program = match rt.cache.get(&graph, &rt.counters) {
             Ok(p) => p,
-            Err(e) if launches.len() > 1 => return self.isolate(rt, launches, e),
+            Err(e) if launches.len() > 1 => return Ok(self.isolate(rt, launches, e)),
             Err(e) => return Err(blame(e)),
         };
         let inputs: Vec<&Buffer> = params.iter().map(|p| p.buffer.as_ref()).collect();
@@ -297,7 +306,7 @@ impl Stream {
             Err(e) if launches.len() > 1 => {
                 drop(inputs);
                 drop(params);
-                return self.isolate(rt, launches, e);
+                return Ok(self.isolate(rt, launches, e));
             }
             Err(e) => return Err(blame(e)),
         };
@@ -320,7 +329,7 @@ impl Stream {
                 check_finite(launches, &params)?;
             }
         }
-        Ok(())
+        Ok(None)
     }
 
     /// The chunk as a graph and its parameters: ready inputs become parameters,
@@ -451,39 +460,52 @@ impl Stream {
     }
 
     /// A chunk of several ops failed to compile or run: run its ops one by one
-    /// (waiting for each) to find the op that fails, and blame it. If every op
-    /// runs alone, the chunk's results are computed and nothing failed.
-    fn isolate(&self, rt: &Runtime, launches: &[Launch], chunk_error: Error) -> Result<()> {
+    /// (waiting for each) to find the op that fails. That op's results, and
+    /// everything computed from them, fail with an error naming it; the other
+    /// ops' results are computed. Returns the first failure, if any.
+    fn isolate(&self, rt: &Runtime, launches: &[Launch], chunk_error: Error) -> Option<Error> {
         tracing::warn!(
             target: "eagertpu::exec",
             "a fused chunk of {} ops failed ({chunk_error}); running it op by op to find the op",
             launches.len()
         );
+        let mut first = None;
         for l in launches {
             let Some(out) = l.node.output.upgrade() else {
                 continue;
             };
-            let mut graph = Graph::new();
-            let mut buffers = vec![];
-            let mut ids: SmallVec<[ValueId; 3]> = SmallVec::new();
-            for input in &l.node.inputs {
-                let buffer = input.wait()?;
-                ids.push(graph.param(input.ty.clone()));
-                buffers.push(buffer);
+            match self.run_alone(rt, &l.node) {
+                Ok(buffer) => out.set_ready(buffer, None),
+                Err(e) => {
+                    first.get_or_insert_with(|| e.clone());
+                    out.set_failed(e);
+                }
             }
-            let id = graph.push_inferred(l.node.op.clone(), &ids, l.node.ty.clone());
-            graph.output(id);
-            let blame = |e: Error| l.node.blame(1).error(e);
-            let program = rt.cache.get(&graph, &rt.counters).map_err(blame)?;
-            let inputs: Vec<&Buffer> = buffers.iter().map(|b| b.as_ref()).collect();
-            let (mut outputs, done) = program.exe.execute(&inputs, &self.device).map_err(blame)?;
-            Counters::add(&rt.counters.executions, 1);
-            if let Some(done) = done {
-                done.wait().map_err(blame)?;
-            }
-            out.set_ready(outputs.remove(0), None);
         }
-        Ok(())
+        first
+    }
+
+    /// Runs one node as its own program and waits for it. A failed input
+    /// fails it with the input's error.
+    fn run_alone(&self, rt: &Runtime, node: &TraceNode) -> Result<Buffer> {
+        let mut graph = Graph::new();
+        let mut buffers = vec![];
+        let mut ids: SmallVec<[ValueId; 3]> = SmallVec::new();
+        for input in &node.inputs {
+            buffers.push(input.wait()?);
+            ids.push(graph.param(input.ty.clone()));
+        }
+        let id = graph.push_inferred(node.op.clone(), &ids, node.ty.clone());
+        graph.output(id);
+        let blame = |e: Error| node.blame(1).error(e);
+        let program = rt.cache.get(&graph, &rt.counters).map_err(blame)?;
+        let inputs: Vec<&Buffer> = buffers.iter().map(|b| b.as_ref()).collect();
+        let (mut outputs, done) = program.exe.execute(&inputs, &self.device).map_err(blame)?;
+        Counters::add(&rt.counters.executions, 1);
+        if let Some(done) = done {
+            done.wait().map_err(blame)?;
+        }
+        Ok(outputs.remove(0))
     }
 }
 

@@ -74,6 +74,23 @@ impl Completion {
         Arc::new(c)
     }
 
+    /// A chunk that failed to launch.
+    pub fn failed(error: Error) -> Arc<Completion> {
+        let c = Completion {
+            event: Mutex::new(None),
+            result: OnceLock::new(),
+            blame: Blame {
+                op: "",
+                inputs: vec![],
+                origin: Location::caller(),
+                chunk_ops: 0,
+            },
+            deps: Mutex::new(vec![]),
+        };
+        let _ = c.result.set(Err(error));
+        Arc::new(c)
+    }
+
     /// Blocks until the chunk ran. On failure, the error names the first op
     /// that failed along the chain of chunks this one read from.
     pub fn wait(&self) -> Result<()> {

@@ -291,9 +291,42 @@ pub mod builders;
 
 static MODE_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// Holds the mode for one test: the mode is restored, then the lock released.
+pub struct InMode {
+    _mode: eagertpu::ModeGuard,
+    _lock: std::sync::MutexGuard<'static, ()>,
+}
+
 /// Runs the rest of a test in `mode`, one such test at a time (the mode is
-/// process-wide); the mode is restored when the guards drop.
-pub fn in_mode(mode: eagertpu::Mode) -> (std::sync::MutexGuard<'static, ()>, eagertpu::ModeGuard) {
+/// process-wide).
+pub fn in_mode(mode: eagertpu::Mode) -> InMode {
     let lock = MODE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    (lock, eagertpu::with_mode(mode).unwrap())
+    InMode {
+        _mode: eagertpu::with_mode(mode).unwrap(),
+        _lock: lock,
+    }
+}
+
+/// The three execution modes, in the order `all_modes!` runs them.
+pub const MODES: [eagertpu::Mode; 3] = [
+    eagertpu::Mode::Debug,
+    eagertpu::Mode::Strict,
+    eagertpu::Mode::Fused,
+];
+
+/// Declares a test that runs its body once in each mode (debug, strict,
+/// fused), one mode-switching test at a time.
+#[macro_export]
+macro_rules! all_modes {
+    ($(#[$meta:meta])* fn $name:ident() $body:block) => {
+        $(#[$meta])*
+        #[test]
+        fn $name() {
+            for mode in $crate::common::MODES {
+                let _mode = $crate::common::in_mode(mode);
+                let run = || $body;
+                run();
+            }
+        }
+    };
 }

@@ -1,0 +1,331 @@
+//! The three modes: they agree; strict and fused defer errors to the read and
+//! name the failed op; fused mode fuses, lifts scalars, donates, drops dead
+//! temporaries, lines chunks up with the loop, and shares one stream between
+//! threads.
+
+mod common;
+
+use common::*;
+use eagertpu::{DType, Metrics, Mode, Tensor};
+
+fn metrics() -> Metrics {
+    eagertpu::metrics().unwrap()
+}
+
+/// Programs that had to come from compiling or from disk (not memory).
+fn loads(m: &Metrics) -> u64 {
+    m.misses + m.disk_hits
+}
+
+/// A mixed workload: an MLP step with a hand-written backward, reductions,
+/// indexing, integer ops. Returns every result read back as f64.
+fn workload(seed: u64) -> Vec<(String, DType, Vec<f64>)> {
+    let x = Host::random(DType::F32, &[16, 12], seed).tensor();
+    let w = Host::random(DType::F32, &[12, 8], seed + 1).tensor();
+    let y = Tensor::from_slice(&(0..16).map(|i| i % 8).collect::<Vec<i64>>(), &[16]).unwrap();
+    let h = x.matmul(&w).unwrap().gelu().unwrap();
+    let loss = h.cross_entropy(&y).unwrap();
+    let p = h.softmax(-1).unwrap();
+    let onehot = y
+        .unsqueeze(1)
+        .unwrap()
+        .eq(&Tensor::arange(0, 8, 1).unwrap())
+        .unwrap();
+    let dh = ((&p - &onehot.to_dtype(DType::F32).unwrap()).unwrap() / 16.0).unwrap();
+    let dw = x.t().unwrap().matmul(&dh).unwrap();
+    let w2 = (&w - &(&dw * 0.1).unwrap()).unwrap();
+    let stats = h.var(&[0], 1, false).unwrap();
+    let ints = Host::random(DType::I32, &[5, 7], seed + 2).tensor();
+    let isum = ints.remainder(7).unwrap().sum(&[1], true).unwrap();
+    let picked = x
+        .index_select(0, &Tensor::from_slice(&[3i64, 1, 3], &[3]).unwrap())
+        .unwrap();
+    let am = h.argmax(Some(1), false).unwrap();
+    [
+        ("loss", loss),
+        ("w2", w2),
+        ("var", stats),
+        ("isum", isum),
+        ("picked", picked),
+        ("argmax", am),
+    ]
+    .into_iter()
+    .map(|(n, t)| (n.to_string(), t.dtype(), t.to_f64_vec().unwrap()))
+    .collect()
+}
+
+#[test]
+fn the_three_modes_agree() {
+    let results: Vec<_> = MODES
+        .iter()
+        .map(|&m| {
+            let _m = in_mode(m);
+            workload(5)
+        })
+        .collect();
+    for other in &results[1..] {
+        for ((name, dtype, a), (_, _, b)) in results[0].iter().zip(other) {
+            for (x, y) in a.iter().zip(b) {
+                if dtype.is_float() {
+                    assert!(
+                        (x - y).abs() <= 1e-5 * y.abs().max(1e-6),
+                        "{name}: {x} vs {y}"
+                    );
+                } else {
+                    assert_eq!(x, y, "{name}");
+                }
+            }
+        }
+    }
+}
+
+/// A tensor too large for this machine: the allocation fails when it runs.
+const HUGE: i64 = 40_000_000_000;
+
+#[test]
+fn errors_in_strict_and_fused_mode_surface_at_the_read_naming_the_op() {
+    for mode in [Mode::Strict, Mode::Fused] {
+        let _m = in_mode(mode);
+        let small = Tensor::from_slice(&[1.0f32, 2.0], &[2]).unwrap();
+        let line = line!() + 1;
+        let huge = Tensor::zeros(&[HUGE], DType::F32).expect("recording succeeds");
+        let derived = (&huge + 1.0).expect("recording succeeds");
+        let total = derived.sum_all().expect("recording succeeds");
+        // Unrelated work in the same chunk still runs.
+        let fine = (&small * 3.0).unwrap();
+        let e = err_text(total.item::<f32>());
+        assert!(
+            e.contains("full(") && e.contains(&format!("tests/modes.rs:{line}")),
+            "{mode}: {e}"
+        );
+        assert!(
+            e.contains("RESOURCE_EXHAUSTED") || e.contains("memory"),
+            "{mode}: {e}"
+        );
+        assert_eq!(
+            err_text(derived.to_vec::<f32>()),
+            e,
+            "{mode}: the same error at every read"
+        );
+        assert_eq!(fine.to_vec::<f32>().unwrap(), vec![3.0, 6.0], "{mode}");
+        // sync() reports every failure since the previous sync, once.
+        assert_eq!(err_text(eagertpu::sync().map(|_| ())), e, "{mode}");
+        assert!(eagertpu::sync().is_ok(), "{mode}");
+        // And the runtime keeps working.
+        assert_eq!(
+            (&small + &small).unwrap().to_vec::<f32>().unwrap(),
+            vec![2.0, 4.0]
+        );
+    }
+}
+
+#[test]
+fn sync_reports_a_failure_nobody_read() {
+    let _m = in_mode(Mode::Strict);
+    let huge = Tensor::zeros(&[HUGE], DType::F32).unwrap();
+    let e = err_text(eagertpu::sync().map(|_| ()));
+    assert!(e.contains("full("), "{e}");
+    drop(huge);
+    assert!(eagertpu::sync().is_ok());
+}
+
+#[test]
+fn fused_mode_runs_a_chain_as_one_chunk_and_exports_only_live_values() {
+    let _m = in_mode(Mode::Fused);
+    let x = Host::random(DType::F32, &[64], 1);
+    let t = x.tensor();
+    eagertpu::sync().unwrap();
+    let before = metrics();
+    let mut y = t.clone();
+    for _ in 0..30 {
+        y = y.tanh().unwrap().exp().unwrap().neg().unwrap();
+    }
+    let mid = metrics();
+    assert_eq!(
+        mid.executions, before.executions,
+        "nothing runs before the read"
+    );
+    let got = y.to_vec::<f32>().unwrap();
+    let after = metrics();
+    assert_eq!(after.executions - before.executions, 1);
+    assert_eq!(
+        after.chunks_cut("host_read") - before.chunks_cut("host_read"),
+        1
+    );
+    // The 89 dead temporaries never became buffers: only the result is new.
+    assert_eq!(after.live_buffers - before.live_buffers, 1);
+    let want = x.map(DType::F32, |v| {
+        let mut v = v;
+        for _ in 0..30 {
+            v = -(v.tanh().exp());
+        }
+        v
+    });
+    assert_close_tol(
+        "chain",
+        &Tensor::from_slice(&got, &[64]).unwrap(),
+        &want,
+        (1e-5, 1e-6),
+    );
+}
+
+#[test]
+fn a_learning_rate_that_changes_every_step_compiles_nothing_after_step_3() {
+    let _m = in_mode(Mode::Fused);
+    let x = Host::random(DType::F32, &[32, 10], 2).tensor();
+    let y = Tensor::from_slice(&(0..32).map(|i| i % 4).collect::<Vec<i64>>(), &[32]).unwrap();
+    let mut w = Host::random(DType::F32, &[10, 4], 3).tensor();
+    let classes = Tensor::arange(0, 4, 1).unwrap();
+    let onehot = y
+        .unsqueeze(1)
+        .unwrap()
+        .eq(&classes)
+        .unwrap()
+        .to_dtype(DType::F32)
+        .unwrap();
+    let mut after_step_3 = None;
+    let mut losses = vec![];
+    for step in 1..=12 {
+        let lr = 0.5 / (1.0 + step as f64);
+        let logits = x.matmul(&w).unwrap();
+        let loss = logits.cross_entropy(&y).unwrap();
+        let d = ((&logits.softmax(1).unwrap() - &onehot).unwrap() / 32.0).unwrap();
+        let g = x.t().unwrap().matmul(&d).unwrap();
+        w = (&w - &(&g * lr).unwrap()).unwrap();
+        losses.push(loss.item::<f32>().unwrap());
+        if step == 3 {
+            after_step_3 = Some(metrics());
+        }
+    }
+    let (m3, end) = (after_step_3.unwrap(), metrics());
+    assert_eq!(loads(&end), loads(&m3), "programs compiled after step 3");
+    assert!(
+        end.lifted_scalars > m3.lifted_scalars,
+        "the learning rate is a parameter"
+    );
+    assert!(
+        end.donated_buffers > m3.donated_buffers,
+        "the weight update is in place"
+    );
+    assert!(losses[11] < losses[0], "{losses:?}");
+}
+
+#[test]
+fn weight_updates_donate_their_buffer() {
+    let _m = in_mode(Mode::Fused);
+    let mut w = Tensor::ones(&[256, 256], DType::F32).unwrap();
+    let g = Tensor::full(&[256, 256], 0.5, DType::F32).unwrap();
+    w.sync().unwrap();
+    g.sync().unwrap();
+    let before = metrics();
+    for _ in 0..20 {
+        w = (&w - &(&g * 0.1).unwrap()).unwrap();
+        w.sync().unwrap();
+    }
+    let after = metrics();
+    assert_eq!(after.donated_buffers - before.donated_buffers, 20);
+    // One buffer for w at a time: memory does not grow with the updates.
+    assert_eq!(after.live_buffers, before.live_buffers);
+    let v = w.to_vec::<f32>().unwrap();
+    assert!(v.iter().all(|&x| (x - 0.0).abs() < 1e-5), "{}", v[0]);
+}
+
+#[test]
+fn a_loop_without_reads_is_cut_at_its_period_and_each_chunk_repeats() {
+    let _m = in_mode(Mode::Fused);
+    let x = Host::random(DType::F32, &[8], 4).tensor();
+    let mut acc = Tensor::zeros(&[8], DType::F32).unwrap();
+    acc.sync().unwrap();
+    let before = metrics();
+    for _ in 0..300 {
+        // One step: 3 ops and a lifted scalar, the same every time.
+        acc = (&(&acc * 0.5).unwrap() + &x).unwrap().tanh().unwrap();
+    }
+    let got = acc.to_vec::<f32>().unwrap();
+    let after = metrics();
+    assert!(
+        after.chunks_cut("period") - before.chunks_cut("period") >= 2,
+        "{}",
+        after.report()
+    );
+    assert!(loads(&after) - loads(&before) <= 3, "{}", after.report());
+    let xs = Host::of(&x).data;
+    let mut want = vec![0.0f64; 8];
+    for _ in 0..300 {
+        for (a, xv) in want.iter_mut().zip(&xs) {
+            *a = (*a * 0.5 + xv).tanh();
+        }
+    }
+    for (g, w) in got.iter().zip(&want) {
+        assert!((*g as f64 - w).abs() < 1e-4, "{g} vs {w}");
+    }
+}
+
+#[test]
+fn threads_share_one_stream_per_device() {
+    let _m = in_mode(Mode::Fused);
+    let a = Host::random(DType::F32, &[4, 4], 5);
+    let t = a.tensor();
+    eagertpu::sync().unwrap();
+    let before = metrics();
+    // Forward on this thread, "backward" on another, the update back here: one chunk.
+    let fwd = t.exp().unwrap();
+    let bwd = std::thread::scope(|s| {
+        s.spawn(|| (&fwd * 2.0).unwrap().tanh().unwrap())
+            .join()
+            .unwrap()
+    });
+    let upd = (&t - &bwd).unwrap();
+    let got = upd.to_vec::<f32>().unwrap();
+    let after = metrics();
+    assert_eq!(after.executions - before.executions, 1);
+    let want = a.map(DType::F32, |v| v - (2.0 * v.exp()).tanh());
+    assert_close_tol(
+        "threads",
+        &Tensor::from_slice(&got, &[4, 4]).unwrap(),
+        &want,
+        (1e-5, 1e-6),
+    );
+}
+
+#[test]
+fn switching_mode_runs_what_is_pending() {
+    let m = in_mode(Mode::Fused);
+    let x = Tensor::from_slice(&[1.0f32, 4.0], &[2]).unwrap();
+    let y = x.sqrt().unwrap();
+    let before = metrics();
+    drop(m);
+    let _debug = in_mode(Mode::Debug);
+    let after = metrics();
+    assert!(after.chunks_cut("mode_switch") > before.chunks_cut("mode_switch"));
+    assert_eq!(y.to_vec::<f32>().unwrap(), vec![1.0, 2.0]);
+}
+
+#[test]
+fn a_shape_change_is_explained_once() {
+    let _m = in_mode(Mode::Fused);
+    let run = |batch: i64| {
+        let x = Tensor::ones(&[batch, 3], DType::F64).unwrap();
+        x.sync().unwrap();
+        (&x.atan2(&x).unwrap() * 3.0)
+            .unwrap()
+            .sum(&[1], false)
+            .unwrap()
+            .to_vec::<f64>()
+            .unwrap()
+    };
+    run(7);
+    run(9);
+    run(9);
+    let reasons = metrics().recompile_reasons;
+    let hits: Vec<&String> = reasons
+        .iter()
+        .filter(|r| r.contains("float64[7, 3]") && r.contains("float64[9, 3]"))
+        .collect();
+    assert_eq!(hits.len(), 1, "{reasons:?}");
+    assert!(
+        hits[0].contains("input 0 changed from float64[7, 3] to float64[9, 3]"),
+        "{}",
+        hits[0]
+    );
+}
