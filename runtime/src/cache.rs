@@ -113,14 +113,13 @@ impl CompileCache {
             tracing::warn!(target: "eagertpu::recompile", "{reason}");
             lock(&counters.recompile_reasons).push(reason);
         }
-        self.load_or_compile(key, text, graph, counters)
+        self.load_or_compile(key, text, counters)
     }
 
     fn load_or_compile(
         &self,
         key: u128,
         text: &str,
-        graph: &Graph,
         counters: &Counters,
     ) -> Result<Arc<Executable>> {
         if let Some(disk) = &self.disk {
@@ -159,7 +158,8 @@ impl CompileCache {
                     disk.store(key, text, &self.fingerprint, &bytes)
                         .map_err(|e| e.to_string())
                 }) {
-                Ok(()) => Counters::add(&counters.disk_writes, 1),
+                Ok(true) => Counters::add(&counters.disk_writes, 1),
+                Ok(false) => {}
                 Err(e) => disk.warn_once(key, &format!("cannot write it: {e}")),
             }
         }

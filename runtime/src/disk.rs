@@ -99,16 +99,17 @@ impl DiskCache {
         }
     }
 
-    /// Stores an entry (unless read-only), then applies the size bound.
+    /// Stores an entry (unless read-only: then `Ok(false)`), then applies the
+    /// size bound.
     pub fn store(
         &self,
         key: u128,
         text: &str,
         fingerprint: &str,
         payload: &[u8],
-    ) -> std::io::Result<()> {
+    ) -> std::io::Result<bool> {
         if self.config.readonly {
-            return Ok(());
+            return Ok(false);
         }
         std::fs::create_dir_all(&self.config.dir)?;
         let entry = encode(key, text, fingerprint, payload);
@@ -130,7 +131,7 @@ impl DiskCache {
         if let Some(max) = self.config.max_bytes {
             self.evict(max);
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Deletes the least recently used entries until the total fits `max`.
