@@ -42,8 +42,11 @@ test: setup-test
 	rm -rf $(TEST_CACHE)
 	EAGERTPU_CACHE_DIR=$(TEST_CACHE) $(CARGO) test --release --workspace
 
+# Debug-mode latency next to raw PJRT, then every workload in every mode
+# (target/bench/debug.json, target/bench/modes.json).
 bench: setup
 	$(CARGO) bench --bench debug_latency
+	$(CARGO) bench --bench modes
 
 # Which plugin is found and what it reports.
 info: build

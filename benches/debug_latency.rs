@@ -15,6 +15,7 @@ use eagertpu::{DType, Tensor};
 const N: i64 = 256;
 
 fn benches(c: &mut Criterion) {
+    let _debug = eagertpu::with_mode(eagertpu::Mode::Debug).unwrap();
     let data: Vec<f32> = (0..N).map(|i| i as f32 * 0.5).collect();
     let a = Tensor::from_slice(&data, &[N]).unwrap();
     let b = Tensor::from_slice(&data, &[N]).unwrap();

@@ -40,7 +40,7 @@ fn ten_thousand_ops_leak_nothing_in_any_mode() {
         let idx = Tensor::from_slice(&[3i64, 0], &[2]).unwrap();
         let bad_idx = Tensor::from_slice(&[9i64], &[1]).unwrap();
         // Warm up with the loop's own pattern, so its programs are compiled.
-        let mut run = |rounds: usize| {
+        let run = |rounds: usize| {
             let mut ops = 0;
             for r in 1..=rounds {
                 ops += round(&a, &b, &idx, &bad_idx, mode);

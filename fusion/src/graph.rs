@@ -8,6 +8,8 @@
 
 use std::hash::{Hash, Hasher};
 
+use crate::hash::FxHasher;
+
 use smallvec::SmallVec;
 
 use crate::error::Result;
@@ -43,6 +45,9 @@ pub struct Graph {
     /// the output (input/output aliasing).
     aliases: Vec<(u32, u32)>,
     num_params: usize,
+    /// A hash of everything above, kept up to date as the graph grows, so a
+    /// cache lookup does not walk the graph to hash it.
+    hash: u64,
 }
 
 impl PartialEq for Graph {
@@ -55,9 +60,7 @@ impl Eq for Graph {}
 
 impl Hash for Graph {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        self.defs.hash(state);
-        self.outputs.hash(state);
-        self.aliases.hash(state);
+        state.write_u64(self.hash);
     }
 }
 
@@ -66,9 +69,17 @@ impl Graph {
         Graph::default()
     }
 
+    fn mix<T: Hash + ?Sized>(&mut self, tag: u8, part: &T) {
+        let mut h = FxHasher::default();
+        h.write_u8(tag);
+        part.hash(&mut h);
+        self.hash = (self.hash.rotate_left(5) ^ h.finish()).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
     /// Adds a parameter of type `ty`.
     pub fn param(&mut self, ty: TensorType) -> ValueId {
         let id = self.next_id();
+        self.mix(0, &ty);
         self.types.push(ty.clone());
         self.defs.push(Def::Param(ty));
         self.num_params += 1;
@@ -88,6 +99,7 @@ impl Graph {
     /// Adds a node whose output type the caller already inferred.
     pub fn push_inferred(&mut self, op: Op, inputs: &[ValueId], ty: TensorType) -> ValueId {
         let id = self.next_id();
+        self.mix(1, &(&op, inputs));
         self.types.push(ty);
         self.defs.push(Def::Node(Node {
             op,
@@ -98,12 +110,14 @@ impl Graph {
 
     /// Marks `v` as a program output (in call order).
     pub fn output(&mut self, v: ValueId) {
+        self.mix(2, &v);
         self.outputs.push(v);
     }
 
     /// Donates parameter `param` (by parameter order) to output `output`:
     /// they must have the same type.
     pub fn alias(&mut self, param: usize, output: usize) {
+        self.mix(3, &(param, output));
         self.aliases.push((param as u32, output as u32));
     }
 

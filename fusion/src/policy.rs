@@ -87,15 +87,22 @@ const HISTORY: usize = 256;
 /// Periods looked for: 2..=MAX_PERIOD.
 const MAX_PERIOD: usize = HISTORY / 2;
 const MIN_PERIOD: usize = 2;
+const PERIODS: usize = MAX_PERIOD - MIN_PERIOD + 1;
+/// Runs stop counting here (far past any period).
+const RUN_CAP: u32 = 1 << 30;
 
 /// The fused-mode cut policy for one op stream.
 pub struct Window {
     limits: WindowLimits,
-    history: [u64; HISTORY],
+    /// The last `HISTORY` signatures, written twice (at `i` and `i + HISTORY`)
+    /// so the ones before any position form one contiguous slice.
+    history: [u64; 2 * HISTORY],
     /// Ops seen so far.
     seen: usize,
-    /// `run[p]`: how many of the latest ops equal the op `p` before them.
-    run: [u32; MAX_PERIOD + 1],
+    /// `run[k]`, for period `p = MAX_PERIOD - k`: how many of the latest ops
+    /// equal the op `p` before them. (Laid out like `history`, so the update
+    /// is one vectorizable pass.)
+    run: [u32; PERIODS],
     period: Option<usize>,
 }
 
@@ -106,9 +113,9 @@ impl Window {
                 max_ops: limits.max_ops.max(1),
                 max_params: limits.max_params.max(1),
             },
-            history: [0; HISTORY],
+            history: [0; 2 * HISTORY],
             seen: 0,
-            run: [0; MAX_PERIOD + 1],
+            run: [0; PERIODS],
             period: None,
         }
     }
@@ -125,18 +132,26 @@ impl Window {
     /// Called after an op with `signature` joins the pending chunk, which now
     /// holds `ops` ops and `params` parameters. Returns a reason to cut now.
     pub fn record(&mut self, signature: u64, ops: usize, params: usize) -> Option<CutReason> {
-        let i = self.seen;
-        for p in MIN_PERIOD..=MAX_PERIOD {
-            self.run[p] = if i >= p && self.history[(i - p) % HISTORY] == signature {
-                self.run[p].saturating_add(1)
+        let at = self.seen % HISTORY + HISTORY;
+        // `before[k]` is the signature `MAX_PERIOD - k` ops back (zeros before
+        // the stream started; a zero signature is as good as impossible).
+        let before = &self.history[at - MAX_PERIOD..at - MIN_PERIOD + 1];
+        for (run, &old) in self.run.iter_mut().zip(before) {
+            *run = if old == signature {
+                (*run + 1).min(RUN_CAP)
             } else {
                 0
             };
         }
-        self.history[i % HISTORY] = signature;
+        self.history[at] = signature;
+        self.history[at - HISTORY] = signature;
         self.seen += 1;
         // The smallest period whose last two repetitions match.
-        self.period = (MIN_PERIOD..=MAX_PERIOD).find(|&p| self.run[p] as usize >= p);
+        self.period = (0..PERIODS)
+            .rev()
+            .map(|k| (MAX_PERIOD - k, self.run[k]))
+            .find(|&(p, run)| run as usize >= p)
+            .map(|(p, _)| p);
 
         if params >= self.limits.max_params {
             return Some(CutReason::WindowParams);

@@ -122,19 +122,22 @@ pub(crate) fn count_non_finite(buffer: &Buffer, ty: &TensorType) -> Result<(usiz
     Ok((nan, inf))
 }
 
-/// The bytes of `value` stored as a 0-d `dtype` element.
-pub(crate) fn scalar_bytes(value: fusion::Scalar, dtype: DType) -> Vec<u8> {
+/// The bits of `value` stored as a 0-d `dtype` element (little-endian in
+/// the low bytes), and the element's size in bytes.
+pub(crate) fn scalar_bits(value: fusion::Scalar, dtype: DType) -> (u64, usize) {
     let x = value.as_f64();
-    match dtype {
-        DType::Bool => vec![(x != 0.0) as u8],
-        DType::U8 => vec![value.as_i64() as u8],
-        DType::I8 => (value.as_i64() as i8).to_le_bytes().to_vec(),
-        DType::I16 => (value.as_i64() as i16).to_le_bytes().to_vec(),
-        DType::I32 => (value.as_i64() as i32).to_le_bytes().to_vec(),
-        DType::I64 => value.as_i64().to_le_bytes().to_vec(),
-        DType::F16 => f16::from_f64(x).to_le_bytes().to_vec(),
-        DType::BF16 => bf16::from_f64(x).to_le_bytes().to_vec(),
-        DType::F32 => (x as f32).to_le_bytes().to_vec(),
-        DType::F64 => x.to_le_bytes().to_vec(),
-    }
+    let i = value.as_i64();
+    let bits = match dtype {
+        DType::Bool => (x != 0.0) as u64,
+        DType::U8 => i as u8 as u64,
+        DType::I8 => i as i8 as u8 as u64,
+        DType::I16 => i as i16 as u16 as u64,
+        DType::I32 => i as i32 as u32 as u64,
+        DType::I64 => i as u64,
+        DType::F16 => f16::from_f64(x).to_bits() as u64,
+        DType::BF16 => bf16::from_f64(x).to_bits() as u64,
+        DType::F32 => (x as f32).to_bits() as u64,
+        DType::F64 => x.to_bits(),
+    };
+    (bits, dtype.size_in_bytes())
 }

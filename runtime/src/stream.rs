@@ -129,6 +129,9 @@ struct Launch {
     node: TraceNode,
     /// The value to bind the result to, when exported.
     export: Option<Arc<Value>>,
+    /// For each input: the launch (index in the chunk) that produces it, or
+    /// `None` for a ready value (a parameter).
+    from: SmallVec<[Option<u32>; 3]>,
 }
 
 /// A parameter of a chunk: an input buffer, and the value it came from
@@ -220,6 +223,37 @@ impl Stream {
         }
         Counters::add(&rt.counters.host_syncs, 1);
         value.wait()
+    }
+
+    /// Copies `value` to the host with `copy`, launching its chunk first if it
+    /// is pending. The copy waits for the chunk itself (one wake-up, not two);
+    /// if it fails, the error is the chunk's, naming its op.
+    pub fn read_with<T>(
+        &self,
+        rt: &Runtime,
+        value: &Value,
+        copy: impl FnOnce(&Buffer) -> Result<T>,
+    ) -> Result<T> {
+        if value.is_pending() {
+            let mut st = lock(&self.state);
+            if value.is_pending() {
+                self.flush(rt, &mut st, CutReason::HostRead, false)?;
+            }
+        }
+        Counters::add(&rt.counters.host_syncs, 1);
+        let (buffer, done) = value
+            .buffer()?
+            .ok_or_else(|| Error::Internal("reading a value that was never launched".into()))?;
+        match copy(&buffer) {
+            Ok(out) => Ok(out),
+            Err(e) => Err(match value.wait() {
+                Err(chunk_error) => chunk_error,
+                Ok(_) => {
+                    drop(done);
+                    e
+                }
+            }),
+        }
     }
 
     /// Launches everything pending and waits for every launched chunk;
@@ -343,9 +377,9 @@ impl Stream {
     ) -> Result<(Graph, Vec<Param>)> {
         let mut graph = Graph::new();
         let mut params: Vec<Param> = vec![];
-        let mut known: HashMap<usize, ValueId, FxBuild> = HashMap::default();
-        let mut uses: HashMap<usize, usize, FxBuild> = HashMap::default();
-        let mut outputs = vec![];
+        // Parameters by value address, and how many chunk nodes read each.
+        let mut param_ids: HashMap<usize, (ValueId, usize), FxBuild> = HashMap::default();
+        let mut ids: Vec<ValueId> = Vec::with_capacity(launches.len());
         for l in launches {
             let node = &l.node;
             let id = match &node.op {
@@ -365,42 +399,47 @@ impl Stream {
                     }
                 }
                 op => {
-                    let mut ids: SmallVec<[ValueId; 3]> = SmallVec::new();
-                    for input in &node.inputs {
+                    let mut inputs: SmallVec<[ValueId; 3]> = SmallVec::new();
+                    for (input, from) in node.inputs.iter().zip(&l.from) {
+                        if let Some(k) = from {
+                            inputs.push(ids[*k as usize]);
+                            continue;
+                        }
                         let addr = Arc::as_ptr(input) as usize;
-                        *uses.entry(addr).or_default() += 1;
-                        let id = match known.get(&addr) {
-                            Some(id) => *id,
-                            None => {
-                                let (buffer, done) = input.buffer()?.ok_or_else(|| {
-                                    Error::Internal(
-                                        "an input is pending outside the chunk being run".into(),
-                                    )
-                                })?;
-                                let id = graph.param(input.ty.clone());
-                                params.push(Param {
-                                    value: Some(input.clone()),
-                                    buffer,
-                                    done,
-                                });
-                                known.insert(addr, id);
-                                id
-                            }
-                        };
-                        ids.push(id);
+                        if let Some((id, uses)) = param_ids.get_mut(&addr) {
+                            *uses += 1;
+                            inputs.push(*id);
+                            continue;
+                        }
+                        let (buffer, done) = input.buffer()?.ok_or_else(|| {
+                            Error::Internal(
+                                "an input is pending outside the chunk being run".into(),
+                            )
+                        })?;
+                        let id = graph.param(input.ty.clone());
+                        params.push(Param {
+                            value: Some(input.clone()),
+                            buffer,
+                            done,
+                        });
+                        param_ids.insert(addr, (id, 1));
+                        inputs.push(id);
                     }
-                    graph.push_inferred(op.clone(), &ids, node.ty.clone())
+                    graph.push_inferred(op.clone(), &inputs, node.ty.clone())
                 }
             };
-            known.insert(node.output.as_ptr() as usize, id);
+            ids.push(id);
+        }
+        for (l, id) in launches.iter().zip(&ids) {
             if l.export.is_some() {
-                outputs.push(id);
+                graph.output(*id);
             }
         }
-        for id in &outputs {
-            graph.output(*id);
-        }
         if donate {
+            let uses: HashMap<usize, usize, FxBuild> = param_ids
+                .iter()
+                .map(|(addr, (_, uses))| (*addr, *uses))
+                .collect();
             self.donate(rt, &mut graph, &params, &uses);
         }
         Ok((graph, params))
@@ -442,14 +481,13 @@ impl Stream {
         value: Scalar,
         dtype: DType,
     ) -> Result<Arc<Buffer>> {
-        let bytes = host::scalar_bytes(value, dtype);
-        let mut key_bits = [0u8; 8];
-        key_bits[..bytes.len()].copy_from_slice(&bytes);
-        let key = (dtype, u64::from_le_bytes(key_bits));
+        let (bits, len) = host::scalar_bits(value, dtype);
+        let key = (dtype, bits);
         if let Some(b) = st.scalars.get(&key) {
             return Ok(b.clone());
         }
-        let buffer = Arc::new(Buffer::from_host(&self.device, dtype, &[], &bytes)?);
+        let bytes = &bits.to_le_bytes()[..len];
+        let buffer = Arc::new(Buffer::from_host(&self.device, dtype, &[], bytes)?);
         Counters::add(&rt.counters.transfers_to_device, 1);
         Counters::add(&rt.counters.bytes_to_device, bytes.len() as u64);
         if st.scalars.len() >= SCALAR_CACHE {
@@ -559,6 +597,15 @@ fn liveness(nodes: Vec<TraceNode>) -> Vec<Launch> {
             }
         }
     }
+    // Position of each live node among the launches.
+    let mut position = vec![0u32; n];
+    let mut next = 0;
+    for i in 0..n {
+        if live[i] {
+            position[i] = next;
+            next += 1;
+        }
+    }
     nodes
         .into_iter()
         .enumerate()
@@ -566,6 +613,10 @@ fn liveness(nodes: Vec<TraceNode>) -> Vec<Launch> {
         .map(|(i, node)| Launch {
             node,
             export: export[i].take(),
+            from: inputs_from[i]
+                .iter()
+                .map(|f| f.map(|j| position[j]))
+                .collect(),
         })
         .collect()
 }

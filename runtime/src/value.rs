@@ -135,6 +135,9 @@ impl Completion {
     }
 }
 
+/// A launched value's buffer, and the chunk computing it (until known done).
+pub(crate) type Launched = (Arc<Buffer>, Option<Arc<Completion>>);
+
 pub(crate) enum State {
     Pending,
     Ready {
@@ -171,7 +174,7 @@ impl Value {
 
     /// The buffer to pass to a launch (PJRT orders it after its producer);
     /// `None` if pending; the error if the value is known to have failed.
-    pub fn buffer(&self) -> Result<Option<(Arc<Buffer>, Option<Arc<Completion>>)>> {
+    pub fn buffer(&self) -> Result<Option<Launched>> {
         let mut state = lock(&self.state);
         if let State::Ready { done: Some(d), .. } = &*state
             && let Some(e) = d.known_failure()

@@ -121,8 +121,9 @@ impl Tensor {
             .into());
         }
         let rt = context::get()?;
-        let buffer = self.ready(rt)?;
-        let out = host::read::<T>(&buffer, self.ty())?;
+        let out = self
+            .stream
+            .read_with(rt, &self.value, |b| host::read::<T>(b, self.ty()))?;
         Counters::add(&rt.counters.transfers_to_host, 1);
         Counters::add(
             &rt.counters.bytes_to_host,
@@ -134,9 +135,11 @@ impl Tensor {
     /// Copies the elements to the host as f64, whatever the dtype.
     pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
         let rt = context::get()?;
-        let buffer = self.ready(rt)?;
+        let out = self
+            .stream
+            .read_with(rt, &self.value, |b| host::read_f64(b, self.ty()))?;
         Counters::add(&rt.counters.transfers_to_host, 1);
-        host::read_f64(&buffer, self.ty())
+        Ok(out)
     }
 
     /// The value of a one-element tensor.
