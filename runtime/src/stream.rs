@@ -80,7 +80,7 @@ impl Recorder<'_> {
     pub fn node(&mut self, op: Op, inputs: &[&Arc<Value>]) -> Result<Arc<Value>> {
         let types: SmallVec<[TensorType; 3]> = inputs.iter().map(|v| v.ty.clone()).collect();
         let ty = op.infer(&types)?;
-        let out = Value::pending(ty.clone());
+        let out = Value::pending(ty.clone(), self.trace.len());
         self.trace.push(TraceNode {
             op,
             inputs: inputs.iter().map(|v| Arc::clone(v)).collect(),
@@ -284,7 +284,8 @@ impl Stream {
         reason: CutReason,
         wait: bool,
     ) -> Result<()> {
-        let nodes = std::mem::take(&mut st.trace);
+        let capacity = st.trace.capacity();
+        let nodes = std::mem::replace(&mut st.trace, Vec::with_capacity(capacity.min(4096)));
         st.params.clear();
         if nodes.is_empty() {
             return Ok(());
@@ -557,20 +558,17 @@ fn is_key_constant(s: Scalar) -> bool {
 /// Decides which nodes run and which outputs leave the device.
 fn liveness(nodes: Vec<TraceNode>) -> Vec<Launch> {
     let n = nodes.len();
-    let index: HashMap<usize, usize, FxBuild> = nodes
-        .iter()
-        .enumerate()
-        .map(|(i, m)| (m.output.as_ptr() as usize, i))
-        .collect();
+    // A pending input is produced by the node at its slot: the whole trace
+    // is being launched, and every value it reads is pending in it or ready.
+    let producer = |v: &Arc<Value>| {
+        let slot = v.slot as usize;
+        (slot < n && std::ptr::eq(nodes[slot].output.as_ptr(), Arc::as_ptr(v))).then_some(slot)
+    };
     // Uses of each node's output by later nodes of this trace.
     let mut uses = vec![0usize; n];
     let mut inputs_from: Vec<SmallVec<[Option<usize>; 3]>> = Vec::with_capacity(n);
     for node in &nodes {
-        let from: SmallVec<[Option<usize>; 3]> = node
-            .inputs
-            .iter()
-            .map(|v| index.get(&(Arc::as_ptr(v) as usize)).copied())
-            .collect();
+        let from: SmallVec<[Option<usize>; 3]> = node.inputs.iter().map(producer).collect();
         for j in from.iter().flatten() {
             uses[*j] += 1;
         }

@@ -150,13 +150,18 @@ pub(crate) enum State {
 
 pub(crate) struct Value {
     pub ty: TensorType,
+    /// While pending: the position of the node producing it in its stream's
+    /// trace (so a chunk finds producers without a map).
+    pub slot: u32,
     state: Mutex<State>,
 }
 
 impl Value {
-    pub fn pending(ty: TensorType) -> Arc<Value> {
+    /// A value to be computed by the node at `slot` of a trace.
+    pub fn pending(ty: TensorType, slot: usize) -> Arc<Value> {
         Arc::new(Value {
             ty,
+            slot: slot as u32,
             state: Mutex::new(State::Pending),
         })
     }
@@ -165,6 +170,7 @@ impl Value {
     pub fn ready(ty: TensorType, buffer: Buffer) -> Arc<Value> {
         Arc::new(Value {
             ty,
+            slot: u32::MAX,
             state: Mutex::new(State::Ready {
                 buffer: Arc::new(buffer),
                 done: None,
