@@ -1,6 +1,6 @@
 //! Inference for layout and indexing ops.
 
-use super::{arity, check_dims, check_shape, int_only};
+use super::{arity, check_dims, check_shape, int_only, same_dtype};
 use crate::error::{Error, Result};
 use crate::shape::{Shape, ShapeDisplay, TensorType, numel};
 
@@ -222,13 +222,7 @@ pub(super) fn scatter(op: &'static str, dim: usize, inputs: &[TensorType]) -> Re
             expected: "src with the rank of index and each dim at least index's".into(),
         });
     }
-    if src.dtype != x.dtype {
-        return Err(Error::DTypeMismatch {
-            op,
-            lhs: x.dtype,
-            rhs: src.dtype,
-        });
-    }
+    same_dtype(op, x, src)?;
     Ok(x.clone())
 }
 
@@ -314,12 +308,6 @@ pub(super) fn dynamic_update_slice(op: &'static str, inputs: &[TensorType]) -> R
             expected: "an update of the same rank, no larger in any dim".into(),
         });
     }
-    if update.dtype != x.dtype {
-        return Err(Error::DTypeMismatch {
-            op,
-            lhs: x.dtype,
-            rhs: update.dtype,
-        });
-    }
+    same_dtype(op, x, update)?;
     Ok(x.clone())
 }

@@ -108,6 +108,18 @@ pub(crate) fn unsupported(op: &'static str, got: DType, expected: &'static str) 
     Error::UnsupportedDType { op, got, expected }
 }
 
+/// `b` must have `a`'s dtype (no promotion for this op).
+pub(crate) fn same_dtype(op: &'static str, a: &TensorType, b: &TensorType) -> Result<()> {
+    if a.dtype != b.dtype {
+        return Err(Error::DTypeMismatch {
+            op,
+            lhs: a.dtype,
+            rhs: b.dtype,
+        });
+    }
+    Ok(())
+}
+
 pub(crate) fn float_only(op: &'static str, t: &TensorType) -> Result<()> {
     if !t.dtype.is_float() {
         return Err(unsupported(op, t.dtype, "a floating-point dtype"));

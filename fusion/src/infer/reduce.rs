@@ -1,6 +1,6 @@
 //! Inference for reductions, matmul and the composite nn ops.
 
-use super::{arity, check_dims, float_only, unsupported};
+use super::{arity, check_dims, float_only, same_dtype, unsupported};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::op::{ReduceOp, Reduction};
@@ -112,13 +112,7 @@ pub(super) fn matmul(op: &'static str, inputs: &[TensorType]) -> Result<TensorTy
             expected: "both arguments to be at least 1-d".into(),
         });
     }
-    if a.dtype != b.dtype {
-        return Err(Error::DTypeMismatch {
-            op,
-            lhs: a.dtype,
-            rhs: b.dtype,
-        });
-    }
+    same_dtype(op, a, b)?;
     if a.dtype.is_bool() {
         return Err(unsupported(op, a.dtype, "a numeric dtype"));
     }
@@ -191,13 +185,7 @@ pub(super) fn layer_norm(
                 expected: format!("the normalized shape {normalized:?}"),
             });
         }
-        if p.dtype != x.dtype {
-            return Err(Error::DTypeMismatch {
-                op,
-                lhs: x.dtype,
-                rhs: p.dtype,
-            });
-        }
+        same_dtype(op, x, p)?;
     }
     Ok(x.clone())
 }
