@@ -1,8 +1,24 @@
-/* EagerTPU C ABI. Hand-written; ffi/src/lib.rs is the implementation.
- * The PyTorch PrivateUse1 backend (python/) loads libeagertpu_ffi through it. */
+/* EagerTPU C ABI.
+ *
+ * Hand-written; ffi/src is the implementation, and ffi/tests/header.rs fails
+ * when a declaration here and the Rust side disagree.
+ *
+ * Conventions:
+ * - Tensors are handles (etpu_tensor); 0 is "no tensor". A null, unknown or
+ *   freed handle is the error ETPU_BAD_HANDLE, never a crash.
+ * - Every function but the first three returns an etpu_status; on failure,
+ *   eagertpu_last_error() holds this thread's message (it names the op, what
+ *   it got and what it expected). Nothing unwinds or aborts across the ABI.
+ * - Ops take `origin`, the caller's "file:line" (may be NULL). In strict and
+ *   fused mode an op that fails to run surfaces at the next read or sync of
+ *   anything depending on it; the error names the op and this origin.
+ * - Results are new handles written to `out`; free each with etpu_tensor_free.
+ */
 #ifndef EAGERTPU_H_
 #define EAGERTPU_H_
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -11,11 +27,120 @@ extern "C" {
 
 #define EAGERTPU_ABI_VERSION 1
 
-/* The library version, a static NUL-terminated string. */
-const char* eagertpu_version(void);
+typedef int32_t etpu_status;
+typedef uint64_t etpu_tensor;
 
-/* The C ABI version this library implements (EAGERTPU_ABI_VERSION). */
+enum {
+  ETPU_OK = 0,
+  ETPU_INVALID_ARGUMENT = 1, /* bad shapes, dtypes, dims, indices, names, NULLs */
+  ETPU_BAD_HANDLE = 2,       /* a null, unknown or freed tensor handle */
+  ETPU_FAILED = 3,           /* no plugin, a compile or execution failure */
+  ETPU_PANIC = 4             /* a bug in EagerTPU, caught at the boundary */
+};
+
+/* etpu_dtype */
+enum {
+  ETPU_BOOL = 0,
+  ETPU_U8 = 1,
+  ETPU_I8 = 2,
+  ETPU_I16 = 3,
+  ETPU_I32 = 4,
+  ETPU_I64 = 5,
+  ETPU_F16 = 6,
+  ETPU_BF16 = 7,
+  ETPU_F32 = 8,
+  ETPU_F64 = 9
+};
+
+/* etpu_mode */
+enum { ETPU_MODE_DEBUG = 0, ETPU_MODE_STRICT = 1, ETPU_MODE_FUSED = 2 };
+
+/* ------------------------------------------------------------ runtime ---- */
+
+/* The library version, a static string. */
+const char* eagertpu_version(void);
+/* The C ABI version (EAGERTPU_ABI_VERSION). */
 uint32_t eagertpu_abi_version(void);
+/* This thread's last error message ("" if none). */
+const char* eagertpu_last_error(void);
+
+etpu_status eagertpu_device_count(int64_t* out);
+/* Switches the mode (etpu_mode) for the process; pending work runs first. */
+etpu_status eagertpu_set_mode(int32_t mode);
+etpu_status eagertpu_get_mode(int32_t* out);
+/* Runs everything pending and waits; reports every failure since the last sync. */
+etpu_status eagertpu_sync(void);
+/* 1: the first op producing NaN/Inf is an error naming it. */
+etpu_status eagertpu_set_check_nan(int32_t on);
+/* The metrics report: at most `capacity` bytes (NUL-terminated) into `buf`
+ * (may be NULL), and the full size including the NUL into `length`. */
+etpu_status eagertpu_metrics_report(char* buf, size_t capacity, size_t* length);
+
+/* ------------------------------------------------------------ tensors ---- */
+
+/* A tensor of `dtype` and shape dims[0..rank] from `nbytes` bytes at `data`
+ * (row-major, little-endian; bools 0 or 1) on device `device`. */
+etpu_status etpu_tensor_from_host(int64_t device, int32_t dtype, const int64_t* dims, size_t rank,
+                                  const void* data, size_t nbytes, etpu_tensor* out);
+/* Copies the elements to `dst` (exactly the tensor's size), waiting for them. */
+etpu_status etpu_tensor_to_host(etpu_tensor t, void* dst, size_t nbytes);
+etpu_status etpu_tensor_free(etpu_tensor t);
+/* A second handle to the same tensor. */
+etpu_status etpu_tensor_clone(etpu_tensor t, etpu_tensor* out);
+etpu_status etpu_tensor_dtype(etpu_tensor t, int32_t* out);
+etpu_status etpu_tensor_rank(etpu_tensor t, size_t* out);
+/* Writes the dims to out[0..capacity] (capacity >= rank). */
+etpu_status etpu_tensor_dims(etpu_tensor t, int64_t* out, size_t capacity);
+etpu_status etpu_tensor_device(etpu_tensor t, int64_t* out);
+/* Waits until the tensor is computed; its op's error if it failed. */
+etpu_status etpu_tensor_sync(etpu_tensor t);
+/* Number of live handles (for leak checks). */
+etpu_status etpu_live_tensors(int64_t* out);
+
+/* ---------------------------------------------------------------- ops ---- */
+
+/* op: neg abs exp log log1p sqrt rsqrt tanh sigmoid relu gelu gelu_tanh sin
+ * cos floor ceil round sign erf logical_not isnan */
+etpu_status etpu_unary(const char* op, etpu_tensor x, const char* origin, etpu_tensor* out);
+/* op: add sub mul div pow maximum minimum remainder atan2 eq ne lt le gt ge
+ * logical_and logical_or logical_xor bitwise_and bitwise_or bitwise_xor;
+ * broadcasting and type promotion as in PyTorch. */
+etpu_status etpu_binary(const char* op, etpu_tensor a, etpu_tensor b, const char* origin,
+                        etpu_tensor* out);
+/* op(a, value), or op(value, a) when `reversed`; `value` is an integer when
+ * `is_int` and promotes like a Python number (int8 + 1000 stays int8). */
+etpu_status etpu_binary_scalar(const char* op, etpu_tensor a, double value, bool is_int,
+                               bool reversed, const char* origin, etpu_tensor* out);
+etpu_status etpu_where(etpu_tensor condition, etpu_tensor x, etpu_tensor y, const char* origin,
+                       etpu_tensor* out);
+etpu_status etpu_cast(etpu_tensor x, int32_t dtype, const char* origin, etpu_tensor* out);
+etpu_status etpu_full(int64_t device, const int64_t* dims, size_t rank, double value,
+                      int32_t dtype, const char* origin, etpu_tensor* out);
+/* One dim may be -1. */
+etpu_status etpu_reshape(etpu_tensor x, const int64_t* dims, size_t rank, const char* origin,
+                         etpu_tensor* out);
+etpu_status etpu_permute(etpu_tensor x, const int64_t* perm, size_t rank, const char* origin,
+                         etpu_tensor* out);
+/* -1 keeps a dim. */
+etpu_status etpu_expand(etpu_tensor x, const int64_t* dims, size_t rank, const char* origin,
+                        etpu_tensor* out);
+/* x[start:end:step] along `dim`, with Python's rules. */
+etpu_status etpu_slice(etpu_tensor x, int64_t dim, int64_t start, int64_t end, int64_t step,
+                       const char* origin, etpu_tensor* out);
+etpu_status etpu_cat(const etpu_tensor* xs, size_t n, int64_t dim, const char* origin,
+                     etpu_tensor* out);
+/* op: sum mean prod max min logsumexp; no dims (ndims 0) reduces every dim. */
+etpu_status etpu_reduce(const char* op, etpu_tensor x, const int64_t* dims, size_t ndims,
+                        bool keepdim, const char* origin, etpu_tensor* out);
+etpu_status etpu_matmul(etpu_tensor a, etpu_tensor b, const char* origin, etpu_tensor* out);
+/* softmax along `dim`, or log_softmax when `log`. */
+etpu_status etpu_softmax(etpu_tensor x, int64_t dim, bool log, const char* origin,
+                         etpu_tensor* out);
+/* reduction: 0 none, 1 mean, 2 sum; targets of -100 are ignored. */
+etpu_status etpu_cross_entropy(etpu_tensor logits, etpu_tensor target, int32_t reduction,
+                               const char* origin, etpu_tensor* out);
+etpu_status etpu_index_select(etpu_tensor x, int64_t dim, etpu_tensor index, const char* origin,
+                              etpu_tensor* out);
 
 #ifdef __cplusplus
 }

@@ -17,11 +17,12 @@
 //! what it expected, and the next op works.
 
 pub use fusion::policy::CutReason;
-pub use fusion::{DType, Reduction, Scalar};
+pub use fusion::{BinaryOp, DType, Reduction, Scalar, UnaryOp};
 pub use runtime::pjrt::MemoryStats;
 pub use runtime::{
     Device, Element, Error, Manifest, Metrics, Mode, ModeGuard, Operand, Result, Tensor,
     default_device, manifest, metrics, mode, set_check_nan, set_mode, shutdown, sync, with_mode,
+    with_origin,
 };
 
 /// Lower layers, for tools and tests: the op IR and the PJRT wrappers.

@@ -1,15 +1,175 @@
-//! The C ABI of EagerTPU (`include/eagertpu.h`).
+//! The C ABI of EagerTPU (`include/eagertpu.h`): what the PyTorch backend (and
+//! any other foreign caller) uses.
 //!
-//! This is the shell the PyTorch backend will load: for now it reports the
-//! library and ABI versions. Every entry point is `extern "C"`, never unwinds
-//! across the boundary, and returns status codes rather than panicking.
+//! - Tensors are opaque handles (`etpu_tensor`, a `uint64_t`; 0 is none) kept
+//!   in a table, so a null, unknown or freed handle is an error, never a crash.
+//! - Every function returns a status (`ETPU_OK` = 0); on failure
+//!   `eagertpu_last_error()` gives this thread's message. Nothing unwinds out:
+//!   a panic becomes `ETPU_PANIC` with its message.
+//! - Ops take an origin string (the caller's `file:line`, may be NULL) that
+//!   errors from deferred execution name.
+//!
+//! Every `extern "C"` function is declared through [`c_api!`], which also
+//! records its C signature; `tests/header.rs` checks the hand-written header
+//! against that table, so the two cannot drift apart.
 
-use std::ffi::c_char;
+mod handles;
+mod ops;
+mod types;
+
+use std::cell::RefCell;
+use std::ffi::{CStr, CString, c_char};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use eagertpu::{Error, Mode};
+
+pub use types::{CType, Signature};
 
 /// Version of the C ABI; bumped on any incompatible change to `eagertpu.h`.
 pub const EAGERTPU_ABI_VERSION: u32 = 1;
 
-/// The library version, a NUL-terminated static string.
+/// Status codes (`etpu_status`).
+pub type Status = i32;
+pub const ETPU_OK: Status = 0;
+/// Bad input: shapes, dtypes, dims, indices, unknown op names, null pointers.
+pub const ETPU_INVALID_ARGUMENT: Status = 1;
+/// A null, unknown or already freed tensor handle.
+pub const ETPU_BAD_HANDLE: Status = 2;
+/// The runtime failed: no plugin, a compile or execution error, a failed value.
+pub const ETPU_FAILED: Status = 3;
+/// A bug: a panic was caught at the boundary.
+pub const ETPU_PANIC: Status = 4;
+
+/// An error crossing the boundary: a status and a message.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    status: Status,
+    message: String,
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Failure {
+        let status = match e.root() {
+            Error::Op(_) | Error::Config { .. } => ETPU_INVALID_ARGUMENT,
+            _ => ETPU_FAILED,
+        };
+        Failure {
+            status,
+            message: e.to_string(),
+        }
+    }
+}
+
+impl Failure {
+    pub(crate) fn invalid(message: impl Into<String>) -> Failure {
+        Failure {
+            status: ETPU_INVALID_ARGUMENT,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn bad_handle(message: impl Into<String>) -> Failure {
+        Failure {
+            status: ETPU_BAD_HANDLE,
+            message: message.into(),
+        }
+    }
+}
+
+pub(crate) type FfiResult<T = ()> = Result<T, Failure>;
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+fn set_last_error(message: &str) {
+    let c = CString::new(message.replace('\0', " ")).unwrap_or_default();
+    LAST_ERROR.with(|e| *e.borrow_mut() = c);
+}
+
+/// Runs an entry point's body: converts its result to a status, records the
+/// message of a failure, and stops any panic at the boundary.
+pub(crate) fn guard(body: impl FnOnce() -> FfiResult) -> Status {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => ETPU_OK,
+        Ok(Err(f)) => {
+            set_last_error(&f.message);
+            f.status
+        }
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("(no message)");
+            set_last_error(&format!(
+                "internal error (a bug in EagerTPU, please report it): {what}"
+            ));
+            ETPU_PANIC
+        }
+    }
+}
+
+/// Reads a C string argument (NULL is an error naming `what`).
+///
+/// # Safety
+/// `p` must be NULL or point at a NUL-terminated string.
+pub(crate) unsafe fn c_str<'a>(p: *const c_char, what: &str) -> FfiResult<&'a str> {
+    if p.is_null() {
+        return Err(Failure::invalid(format!("{what} is NULL")));
+    }
+    // SAFETY: non-null and NUL-terminated, as the caller guarantees.
+    let s = unsafe { CStr::from_ptr(p) };
+    s.to_str()
+        .map_err(|_| Failure::invalid(format!("{what} is not UTF-8")))
+}
+
+/// Writes `value` to an out-pointer (NULL is an error naming `what`).
+///
+/// # Safety
+/// `p` must be NULL or valid for a write of `T`.
+pub(crate) unsafe fn put<T>(p: *mut T, value: T, what: &str) -> FfiResult {
+    if p.is_null() {
+        return Err(Failure::invalid(format!("{what} is NULL")));
+    }
+    // SAFETY: non-null and writable, as the caller guarantees.
+    unsafe { p.write(value) };
+    Ok(())
+}
+
+/// Declares `extern "C"` entry points and records their C signatures.
+///
+/// Each body returns `FfiResult`; the generated function wraps it in
+/// [`guard`]. Argument types must implement [`CType`].
+macro_rules! c_api {
+    ($(
+        $(#[$doc:meta])*
+        fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $body:block
+    )*) => {
+        $(
+            $(#[$doc])*
+            ///
+            /// # Safety
+            /// Pointer arguments must be NULL or valid for the documented
+            /// access; strings must be NUL-terminated.
+            #[unsafe(no_mangle)]
+            pub unsafe extern "C" fn $name($($arg: $ty),*) -> $crate::Status {
+                $crate::guard(move || $body)
+            }
+        )*
+        /// The C signature of every entry point declared here.
+        pub fn signatures() -> Vec<$crate::Signature> {
+            vec![$($crate::Signature {
+                name: stringify!($name),
+                ret: "etpu_status",
+                args: vec![$(<$ty as $crate::CType>::C_NAME),*],
+            }),*]
+        }
+    };
+}
+pub(crate) use c_api;
+
+/// The library version, a static NUL-terminated string.
 #[unsafe(no_mangle)]
 pub extern "C" fn eagertpu_version() -> *const c_char {
     concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
@@ -21,16 +181,110 @@ pub extern "C" fn eagertpu_abi_version() -> u32 {
     EAGERTPU_ABI_VERSION
 }
 
-#[cfg(test)]
-mod tests {
+/// This thread's last error message ("" if none); valid until this thread's
+/// next failing call.
+#[unsafe(no_mangle)]
+pub extern "C" fn eagertpu_last_error() -> *const c_char {
+    LAST_ERROR.with(|e| e.borrow().as_ptr())
+}
+
+/// Every entry point, with its C signature (for the header check).
+pub fn all_signatures() -> Vec<Signature> {
+    let mut v = vec![
+        Signature {
+            name: "eagertpu_version",
+            ret: "const char*",
+            args: vec![],
+        },
+        Signature {
+            name: "eagertpu_abi_version",
+            ret: "uint32_t",
+            args: vec![],
+        },
+        Signature {
+            name: "eagertpu_last_error",
+            ret: "const char*",
+            args: vec![],
+        },
+    ];
+    v.extend(runtime_api::signatures());
+    v.extend(handles::signatures());
+    v.extend(ops::signatures());
+    v
+}
+
+/// Mode numbers of the C ABI (`etpu_mode`).
+pub(crate) fn mode_from(m: i32) -> FfiResult<Mode> {
+    match m {
+        0 => Ok(Mode::Debug),
+        1 => Ok(Mode::Strict),
+        2 => Ok(Mode::Fused),
+        _ => Err(Failure::invalid(format!(
+            "mode {m} is not one of ETPU_MODE_DEBUG (0), ETPU_MODE_STRICT (1), ETPU_MODE_FUSED (2)"
+        ))),
+    }
+}
+
+mod runtime_api {
+    use std::ffi::c_char;
+
     use super::*;
 
-    #[test]
-    fn version_is_a_c_string() {
-        let p = eagertpu_version();
-        // SAFETY: `eagertpu_version` returns a static NUL-terminated string.
-        let s = unsafe { std::ffi::CStr::from_ptr(p) };
-        assert_eq!(s.to_str().unwrap(), env!("CARGO_PKG_VERSION"));
-        assert_eq!(eagertpu_abi_version(), 1);
+    c_api! {
+        /// Number of devices of the loaded plugin.
+        fn eagertpu_device_count(out: *mut i64) {
+            let n = eagertpu::Device::count()? as i64;
+            // SAFETY: `out` is NULL or writable (the caller's contract).
+            unsafe { put(out, n, "out") }
+        }
+
+        /// Switches the execution mode (`etpu_mode`); pending work runs first.
+        fn eagertpu_set_mode(mode: i32) {
+            eagertpu::set_mode(mode_from(mode)?)?;
+            Ok(())
+        }
+
+        /// The current execution mode (`etpu_mode`).
+        fn eagertpu_get_mode(out: *mut i32) {
+            let m = match eagertpu::mode()? {
+                Mode::Debug => 0,
+                Mode::Strict => 1,
+                Mode::Fused => 2,
+            };
+            // SAFETY: `out` is NULL or writable.
+            unsafe { put(out, m, "out") }
+        }
+
+        /// Runs everything pending and waits; reports every failure since the
+        /// previous sync.
+        fn eagertpu_sync() {
+            eagertpu::sync()?;
+            Ok(())
+        }
+
+        /// Makes the first op producing NaN/Inf an error naming it (0 or 1).
+        fn eagertpu_set_check_nan(on: i32) {
+            eagertpu::set_check_nan(on != 0)?;
+            Ok(())
+        }
+
+        /// The metrics report as text: writes at most `capacity` bytes
+        /// (NUL-terminated) to `buf` and the full size (with the NUL) to
+        /// `length`. `buf` may be NULL to ask for the size.
+        fn eagertpu_metrics_report(buf: *mut c_char, capacity: usize, length: *mut usize) {
+            let text = eagertpu::metrics()?.report();
+            // SAFETY: `length` is NULL or writable.
+            unsafe { put(length, text.len() + 1, "length")? };
+            if !buf.is_null() && capacity > 0 {
+                let n = text.len().min(capacity - 1);
+                // SAFETY: `buf` is valid for `capacity` bytes (the caller's
+                // contract) and `n + 1 <= capacity`.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(text.as_ptr(), buf.cast::<u8>(), n);
+                    *buf.add(n) = 0;
+                }
+            }
+            Ok(())
+        }
     }
 }

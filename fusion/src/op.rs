@@ -35,6 +35,42 @@ pub enum UnaryOp {
     IsNan,
 }
 
+impl UnaryOp {
+    pub const ALL: [UnaryOp; 21] = [
+        UnaryOp::Neg,
+        UnaryOp::Abs,
+        UnaryOp::Exp,
+        UnaryOp::Log,
+        UnaryOp::Log1p,
+        UnaryOp::Sqrt,
+        UnaryOp::Rsqrt,
+        UnaryOp::Tanh,
+        UnaryOp::Sigmoid,
+        UnaryOp::Relu,
+        UnaryOp::Gelu,
+        UnaryOp::GeluTanh,
+        UnaryOp::Sin,
+        UnaryOp::Cos,
+        UnaryOp::Floor,
+        UnaryOp::Ceil,
+        UnaryOp::Round,
+        UnaryOp::Sign,
+        UnaryOp::Erf,
+        UnaryOp::LogicalNot,
+        UnaryOp::IsNan,
+    ];
+
+    /// The op by its PyTorch name (`"exp"`; `"gelu_tanh"` for the tanh form).
+    pub fn from_name(name: &str) -> Option<UnaryOp> {
+        if name == "gelu_tanh" {
+            return Some(UnaryOp::GeluTanh);
+        }
+        UnaryOp::ALL
+            .into_iter()
+            .find(|u| Op::Unary(*u).name() == name)
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BinaryOp {
     Add,
@@ -63,6 +99,37 @@ pub enum BinaryOp {
 }
 
 impl BinaryOp {
+    pub const ALL: [BinaryOp; 21] = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Pow,
+        BinaryOp::Maximum,
+        BinaryOp::Minimum,
+        BinaryOp::Remainder,
+        BinaryOp::Atan2,
+        BinaryOp::Eq,
+        BinaryOp::Ne,
+        BinaryOp::Lt,
+        BinaryOp::Le,
+        BinaryOp::Gt,
+        BinaryOp::Ge,
+        BinaryOp::LogicalAnd,
+        BinaryOp::LogicalOr,
+        BinaryOp::LogicalXor,
+        BinaryOp::BitAnd,
+        BinaryOp::BitOr,
+        BinaryOp::BitXor,
+    ];
+
+    /// The op by its PyTorch name (`"add"`, `"bitwise_and"`).
+    pub fn from_name(name: &str) -> Option<BinaryOp> {
+        BinaryOp::ALL
+            .into_iter()
+            .find(|b| Op::Binary(*b).name() == name)
+    }
+
     pub fn is_comparison(self) -> bool {
         use BinaryOp::*;
         matches!(self, Eq | Ne | Lt | Le | Gt | Ge)
@@ -351,4 +418,25 @@ pub struct IndexOperand {
     pub index_input: usize,
     pub bounded_by: usize,
     pub dim: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_elementwise_op_is_found_by_name() {
+        for u in UnaryOp::ALL {
+            let name = if u == UnaryOp::GeluTanh {
+                "gelu_tanh"
+            } else {
+                Op::Unary(u).name()
+            };
+            assert_eq!(UnaryOp::from_name(name), Some(u));
+        }
+        for b in BinaryOp::ALL {
+            assert_eq!(BinaryOp::from_name(Op::Binary(b).name()), Some(b));
+        }
+        assert_eq!(UnaryOp::from_name("nope"), None);
+    }
 }

@@ -8,6 +8,7 @@ mod disk;
 pub mod error;
 mod host;
 mod metrics;
+mod origin;
 pub mod pjrt;
 mod stream;
 mod tensor;
@@ -18,6 +19,7 @@ pub use context::Manifest;
 pub use error::{Error, Result};
 pub use host::Element;
 pub use metrics::Metrics;
+pub use origin::with_origin;
 pub use tensor::{Device, Operand, Tensor, default_device, sync};
 
 /// The run manifest: plugin, platform, API versions, devices (starts the runtime).

@@ -19,7 +19,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
-use std::panic::Location;
 use std::sync::{Arc, Mutex, Weak};
 
 use fusion::hash::{FxBuild, FxHasher};
@@ -35,8 +34,7 @@ use crate::metrics::Counters;
 use crate::pjrt::{Buffer, Device};
 use crate::value::{Blame, Completion, Value, lock};
 
-/// Where an op was recorded: the user's call site.
-pub type Origin = &'static Location<'static>;
+pub use crate::origin::Origin;
 
 struct TraceNode {
     op: Op,
@@ -52,7 +50,7 @@ impl TraceNode {
         Blame {
             op: self.op.name(),
             inputs: self.inputs.iter().map(|v| v.ty.clone()).collect(),
-            origin: self.origin,
+            origin: self.origin.clone(),
             chunk_ops,
         }
     }
@@ -86,7 +84,7 @@ impl Recorder<'_> {
             inputs: inputs.iter().map(|v| Arc::clone(v)).collect(),
             output: Arc::downgrade(&out),
             ty,
-            origin: self.origin,
+            origin: self.origin.clone(),
         });
         Counters::add(&self.counters.ops_recorded, 1);
         Ok(out)

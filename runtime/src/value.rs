@@ -22,7 +22,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub(crate) struct Blame {
     pub op: &'static str,
     pub inputs: Vec<TensorType>,
-    pub origin: &'static Location<'static>,
+    pub origin: crate::origin::Origin,
     /// Ops in the chunk, when more than one.
     pub chunk_ops: usize,
 }
@@ -82,7 +82,7 @@ impl Completion {
             blame: Blame {
                 op: "",
                 inputs: vec![],
-                origin: Location::caller(),
+                origin: crate::origin::Origin::Rust(Location::caller()),
                 chunk_ops: 0,
             },
             deps: Mutex::new(vec![]),

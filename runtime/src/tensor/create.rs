@@ -37,6 +37,34 @@ impl Device {
         Ok(Tensor::new(Value::ready(ty, buffer), self.stream))
     }
 
+    /// A tensor of `dtype` and `shape` from raw bytes in the device's element
+    /// layout (little-endian, row-major; bools as 0 or 1).
+    pub fn tensor_from_bytes(&self, dtype: DType, shape: &[i64], bytes: &[u8]) -> Result<Tensor> {
+        fusion::shape::check_shape("tensor", shape)?;
+        let ty = TensorType::new(dtype, shape);
+        let expected = ty.numel() as usize * dtype.size_in_bytes();
+        if bytes.len() != expected {
+            return Err(fusion::Error::ShapeMismatch {
+                op: "tensor",
+                got: format!("{} bytes", bytes.len()),
+                expected: format!("{expected} bytes for a {dtype} tensor of shape {shape:?}"),
+            }
+            .into());
+        }
+        if dtype == DType::Bool && bytes.iter().any(|b| *b > 1) {
+            return Err(fusion::Error::Invalid {
+                op: "tensor",
+                message: "bool data must be bytes 0 or 1".into(),
+            }
+            .into());
+        }
+        let rt = context::get()?;
+        let buffer = Buffer::from_host(&self.stream.device, dtype, shape, bytes)?;
+        Counters::add(&rt.counters.transfers_to_device, 1);
+        Counters::add(&rt.counters.bytes_to_device, bytes.len() as u64);
+        Ok(Tensor::new(Value::ready(ty, buffer), self.stream))
+    }
+
     /// A 0-d tensor holding `value`.
     pub fn scalar<T: Element>(&self, value: T) -> Result<Tensor> {
         self.tensor(&[value], &[])
@@ -44,7 +72,7 @@ impl Device {
 
     #[track_caller]
     fn create(&self, op: Op) -> Result<Tensor> {
-        let origin = Location::caller();
+        let origin = crate::origin::current(Location::caller());
         let rt = context::get()?;
         let value = self.stream.record(rt, origin, |r| r.node(op, &[]))?;
         Ok(Tensor::new(value, self.stream))

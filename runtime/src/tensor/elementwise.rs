@@ -122,6 +122,24 @@ binary_ops! {
 }
 
 impl Tensor {
+    /// `op(self)` for any unary op.
+    #[track_caller]
+    pub fn unary_op(&self, op: UnaryOp) -> Result<Tensor> {
+        self.op(Op::Unary(op), &[])
+    }
+
+    /// `self op rhs` for any binary op.
+    #[track_caller]
+    pub fn binary_op<'a>(&self, op: BinaryOp, rhs: impl Into<Operand<'a>>) -> Result<Tensor> {
+        self.binary(op, rhs.into())
+    }
+
+    /// `lhs op self` with a scalar on the left (`2 - x`, `2 ** x`).
+    #[track_caller]
+    pub fn binary_op_reversed(&self, op: BinaryOp, lhs: impl Into<Scalar>) -> Result<Tensor> {
+        self.binary_scalar(op, lhs.into(), true)
+    }
+
     /// `self op rhs`.
     #[track_caller]
     pub(crate) fn binary(&self, b: BinaryOp, rhs: Operand) -> Result<Tensor> {

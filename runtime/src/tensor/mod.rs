@@ -80,7 +80,7 @@ impl Tensor {
         others: &[&Tensor],
         build: impl FnOnce(&mut Recorder) -> Result<Arc<Value>>,
     ) -> Result<Tensor> {
-        let origin = Location::caller();
+        let origin = crate::origin::current(Location::caller());
         let rt = context::get()?;
         same_device(op_name, self, others)?;
         let value = self.stream.record(rt, origin, build)?;
@@ -130,6 +130,25 @@ impl Tensor {
             (self.numel() as usize * self.dtype().size_in_bytes()) as u64,
         );
         Ok(out)
+    }
+
+    /// Copies the elements into `dst` as raw bytes (the device's element
+    /// layout, row-major); `dst` must be exactly the tensor's size.
+    pub fn read_bytes(&self, dst: &mut [u8]) -> Result<()> {
+        let size = self.numel() as usize * self.dtype().size_in_bytes();
+        if dst.len() != size {
+            return Err(fusion::Error::ShapeMismatch {
+                op: "to_host",
+                got: format!("a destination of {} bytes", dst.len()),
+                expected: format!("{size} bytes for the tensor {}", self.ty()),
+            }
+            .into());
+        }
+        let rt = context::get()?;
+        self.stream.read_with(rt, &self.value, |b| b.to_host(dst))?;
+        Counters::add(&rt.counters.transfers_to_host, 1);
+        Counters::add(&rt.counters.bytes_to_host, size as u64);
+        Ok(())
     }
 
     /// Copies the elements to the host as f64, whatever the dtype.

@@ -1,0 +1,264 @@
+//! Op entry points. Each takes its tensors by handle, an `origin` string (the
+//! caller's `file:line`, named by errors that surface later; may be NULL) and
+//! writes a new handle to `out`. Ops families take the op's name as a string
+//! (`"exp"`, `"add"`, `"sum"`), as PyTorch's op names.
+
+use std::ffi::c_char;
+
+use eagertpu::{BinaryOp, Device, Reduction, Scalar, Tensor, UnaryOp};
+
+use crate::handles::{dims, dtype_from, get, put_tensor};
+use crate::types::TensorHandle;
+use crate::{Failure, FfiResult, c_api, c_str};
+
+/// Runs `f` with ops attributed to `origin` (NULL: "an unknown C caller").
+///
+/// # Safety
+/// `origin` must be NULL or a NUL-terminated string.
+unsafe fn at<T>(origin: *const c_char, f: impl FnOnce() -> eagertpu::Result<T>) -> FfiResult<T> {
+    let o = if origin.is_null() {
+        "an unknown C caller"
+    } else {
+        // SAFETY: non-null and NUL-terminated (the caller's contract).
+        unsafe { c_str(origin, "origin")? }
+    };
+    Ok(eagertpu::with_origin(o, f)?)
+}
+
+fn unknown(family: &str, op: &str, known: &str) -> Failure {
+    Failure::invalid(format!(
+        "unknown {family} op \"{op}\" (expected one of: {known})"
+    ))
+}
+
+fn unary_op(op: &str) -> FfiResult<UnaryOp> {
+    UnaryOp::from_name(op).ok_or_else(|| {
+        let names: Vec<String> = UnaryOp::ALL.iter().map(|u| format!("{u:?}")).collect();
+        unknown("unary", op, &names.join(", ").to_lowercase())
+    })
+}
+
+fn binary_op(op: &str) -> FfiResult<BinaryOp> {
+    BinaryOp::from_name(op).ok_or_else(|| {
+        let names: Vec<String> = BinaryOp::ALL.iter().map(|b| format!("{b:?}")).collect();
+        unknown("binary", op, &names.join(", ").to_lowercase())
+    })
+}
+
+fn scalar(value: f64, is_int: bool) -> Scalar {
+    if is_int {
+        Scalar::Int(value as i64)
+    } else {
+        Scalar::Float(value)
+    }
+}
+
+c_api! {
+    /// `out = op(x)` for a unary op by name (`"exp"`, `"relu"`, ...).
+    fn etpu_unary(op: *const c_char, x: TensorHandle, origin: *const c_char, out: *mut TensorHandle) {
+        // SAFETY: strings and pointers as documented.
+        unsafe {
+            let op = unary_op(c_str(op, "op")?)?;
+            let x = get(x, "x")?;
+            let t = at(origin, || x.unary_op(op))?;
+            put_tensor(out, t)
+        }
+    }
+
+    /// `out = op(a, b)` with broadcasting and promotion (`"add"`, `"lt"`, ...).
+    fn etpu_binary(op: *const c_char, a: TensorHandle, b: TensorHandle, origin: *const c_char, out: *mut TensorHandle) {
+        // SAFETY: strings and pointers as documented.
+        unsafe {
+            let op = binary_op(c_str(op, "op")?)?;
+            let (a, b) = (get(a, "a")?, get(b, "b")?);
+            let t = at(origin, || a.binary_op(op, &b))?;
+            put_tensor(out, t)
+        }
+    }
+
+    /// `out = op(a, s)`, or `op(s, a)` when `reversed`, with a scalar `s` (an
+    /// integer when `is_int`) that promotes like a Python number.
+    fn etpu_binary_scalar(
+        op: *const c_char,
+        a: TensorHandle,
+        value: f64,
+        is_int: bool,
+        reversed: bool,
+        origin: *const c_char,
+        out: *mut TensorHandle,
+    ) {
+        // SAFETY: strings and pointers as documented.
+        unsafe {
+            let op = binary_op(c_str(op, "op")?)?;
+            let a = get(a, "a")?;
+            let s = scalar(value, is_int);
+            let t = at(origin, || if reversed { a.binary_op_reversed(op, s) } else { a.binary_op(op, s) })?;
+            put_tensor(out, t)
+        }
+    }
+
+    /// `out = where(condition, x, y)`.
+    fn etpu_where(condition: TensorHandle, x: TensorHandle, y: TensorHandle, origin: *const c_char, out: *mut TensorHandle) {
+        let (c, x, y) = (get(condition, "condition")?, get(x, "x")?, get(y, "y")?);
+        // SAFETY: strings and pointers as documented.
+        unsafe {
+            let t = at(origin, || Tensor::where_(&c, &x, &y))?;
+            put_tensor(out, t)
+        }
+    }
+
+    /// `out = x` converted to `dtype` (`etpu_dtype`).
+    fn etpu_cast(x: TensorHandle, dtype: i32, origin: *const c_char, out: *mut TensorHandle) {
+        let (x, d) = (get(x, "x")?, dtype_from(dtype)?);
+        // SAFETY: strings and pointers as documented.
+        unsafe {
+            let t = at(origin, || x.to_dtype(d))?;
+            put_tensor(out, t)
+        }
+    }
+
+    /// A tensor of shape `dims[0..rank]` and `dtype` filled with `value`.
+    fn etpu_full(device: i64, dims_ptr: *const i64, rank: usize, value: f64, dtype: i32, origin: *const c_char, out: *mut TensorHandle) {
+        let d = dtype_from(dtype)?;
+        let index = usize::try_from(device).map_err(|_| Failure::invalid(format!("device {device} is negative")))?;
+        let dev = Device::get(index)?;
+        // SAFETY: pointers as documented.
+        unsafe {
+            let shape = dims(dims_ptr, rank, "dims")?;
+            let v = if d.is_float() { Scalar::Float(value) } else { Scalar::Int(value as i64) };
+            let t = at(origin, || dev.full(shape, v, d))?;
+            put_tensor(out, t)
+        }
+    }
+
+    /// `out = x` reshaped to `dims[0..rank]` (one dim may be -1).
+    fn etpu_reshape(x: TensorHandle, dims_ptr: *const i64, rank: usize, origin: *const c_char, out: *mut TensorHandle) {
+        let x = get(x, "x")?;
+        // SAFETY: pointers as documented.
+        unsafe {
+            let shape = dims(dims_ptr, rank, "dims")?;
+            let t = at(origin, || x.reshape(shape))?;
+            put_tensor(out, t)
+        }
+    }
+
+    /// `out = x` with dims permuted (`perm[0..rank]`).
+    fn etpu_permute(x: TensorHandle, perm: *const i64, rank: usize, origin: *const c_char, out: *mut TensorHandle) {
+        let x = get(x, "x")?;
+        // SAFETY: pointers as documented.
+        unsafe {
+            let p = dims(perm, rank, "perm")?;
+            let t = at(origin, || x.permute(p))?;
+            put_tensor(out, t)
+        }
+    }
+
+    /// `out = x` broadcast to `dims[0..rank]` (-1 keeps a dim).
+    fn etpu_expand(x: TensorHandle, dims_ptr: *const i64, rank: usize, origin: *const c_char, out: *mut TensorHandle) {
+        let x = get(x, "x")?;
+        // SAFETY: pointers as documented.
+        unsafe {
+            let shape = dims(dims_ptr, rank, "dims")?;
+            let t = at(origin, || x.expand(shape))?;
+            put_tensor(out, t)
+        }
+    }
+
+    /// `out = x[start:end:step]` along `dim` (Python rules).
+    fn etpu_slice(x: TensorHandle, dim: i64, start: i64, end: i64, step: i64, origin: *const c_char, out: *mut TensorHandle) {
+        let x = get(x, "x")?;
+        // SAFETY: pointers as documented.
+        unsafe {
+            let t = at(origin, || x.slice(dim, start, end, step))?;
+            put_tensor(out, t)
+        }
+    }
+
+    /// `out = cat(xs[0..n], dim)`.
+    fn etpu_cat(xs: *const TensorHandle, n: usize, dim: i64, origin: *const c_char, out: *mut TensorHandle) {
+        if xs.is_null() && n > 0 {
+            return Err(Failure::invalid("xs is NULL"));
+        }
+        let handles: &[TensorHandle] = if n == 0 {
+            &[]
+        } else {
+            // SAFETY: `xs` is valid for `n` reads (the caller's contract).
+            unsafe { std::slice::from_raw_parts(xs, n) }
+        };
+        let tensors: Vec<Tensor> = handles.iter().map(|h| get(*h, "xs[i]")).collect::<FfiResult<_>>()?;
+        let refs: Vec<&Tensor> = tensors.iter().collect();
+        // SAFETY: pointers as documented.
+        unsafe {
+            let t = at(origin, || Tensor::cat(&refs, dim))?;
+            put_tensor(out, t)
+        }
+    }
+
+    /// `out = op(x, dims[0..ndims], keepdim)` for `"sum"`, `"mean"`, `"prod"`,
+    /// `"max"`, `"min"`, `"logsumexp"` (no dims: all dims).
+    fn etpu_reduce(op: *const c_char, x: TensorHandle, dims_ptr: *const i64, ndims: usize, keepdim: bool, origin: *const c_char, out: *mut TensorHandle) {
+        let x = get(x, "x")?;
+        // SAFETY: strings and pointers as documented.
+        unsafe {
+            let op = c_str(op, "op")?;
+            let d = dims(dims_ptr, ndims, "dims")?;
+            let t = match op {
+                "sum" => at(origin, || x.sum(d, keepdim)),
+                "mean" => at(origin, || x.mean(d, keepdim)),
+                "prod" => at(origin, || x.prod(d, keepdim)),
+                "max" => at(origin, || x.max(d, keepdim)),
+                "min" => at(origin, || x.min(d, keepdim)),
+                "logsumexp" => at(origin, || x.logsumexp(d, keepdim)),
+                _ => Err(unknown("reduction", op, "sum mean prod max min logsumexp")),
+            }?;
+            put_tensor(out, t)
+        }
+    }
+
+    /// `out = matmul(a, b)`.
+    fn etpu_matmul(a: TensorHandle, b: TensorHandle, origin: *const c_char, out: *mut TensorHandle) {
+        let (a, b) = (get(a, "a")?, get(b, "b")?);
+        // SAFETY: pointers as documented.
+        unsafe {
+            let t = at(origin, || a.matmul(&b))?;
+            put_tensor(out, t)
+        }
+    }
+
+    /// `out = softmax(x, dim)`, or `log_softmax` when `log`.
+    fn etpu_softmax(x: TensorHandle, dim: i64, log: bool, origin: *const c_char, out: *mut TensorHandle) {
+        let x = get(x, "x")?;
+        // SAFETY: pointers as documented.
+        unsafe {
+            let t = at(origin, || if log { x.log_softmax(dim) } else { x.softmax(dim) })?;
+            put_tensor(out, t)
+        }
+    }
+
+    /// Softmax cross-entropy of `logits` against class `target`s;
+    /// `reduction` 0 none, 1 mean, 2 sum.
+    fn etpu_cross_entropy(logits: TensorHandle, target: TensorHandle, reduction: i32, origin: *const c_char, out: *mut TensorHandle) {
+        let (l, t) = (get(logits, "logits")?, get(target, "target")?);
+        let r = match reduction {
+            0 => Reduction::None,
+            1 => Reduction::Mean,
+            2 => Reduction::Sum,
+            _ => return Err(Failure::invalid(format!("reduction {reduction} is not 0 (none), 1 (mean) or 2 (sum)"))),
+        };
+        // SAFETY: pointers as documented.
+        unsafe {
+            let t = at(origin, || l.cross_entropy_with(&t, r))?;
+            put_tensor(out, t)
+        }
+    }
+
+    /// `out = index_select(x, dim, index)`.
+    fn etpu_index_select(x: TensorHandle, dim: i64, index: TensorHandle, origin: *const c_char, out: *mut TensorHandle) {
+        let (x, i) = (get(x, "x")?, get(index, "index")?);
+        // SAFETY: pointers as documented.
+        unsafe {
+            let t = at(origin, || x.index_select(dim, &i))?;
+            put_tensor(out, t)
+        }
+    }
+}

@@ -1,0 +1,214 @@
+/* A C program using include/eagertpu.h: ops in all three modes, checked
+ * against values computed here; errors; handles; deferred failures. Built and
+ * run by ffi/tests/c_program.rs (and so by `make test`). Exit status 0 means
+ * every check passed. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "eagertpu.h"
+
+static int failures = 0;
+
+#define CHECK(cond, ...)                                              \
+  do {                                                                \
+    if (!(cond)) {                                                    \
+      fprintf(stderr, "FAIL %s:%d (mode %d): ", __FILE__, __LINE__, mode); \
+      fprintf(stderr, __VA_ARGS__);                                   \
+      fprintf(stderr, "\n");                                          \
+      failures++;                                                     \
+    }                                                                 \
+  } while (0)
+
+#define OK(call)                                                                     \
+  do {                                                                               \
+    etpu_status s_ = (call);                                                         \
+    if (s_ != ETPU_OK) {                                                             \
+      fprintf(stderr, "FAIL %s:%d (mode %d): %s -> %d: %s\n", __FILE__, __LINE__, mode, \
+              #call, s_, eagertpu_last_error());                                     \
+      failures++;                                                                    \
+    }                                                                                \
+  } while (0)
+
+static int mode = -1;
+
+static etpu_tensor upload_f32(const float* v, const int64_t* dims, size_t rank, size_t n) {
+  etpu_tensor t = 0;
+  OK(etpu_tensor_from_host(0, ETPU_F32, dims, rank, v, n * sizeof(float), &t));
+  return t;
+}
+
+static void read_f32(etpu_tensor t, float* out, size_t n) {
+  OK(etpu_tensor_to_host(t, out, n * sizeof(float)));
+}
+
+static int close_to(float a, float b) { return fabsf(a - b) <= 1e-5f * (1.0f + fabsf(b)); }
+
+static void ops(void) {
+  const float xv[6] = {1, -2, 3, -4, 5, -6};
+  const float yv[3] = {10, 20, 30};
+  const int64_t xd[2] = {2, 3}, yd[1] = {3};
+  etpu_tensor x = upload_f32(xv, xd, 2, 6), y = upload_f32(yv, yd, 1, 3);
+
+  /* z = relu(x * 2 - y / 10), broadcast over rows. */
+  etpu_tensor x2 = 0, y10 = 0, d = 0, z = 0;
+  OK(etpu_binary_scalar("mul", x, 2.0, false, false, "abi.c:ops", &x2));
+  OK(etpu_binary_scalar("div", y, 10.0, false, false, "abi.c:ops", &y10));
+  OK(etpu_binary("sub", x2, y10, "abi.c:ops", &d));
+  OK(etpu_unary("relu", d, "abi.c:ops", &z));
+  float zv[6];
+  read_f32(z, zv, 6);
+  for (int i = 0; i < 6; i++) {
+    float want = xv[i] * 2 - yv[i % 3] / 10;
+    want = want > 0 ? want : 0;
+    CHECK(close_to(zv[i], want), "relu[%d] = %f, want %f", i, zv[i], want);
+  }
+
+  /* s = sum(x, dim 1); m = x @ x^T; p = softmax(x, -1); r = 1 - x (reversed). */
+  etpu_tensor s = 0, xt = 0, m = 0, p = 0, r = 0;
+  const int64_t dim1[1] = {1}, perm[2] = {1, 0};
+  OK(etpu_reduce("sum", x, dim1, 1, false, "abi.c:ops", &s));
+  OK(etpu_permute(x, perm, 2, "abi.c:ops", &xt));
+  OK(etpu_matmul(x, xt, "abi.c:ops", &m));
+  OK(etpu_softmax(x, -1, false, "abi.c:ops", &p));
+  OK(etpu_binary_scalar("sub", x, 1.0, true, true, "abi.c:ops", &r));
+  float sv[2], mv[4], pv[6], rv[6];
+  read_f32(s, sv, 2);
+  read_f32(m, mv, 4);
+  read_f32(p, pv, 6);
+  read_f32(r, rv, 6);
+  CHECK(close_to(sv[0], 2) && close_to(sv[1], -5), "sum = %f %f", sv[0], sv[1]);
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 2; j++) {
+      float want = 0;
+      for (int k = 0; k < 3; k++) want += xv[i * 3 + k] * xv[j * 3 + k];
+      CHECK(close_to(mv[i * 2 + j], want), "matmul[%d][%d] = %f, want %f", i, j, mv[i * 2 + j], want);
+    }
+  for (int i = 0; i < 2; i++) {
+    float den = 0;
+    for (int k = 0; k < 3; k++) den += expf(xv[i * 3 + k]);
+    for (int k = 0; k < 3; k++)
+      CHECK(close_to(pv[i * 3 + k], expf(xv[i * 3 + k]) / den), "softmax[%d][%d]", i, k);
+  }
+  for (int i = 0; i < 6; i++) CHECK(close_to(rv[i], 1 - xv[i]), "1 - x[%d] = %f", i, rv[i]);
+
+  /* Integer promotion through the ABI: int8 + 1000 stays int8 (wraps). */
+  const int8_t iv[2] = {1, -3};
+  const int64_t id[1] = {2};
+  etpu_tensor i8 = 0, i8b = 0;
+  int32_t dtype = -1;
+  int8_t ib[2];
+  OK(etpu_tensor_from_host(0, ETPU_I8, id, 1, iv, 2, &i8));
+  OK(etpu_binary_scalar("add", i8, 1000, true, false, "abi.c:ops", &i8b));
+  OK(etpu_tensor_dtype(i8b, &dtype));
+  OK(etpu_tensor_to_host(i8b, ib, 2));
+  CHECK(dtype == ETPU_I8 && ib[0] == (int8_t)(1 + 1000) && ib[1] == (int8_t)(-3 + 1000),
+        "int8 + 1000: dtype %d, %d %d", dtype, ib[0], ib[1]);
+
+  /* Shape queries. */
+  size_t rank = 0;
+  int64_t dims[4] = {0};
+  OK(etpu_tensor_rank(m, &rank));
+  OK(etpu_tensor_dims(m, dims, 4));
+  CHECK(rank == 2 && dims[0] == 2 && dims[1] == 2, "matmul shape %zu [%lld, %lld]", rank,
+        (long long)dims[0], (long long)dims[1]);
+
+  etpu_tensor all[] = {x, y, x2, y10, d, z, s, xt, m, p, r, i8, i8b};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) OK(etpu_tensor_free(all[i]));
+}
+
+static void errors(void) {
+  const float v[6] = {0};
+  const int64_t d23[2] = {2, 3}, d4[1] = {4};
+  etpu_tensor a = upload_f32(v, d23, 2, 6), b = upload_f32(v, d4, 1, 4), out = 0;
+
+  etpu_status st = etpu_binary("add", a, b, "abi.c:errors", &out);
+  CHECK(st == ETPU_INVALID_ARGUMENT, "shape mismatch status %d", st);
+  CHECK(strstr(eagertpu_last_error(), "add") && strstr(eagertpu_last_error(), "[2, 3]"),
+        "message: %s", eagertpu_last_error());
+
+  st = etpu_unary("exp", 987654321, "abi.c:errors", &out);
+  CHECK(st == ETPU_BAD_HANDLE && strstr(eagertpu_last_error(), "unknown"), "bad handle: %d %s", st,
+        eagertpu_last_error());
+  st = etpu_unary("exp", 0, "abi.c:errors", &out);
+  CHECK(st == ETPU_BAD_HANDLE && strstr(eagertpu_last_error(), "null"), "null handle: %d", st);
+  st = etpu_unary("frobnicate", a, "abi.c:errors", &out);
+  CHECK(st == ETPU_INVALID_ARGUMENT && strstr(eagertpu_last_error(), "frobnicate"), "unknown op: %d", st);
+  st = etpu_unary("exp", a, "abi.c:errors", NULL);
+  CHECK(st == ETPU_INVALID_ARGUMENT, "NULL out: %d", st);
+  st = etpu_unary(NULL, a, "abi.c:errors", &out);
+  CHECK(st == ETPU_INVALID_ARGUMENT, "NULL op: %d", st);
+  st = etpu_cast(a, 42, "abi.c:errors", &out);
+  CHECK(st == ETPU_INVALID_ARGUMENT && strstr(eagertpu_last_error(), "dtype"), "bad dtype: %d", st);
+  st = etpu_tensor_to_host(a, (void*)v, 5);
+  CHECK(st == ETPU_INVALID_ARGUMENT, "wrong size read: %d", st);
+
+  OK(etpu_tensor_free(b));
+  st = etpu_tensor_free(b);
+  CHECK(st == ETPU_BAD_HANDLE, "double free: %d", st);
+  st = etpu_unary("exp", b, "abi.c:errors", &out);
+  CHECK(st == ETPU_BAD_HANDLE, "use after free: %d", st);
+
+  /* And the next op works. */
+  etpu_tensor e = 0;
+  float ev[6];
+  OK(etpu_unary("exp", a, "abi.c:errors", &e));
+  read_f32(e, ev, 6);
+  CHECK(close_to(ev[0], 1.0f), "exp(0) = %f", ev[0]);
+  OK(etpu_tensor_free(a));
+  OK(etpu_tensor_free(e));
+}
+
+/* A tensor too large for the machine: its op fails when it runs. In strict and
+ * fused mode the call succeeds and the read reports the op and its origin. */
+static void deferred_failure(void) {
+  const int64_t huge[1] = {40000000000LL};
+  etpu_tensor big = 0, plus = 0;
+  etpu_status st = etpu_full(0, huge, 1, 0.0, ETPU_F32, "train.py:42", &big);
+  if (mode == ETPU_MODE_DEBUG) {
+    CHECK(st == ETPU_FAILED && strstr(eagertpu_last_error(), "train.py:42"), "debug: %d %s", st,
+          eagertpu_last_error());
+    return;
+  }
+  CHECK(st == ETPU_OK, "recording a failing op succeeds: %d %s", st, eagertpu_last_error());
+  OK(etpu_binary_scalar("add", big, 1.0, false, false, "train.py:43", &plus));
+  float one;
+  st = etpu_tensor_to_host(plus, &one, sizeof one);
+  CHECK(st != ETPU_OK, "reading a failed value fails");
+  st = etpu_tensor_sync(plus);
+  CHECK(st == ETPU_FAILED && strstr(eagertpu_last_error(), "full(") &&
+            strstr(eagertpu_last_error(), "train.py:42"),
+        "sync: %d %s", st, eagertpu_last_error());
+  eagertpu_sync(); /* reports it once more, then it is cleared */
+  OK(eagertpu_sync());
+  OK(etpu_tensor_free(big));
+  OK(etpu_tensor_free(plus));
+}
+
+int main(void) {
+  CHECK(eagertpu_abi_version() == EAGERTPU_ABI_VERSION, "ABI version %u", eagertpu_abi_version());
+  int64_t devices = 0, live_before = 0, live_after = 0;
+  OK(eagertpu_device_count(&devices));
+  CHECK(devices >= 1, "devices %lld", (long long)devices);
+  OK(etpu_live_tensors(&live_before));
+  for (mode = ETPU_MODE_DEBUG; mode <= ETPU_MODE_FUSED; mode++) {
+    OK(eagertpu_set_mode(mode));
+    int32_t got = -1;
+    OK(eagertpu_get_mode(&got));
+    CHECK(got == mode, "mode %d", got);
+    ops();
+    errors();
+    deferred_failure();
+    OK(eagertpu_sync());
+  }
+  OK(etpu_live_tensors(&live_after));
+  CHECK(live_after == live_before, "live handles %lld -> %lld", (long long)live_before,
+        (long long)live_after);
+  size_t length = 0;
+  OK(eagertpu_metrics_report(NULL, 0, &length));
+  char report[4096];
+  OK(eagertpu_metrics_report(report, sizeof report, &length));
+  CHECK(strstr(report, "chunks executed") != NULL, "report: %s", report);
+  if (failures == 0) printf("abi.c: all checks passed in debug, strict and fused mode\n");
+  return failures == 0 ? 0 : 1;
+}
