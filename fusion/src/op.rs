@@ -265,6 +265,21 @@ pub enum Op {
     DynamicSlice { sizes: Shape },
     /// (x, update, start_0, ..., start_{r-1}) writes `update` into a copy of `x`.
     DynamicUpdateSlice,
+    /// (storage: 1-d) the elements of a strided view of a flat storage:
+    /// `out[i] = storage[offset + sum(i_k * strides[k])]` (PyTorch's
+    /// `as_strided`; how every view of a `tpu` tensor is read).
+    AsStrided {
+        sizes: Shape,
+        strides: Shape,
+        offset: i64,
+    },
+    /// (storage: 1-d, value: `sizes`) a copy of the storage with the view's
+    /// elements replaced by `value` (a write through a view).
+    AsStridedScatter {
+        sizes: Shape,
+        strides: Shape,
+        offset: i64,
+    },
 
     // ------------------------------------------------------------- reductions
     /// (x) reduced over `dims` (all dims when empty).
@@ -369,6 +384,8 @@ impl Op {
             Op::Scatter { add: true, .. } => "scatter_add",
             Op::DynamicSlice { .. } => "dynamic_slice",
             Op::DynamicUpdateSlice => "dynamic_update_slice",
+            Op::AsStrided { .. } => "as_strided",
+            Op::AsStridedScatter { .. } => "as_strided_scatter",
             Op::Reduce { op, .. } => match op {
                 ReduceOp::Sum => "sum",
                 ReduceOp::Mean => "mean",

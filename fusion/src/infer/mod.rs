@@ -6,6 +6,7 @@
 mod elementwise;
 mod layout;
 mod reduce;
+mod view;
 
 pub(crate) use elementwise::binary_compute_dtype;
 
@@ -69,6 +70,16 @@ impl Op {
             Op::Scatter { dim, .. } => layout::scatter(op, *dim, inputs),
             Op::DynamicSlice { sizes } => layout::dynamic_slice(op, sizes, inputs),
             Op::DynamicUpdateSlice => layout::dynamic_update_slice(op, inputs),
+            Op::AsStrided {
+                sizes,
+                strides,
+                offset,
+            } => view::as_strided(op, sizes, strides, *offset, inputs),
+            Op::AsStridedScatter {
+                sizes,
+                strides,
+                offset,
+            } => view::as_strided_scatter(op, sizes, strides, *offset, inputs),
             Op::Reduce {
                 op: r,
                 dims,

@@ -16,6 +16,7 @@ mod index;
 mod layout;
 mod nn;
 mod reduce;
+mod view;
 
 use std::fmt::{self, Write};
 
@@ -547,6 +548,16 @@ fn lower_op(e: &mut Emitter, op: &Op, inputs: &[V], out: TensorType) -> V {
         Op::Scatter { dim, add } => index::scatter(e, inputs, *dim, *add),
         Op::DynamicSlice { sizes } => index::dynamic_slice(e, inputs, sizes),
         Op::DynamicUpdateSlice => index::dynamic_update_slice(e, inputs),
+        Op::AsStrided {
+            sizes,
+            strides,
+            offset,
+        } => view::as_strided(e, &inputs[0], sizes, strides, *offset),
+        Op::AsStridedScatter {
+            sizes,
+            strides,
+            offset,
+        } => view::as_strided_scatter(e, &inputs[0], &inputs[1], sizes, strides, *offset),
         Op::Reduce { op, dims, .. } => reduce::reduce(e, *op, &inputs[0], dims, out),
         Op::ArgReduce { op, dim, .. } => reduce::arg_reduce(e, *op, &inputs[0], *dim, out),
         Op::Matmul => nn::matmul(e, &inputs[0], &inputs[1], out),

@@ -323,3 +323,39 @@ fn infer_size(op: &'static str, shape: &[i64], numel: i64, from: &[i64]) -> Resu
     }
     Ok(out)
 }
+
+impl Tensor {
+    /// The strided view `sizes`/`strides` at element `offset` of this flat
+    /// (1-d) storage: `out[i] = self[offset + sum(i_k * strides[k])]`.
+    #[track_caller]
+    pub fn as_strided(&self, sizes: &[i64], strides: &[i64], offset: i64) -> Result<Tensor> {
+        self.op(
+            Op::AsStrided {
+                sizes: sizes.into(),
+                strides: strides.into(),
+                offset,
+            },
+            &[],
+        )
+    }
+
+    /// A copy of this flat (1-d) storage with the strided view
+    /// `sizes`/`strides` at `offset` replaced by `value`.
+    #[track_caller]
+    pub fn as_strided_scatter(
+        &self,
+        value: &Tensor,
+        sizes: &[i64],
+        strides: &[i64],
+        offset: i64,
+    ) -> Result<Tensor> {
+        self.op(
+            Op::AsStridedScatter {
+                sizes: sizes.into(),
+                strides: strides.into(),
+                offset,
+            },
+            &[value],
+        )
+    }
+}
