@@ -97,6 +97,26 @@ etpu_status etpu_tensor_sync(etpu_tensor t);
 /* Number of live handles (for leak checks). */
 etpu_status etpu_live_tensors(int64_t* out);
 
+/* ----------------------------------------------------------- storages ---- */
+/* PyTorch's allocator for `tpu` hands out addresses in a reserved, never-mapped
+ * range and registers each allocation here. Its contents are a runtime value;
+ * kernels read a tensor as a view (address = base + byte offset, dtype, sizes,
+ * strides in elements) and write results through views. */
+
+etpu_status etpu_storage_new(int64_t device, uint64_t base, size_t nbytes);
+etpu_status etpu_storage_free(uint64_t base);
+/* Allocations and their bytes on `device` (-1: all devices). */
+etpu_status etpu_storage_stats(int64_t device, int64_t* count, int64_t* bytes);
+/* The dtype of an allocation's contents (etpu_dtype; -1 if never written). */
+etpu_status etpu_storage_dtype(uint64_t address, int32_t* out);
+etpu_status etpu_view_read(uint64_t address, int32_t dtype, const int64_t* sizes,
+                           const int64_t* strides, size_t rank, const char* origin,
+                           etpu_tensor* out);
+/* `value` must have the view's dtype and shape. */
+etpu_status etpu_view_write(uint64_t address, int32_t dtype, const int64_t* sizes,
+                            const int64_t* strides, size_t rank, etpu_tensor value,
+                            const char* origin);
+
 /* ---------------------------------------------------------------- ops ---- */
 
 /* op: neg abs exp log log1p sqrt rsqrt tanh sigmoid relu gelu gelu_tanh sin

@@ -15,6 +15,7 @@
 
 mod handles;
 mod ops;
+mod storage;
 mod types;
 
 use std::cell::RefCell;
@@ -124,6 +125,24 @@ pub(crate) unsafe fn c_str<'a>(p: *const c_char, what: &str) -> FfiResult<&'a st
         .map_err(|_| Failure::invalid(format!("{what} is not UTF-8")))
 }
 
+/// Runs `f` with the ops it records attributed to `origin` (the caller's
+/// `file:line`; NULL: "an unknown C caller").
+///
+/// # Safety
+/// `origin` must be NULL or a NUL-terminated string.
+pub(crate) unsafe fn at<T>(
+    origin: *const c_char,
+    f: impl FnOnce() -> eagertpu::Result<T>,
+) -> FfiResult<T> {
+    let o = if origin.is_null() {
+        "an unknown C caller"
+    } else {
+        // SAFETY: non-null and NUL-terminated (the caller's contract).
+        unsafe { c_str(origin, "origin")? }
+    };
+    Ok(eagertpu::with_origin(o, f)?)
+}
+
 /// Writes `value` to an out-pointer (NULL is an error naming `what`).
 ///
 /// # Safety
@@ -210,6 +229,7 @@ pub fn all_signatures() -> Vec<Signature> {
     v.extend(runtime_api::signatures());
     v.extend(handles::signatures());
     v.extend(ops::signatures());
+    v.extend(storage::signatures());
     v
 }
 

@@ -9,21 +9,7 @@ use eagertpu::{BinaryOp, Device, Reduction, Scalar, Tensor, UnaryOp};
 
 use crate::handles::{dims, dtype_from, get, put_tensor};
 use crate::types::TensorHandle;
-use crate::{Failure, FfiResult, c_api, c_str};
-
-/// Runs `f` with ops attributed to `origin` (NULL: "an unknown C caller").
-///
-/// # Safety
-/// `origin` must be NULL or a NUL-terminated string.
-unsafe fn at<T>(origin: *const c_char, f: impl FnOnce() -> eagertpu::Result<T>) -> FfiResult<T> {
-    let o = if origin.is_null() {
-        "an unknown C caller"
-    } else {
-        // SAFETY: non-null and NUL-terminated (the caller's contract).
-        unsafe { c_str(origin, "origin")? }
-    };
-    Ok(eagertpu::with_origin(o, f)?)
-}
+use crate::{Failure, FfiResult, at, c_api, c_str};
 
 fn unknown(family: &str, op: &str, known: &str) -> Failure {
     Failure::invalid(format!(

@@ -25,6 +25,7 @@ c_types! {
     bool => "bool",
     i32 => "int32_t",
     i64 => "int64_t",
+    u64 => "uint64_t",
     f64 => "double",
     usize => "size_t",
     TensorHandle => "etpu_tensor",

@@ -159,6 +159,53 @@ static void errors(void) {
   OK(etpu_tensor_free(e));
 }
 
+/* A 2x3 float tensor in a registered allocation: write it whole, read its
+ * transpose, write a column through a strided view, read it all back. */
+static void storages(void) {
+  const uint64_t base = 0x40000000000ULL; /* any address: never dereferenced */
+  const float v[6] = {1, 2, 3, 4, 5, 6};
+  const int64_t d23[2] = {2, 3}, s23[2] = {3, 1}, d32[2] = {3, 2}, s32[2] = {1, 3};
+  const int64_t col[1] = {2}, col_stride[1] = {3};
+  int64_t count = 0, bytes = 0;
+  OK(etpu_storage_new(0, base, 6 * sizeof(float)));
+  OK(etpu_storage_stats(-1, &count, &bytes));
+  CHECK(count >= 1 && bytes >= 24, "stats %lld %lld", (long long)count, (long long)bytes);
+  etpu_tensor t = upload_f32(v, d23, 2, 6), tt = 0, c = 0, c10 = 0, all = 0;
+  OK(etpu_view_write(base, ETPU_F32, d23, s23, 2, t, "abi.c:storages"));
+  OK(etpu_view_read(base, ETPU_F32, d32, s32, 2, "abi.c:storages", &tt));
+  float tv[6];
+  read_f32(tt, tv, 6);
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 2; j++)
+      CHECK(tv[i * 2 + j] == v[j * 3 + i], "transpose[%d][%d] = %f", i, j, tv[i * 2 + j]);
+  /* Column 1 (address + 4 bytes, stride 3) times 10, written back. */
+  OK(etpu_view_read(base + 4, ETPU_F32, col, col_stride, 1, "abi.c:storages", &c));
+  OK(etpu_binary_scalar("mul", c, 10, false, false, "abi.c:storages", &c10));
+  OK(etpu_view_write(base + 4, ETPU_F32, col, col_stride, 1, c10, "abi.c:storages"));
+  OK(etpu_view_read(base, ETPU_F32, d23, s23, 2, "abi.c:storages", &all));
+  float av[6];
+  read_f32(all, av, 6);
+  const float want[6] = {1, 20, 3, 4, 50, 6};
+  for (int i = 0; i < 6; i++) CHECK(av[i] == want[i], "after the column write [%d] = %f", i, av[i]);
+  /* The transpose read before the write still holds the old values. */
+  read_f32(tt, tv, 6);
+  CHECK(tv[2] == 2, "an earlier view is a snapshot: %f", tv[2]);
+  int32_t dtype = -2;
+  OK(etpu_storage_dtype(base + 8, &dtype));
+  CHECK(dtype == ETPU_F32, "storage dtype %d", dtype);
+  /* Errors: misaligned, outside, wrong dtype or shape. */
+  etpu_tensor bad = 0;
+  CHECK(etpu_view_read(base + 2, ETPU_F32, col, col_stride, 1, "x", &bad) == ETPU_INVALID_ARGUMENT, "misaligned");
+  CHECK(etpu_view_read(base + 4096, ETPU_F32, col, col_stride, 1, "x", &bad) == ETPU_INVALID_ARGUMENT, "outside");
+  CHECK(etpu_view_read(base, ETPU_I32, col, col_stride, 1, "x", &bad) == ETPU_INVALID_ARGUMENT, "dtype");
+  CHECK(etpu_view_write(base, ETPU_F32, d32, s32, 2, c10, "x") == ETPU_INVALID_ARGUMENT, "shape");
+  CHECK(etpu_storage_new(0, base + 8, 4) == ETPU_INVALID_ARGUMENT, "overlap");
+  OK(etpu_storage_free(base));
+  CHECK(etpu_storage_free(base) == ETPU_INVALID_ARGUMENT, "double free");
+  etpu_tensor handles[] = {t, tt, c, c10, all};
+  for (size_t i = 0; i < sizeof handles / sizeof handles[0]; i++) OK(etpu_tensor_free(handles[i]));
+}
+
 /* A tensor too large for the machine: its op fails when it runs. In strict and
  * fused mode the call succeeds and the read reports the op and its origin. */
 static void deferred_failure(void) {
@@ -197,6 +244,7 @@ int main(void) {
     OK(eagertpu_get_mode(&got));
     CHECK(got == mode, "mode %d", got);
     ops();
+    storages();
     errors();
     deferred_failure();
     OK(eagertpu_sync());

@@ -1,0 +1,222 @@
+//! Storages: the memory behind PyTorch tensors on `tpu`.
+//!
+//! PyTorch's allocator (in the backend) hands out addresses in a reserved,
+//! never-mapped range and registers each allocation here. An allocation's
+//! contents are a runtime value: a flat tensor of its elements. A kernel reads
+//! a tensor as (address, dtype, sizes, strides) -> a view of that value, and
+//! writes a result into a tensor (or a view of one) by rebuilding the value.
+//! Those are ordinary ops, so they fuse. `data_ptr()` is the base address plus
+//! the byte offset, so an address anywhere inside an allocation resolves.
+
+use std::collections::BTreeMap;
+use std::ffi::c_char;
+use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
+
+use eagertpu::{DType, Device, Tensor};
+
+use crate::handles::{dims, dtype_from, get, put_tensor};
+use crate::types::TensorHandle;
+use crate::{Failure, FfiResult, at, c_api, put};
+
+struct Storage {
+    device: usize,
+    nbytes: u64,
+    /// The contents: a flat tensor, once something was written (or read).
+    value: Option<Tensor>,
+}
+
+static STORAGES: LazyLock<Mutex<BTreeMap<u64, Storage>>> = LazyLock::new(Mutex::default);
+
+fn storages() -> MutexGuard<'static, BTreeMap<u64, Storage>> {
+    STORAGES.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The allocation holding `address`, and the address's byte offset in it.
+fn find(map: &mut BTreeMap<u64, Storage>, address: u64) -> FfiResult<(u64, &mut Storage)> {
+    let (base, s) = map.range_mut(..=address).next_back().ok_or_else(|| {
+        Failure::invalid(format!("address {address:#x} is not in a tpu allocation"))
+    })?;
+    let off = address - base;
+    if off > s.nbytes || (off == s.nbytes && s.nbytes > 0) {
+        return Err(Failure::invalid(format!(
+            "address {address:#x} is past the end of the tpu allocation at {base:#x} ({} bytes)",
+            s.nbytes
+        )));
+    }
+    Ok((off, s))
+}
+
+/// A view's element offset, and the storage's element count, for `dtype`.
+fn geometry(byte_offset: u64, nbytes: u64, dtype: DType) -> FfiResult<(i64, i64)> {
+    let size = dtype.size_in_bytes() as u64;
+    if byte_offset % size != 0 {
+        return Err(Failure::invalid(format!(
+            "a {dtype} view at byte offset {byte_offset} is not aligned to its {size}-byte elements"
+        )));
+    }
+    Ok(((byte_offset / size) as i64, (nbytes / size) as i64))
+}
+
+/// The storage's contents as a flat `dtype` tensor of `n` elements
+/// (zeros if never written).
+fn contents(s: &mut Storage, dtype: DType, n: i64) -> FfiResult<Tensor> {
+    match &s.value {
+        Some(v) if v.dtype() == dtype => Ok(v.clone()),
+        Some(v) => Err(Failure::invalid(format!(
+            "a {} tpu storage read as {dtype}: reinterpreting storage dtypes is not supported",
+            v.dtype()
+        ))),
+        None => {
+            let v = Device::get(s.device)?.zeros(&[n], dtype)?;
+            s.value = Some(v.clone());
+            Ok(v)
+        }
+    }
+}
+
+fn is_whole(sizes: &[i64], strides: &[i64], offset: i64, n: i64) -> bool {
+    let numel: i64 = sizes.iter().product();
+    let mut expect = 1;
+    let contiguous = sizes.iter().zip(strides).rev().all(|(&size, &stride)| {
+        let ok = size == 1 || stride == expect;
+        expect *= size;
+        ok
+    });
+    offset == 0 && numel == n && contiguous
+}
+
+/// Reads the view arguments.
+///
+/// # Safety
+/// `sizes` and `strides` must be NULL or valid for `rank` reads.
+unsafe fn view_args<'a>(
+    sizes: *const i64,
+    strides: *const i64,
+    rank: usize,
+) -> FfiResult<(&'a [i64], &'a [i64])> {
+    // SAFETY: as the caller guarantees.
+    unsafe { Ok((dims(sizes, rank, "sizes")?, dims(strides, rank, "strides")?)) }
+}
+
+c_api! {
+    /// Registers an allocation of `nbytes` at `base` on device `device`.
+    fn etpu_storage_new(device: i64, base: u64, nbytes: usize) {
+        let index = usize::try_from(device).map_err(|_| Failure::invalid(format!("device {device} is negative")))?;
+        Device::get(index)?;
+        let mut map = storages();
+        let end = base + nbytes as u64;
+        let overlaps = map
+            .range(..end.max(base + 1))
+            .next_back()
+            .is_some_and(|(b, s)| b + s.nbytes > base || *b == base);
+        if overlaps {
+            return Err(Failure::invalid(format!("allocation {base:#x} (+{nbytes}) overlaps a registered one")));
+        }
+        map.insert(base, Storage {
+            device: index,
+            nbytes: nbytes as u64,
+            value: None,
+        });
+        Ok(())
+    }
+
+    /// Forgets the allocation at `base` (its value is freed when unused).
+    fn etpu_storage_free(base: u64) {
+        storages()
+            .remove(&base)
+            .map(|_| ())
+            .ok_or_else(|| Failure::invalid(format!("no tpu allocation at {base:#x} (freed twice?)")))
+    }
+
+    /// Number of registered allocations, and their total bytes on `device`
+    /// (all devices when `device` is -1).
+    fn etpu_storage_stats(device: i64, count: *mut i64, bytes: *mut i64) {
+        let map = storages();
+        let on = |s: &&Storage| device < 0 || s.device as i64 == device;
+        let n = map.values().filter(on).count() as i64;
+        let b: u64 = map.values().filter(on).map(|s| s.nbytes).sum();
+        // SAFETY: `count` and `bytes` are NULL or writable.
+        unsafe {
+            put(count, n, "count")?;
+            put(bytes, b as i64, "bytes")
+        }
+    }
+
+    /// The view (`address` = storage base + byte offset, `dtype`,
+    /// `sizes[0..rank]`, `strides[0..rank]` in elements) as a tensor.
+    fn etpu_view_read(
+        address: u64,
+        dtype: i32,
+        sizes: *const i64,
+        strides: *const i64,
+        rank: usize,
+        origin: *const c_char,
+        out: *mut TensorHandle,
+    ) {
+        let dtype = dtype_from(dtype)?;
+        // SAFETY: pointers as documented.
+        let (sizes, strides) = unsafe { view_args(sizes, strides, rank)? };
+        let mut map = storages();
+        let (byte_offset, s) = find(&mut map, address)?;
+        let (offset, n) = geometry(byte_offset, s.nbytes, dtype)?;
+        let flat = contents(s, dtype, n)?;
+        drop(map);
+        // SAFETY: `origin` as documented.
+        let view = unsafe {
+            if sizes.len() == 1 && is_whole(sizes, strides, offset, n) {
+                flat
+            } else {
+                at(origin, || flat.as_strided(sizes, strides, offset))?
+            }
+        };
+        // SAFETY: `out` is NULL or writable.
+        unsafe { put_tensor(out, view) }
+    }
+
+    /// Writes `value` (of the view's dtype and shape) into the view,
+    /// rebuilding the storage's contents.
+    fn etpu_view_write(
+        address: u64,
+        dtype: i32,
+        sizes: *const i64,
+        strides: *const i64,
+        rank: usize,
+        value: TensorHandle,
+        origin: *const c_char,
+    ) {
+        let dtype = dtype_from(dtype)?;
+        let value = get(value, "value")?;
+        // SAFETY: pointers as documented.
+        let (sizes, strides) = unsafe { view_args(sizes, strides, rank)? };
+        if value.dtype() != dtype || value.shape() != sizes {
+            return Err(Failure::invalid(format!(
+                "writing a {:?} value into a {dtype}{sizes:?} view: expected the view's dtype and shape",
+                value.ty().to_string()
+            )));
+        }
+        let mut map = storages();
+        let (byte_offset, s) = find(&mut map, address)?;
+        let (offset, n) = geometry(byte_offset, s.nbytes, dtype)?;
+        // SAFETY: `origin` as documented.
+        let new = unsafe {
+            if is_whole(sizes, strides, offset, n) {
+                // The whole storage, in order: its new contents are the value.
+                at(origin, || value.reshape(&[n]))?
+            } else {
+                let flat = contents(s, dtype, n)?;
+                at(origin, || flat.as_strided_scatter(&value, sizes, strides, offset))?
+            }
+        };
+        s.value = Some(new);
+        Ok(())
+    }
+
+    /// The dtype of an allocation's contents (`etpu_dtype`; -1 if never written).
+    fn etpu_storage_dtype(address: u64, out: *mut i32) {
+        let mut map = storages();
+        let (_, s) = find(&mut map, address)?;
+        let code = s.value.as_ref().map_or(-1, |v| crate::handles::dtype_code(v.dtype()));
+        // SAFETY: `out` is NULL or writable.
+        unsafe { put(out, code, "out") }
+    }
+}
