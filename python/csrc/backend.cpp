@@ -1,0 +1,278 @@
+// Glue between ATen and the runtime's C ABI: errors, dtypes, origins, and
+// reading and writing tensors as views of their storages.
+#include "backend.h"
+
+#include <Python.h>
+#include <frameobject.h>
+
+#include <mutex>
+#include <unordered_map>
+
+namespace etpu {
+
+void check(etpu_status status) {
+  if (status == ETPU_OK) return;
+  TORCH_CHECK(false, eagertpu_last_error());
+}
+
+namespace {
+// Torch dtypes in etpu_dtype order.
+constexpr at::ScalarType kTypes[] = {
+    at::kBool, at::kByte, at::kChar, at::kShort, at::kInt, at::kLong, at::kHalf, at::kBFloat16, at::kFloat, at::kDouble,
+};
+}  // namespace
+
+bool supported(at::ScalarType t) {
+  for (auto k : kTypes)
+    if (k == t) return true;
+  return false;
+}
+
+int32_t dtype_code(at::ScalarType t) {
+  for (int32_t i = 0; i < 10; i++)
+    if (kTypes[i] == t) return i;
+  TORCH_CHECK(false, "dtype ", t,
+              " is not supported on tpu (expected bool, uint8, int8, int16, int32, int64, float16, bfloat16, "
+              "float32 or float64)");
+}
+
+at::ScalarType scalar_type(int32_t code) {
+  TORCH_CHECK(code >= 0 && code < 10, "unknown etpu dtype ", code);
+  return kTypes[code];
+}
+
+// ------------------------------------------------------------- origins ----
+
+namespace {
+thread_local int scope_depth = 0;
+thread_local bool origin_valid = false;
+thread_local std::string origin_text;
+
+bool internal_file(const char* f) {
+  return strstr(f, "/torch/") != nullptr || strstr(f, "/eagertpu/") != nullptr ||
+         strncmp(f, "<frozen", 7) == 0 || strstr(f, "/contextlib.py") != nullptr;
+}
+
+std::string compute_origin() {
+  if (!Py_IsInitialized()) return "a C++ caller";
+  PyGILState_STATE gil = PyGILState_Ensure();
+  std::string out;
+  PyFrameObject* frame = PyEval_GetFrame();
+  Py_XINCREF(frame);
+  while (frame != nullptr) {
+    PyCodeObject* code = PyFrame_GetCode(frame);
+    const char* file = PyUnicode_AsUTF8(code->co_filename);
+    int line = PyFrame_GetLineNumber(frame);
+    Py_DECREF(code);
+    if (file != nullptr && !internal_file(file)) {
+      out = std::string(file) + ":" + std::to_string(line);
+      Py_DECREF(frame);
+      break;
+    }
+    PyFrameObject* back = PyFrame_GetBack(frame);
+    Py_DECREF(frame);
+    frame = back;
+  }
+  if (PyErr_Occurred()) PyErr_Clear();
+  PyGILState_Release(gil);
+  return out.empty() ? "autograd backward (no Python frame)" : out;
+}
+}  // namespace
+
+OpScope::OpScope() {
+  if (scope_depth++ == 0) origin_valid = false;
+}
+
+OpScope::~OpScope() { scope_depth--; }
+
+const char* origin() {
+  if (!origin_valid || scope_depth == 0) {
+    origin_text = compute_origin();
+    origin_valid = scope_depth > 0;
+  }
+  return origin_text.c_str();
+}
+
+namespace {
+std::mutex sync_sites_mu;
+std::unordered_map<std::string, int64_t> sync_sites;
+}  // namespace
+
+void note_host_sync() {
+  std::string site = origin();
+  std::lock_guard<std::mutex> lock(sync_sites_mu);
+  sync_sites[site]++;
+}
+
+// --------------------------------------------------------- reading/writing ----
+
+std::vector<int64_t> dims_of(const Handle& h) {
+  size_t rank = 0;
+  check(etpu_tensor_rank(h.get(), &rank));
+  std::vector<int64_t> d(rank);
+  check(etpu_tensor_dims(h.get(), d.data(), rank));
+  return d;
+}
+
+int32_t dtype_of(const Handle& h) {
+  int32_t d = 0;
+  check(etpu_tensor_dtype(h.get(), &d));
+  return d;
+}
+
+Handle full(int64_t device, at::IntArrayRef sizes, const at::Scalar& v, at::ScalarType t) {
+  Handle h;
+  double value = v.isBoolean() ? (v.toBool() ? 1.0 : 0.0) : (v.isIntegral(false) ? static_cast<double>(v.toLong()) : v.toDouble());
+  check(etpu_full(device, sizes.data(), sizes.size(), value, dtype_code(t), origin(), h.out()));
+  return h;
+}
+
+Handle read(const at::Tensor& t) {
+  TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, "expected a tpu tensor, got one on ", t.device());
+  if (t.numel() == 0) return full(device_index(t), t.sizes(), 0, t.scalar_type());
+  Handle h;
+  auto addr = reinterpret_cast<uint64_t>(t.const_data_ptr());
+  check(etpu_view_read(addr, dtype_code(t.scalar_type()), t.sizes().data(), t.strides().data(), t.dim(), origin(),
+                       h.out()));
+  return h;
+}
+
+Handle upload(const at::Tensor& cpu, int64_t device) {
+  at::Tensor c = cpu.contiguous();
+  Handle h;
+  check(etpu_tensor_from_host(device, dtype_code(c.scalar_type()), c.sizes().data(), c.dim(), c.const_data_ptr(),
+                              c.nbytes(), h.out()));
+  return h;
+}
+
+Handle read_operand(const at::Tensor& t, int64_t device) {
+  if (t.device().is_cpu()) {
+    TORCH_CHECK(t.dim() == 0, "expected all tensors to be on the same device, but found tensors on tpu:", device,
+                " and cpu (a ", t.sizes(), " CPU tensor)");
+    return upload(t, device);
+  }
+  return read(t);
+}
+
+void write(const at::Tensor& out, const Handle& value) {
+  TORCH_CHECK(out.device().type() == c10::DeviceType::PrivateUse1, "expected a tpu tensor to write, got ",
+              out.device());
+  if (out.numel() == 0) return;
+  Handle converted;
+  const Handle* v = &value;
+  if (dtype_of(value) != dtype_code(out.scalar_type())) {
+    converted = cast(value, out.scalar_type());
+    v = &converted;
+  }
+  Handle expanded;
+  if (dims_of(*v) != out.sizes().vec()) {
+    expanded = expand(*v, out.sizes());
+    v = &expanded;
+  }
+  auto addr = reinterpret_cast<uint64_t>(out.const_data_ptr());
+  check(etpu_view_write(addr, dtype_code(out.scalar_type()), out.sizes().data(), out.strides().data(), out.dim(),
+                        v->get(), origin()));
+}
+
+// ------------------------------------------------------------------ ops ----
+
+Handle unary(const char* op, const Handle& x) {
+  Handle h;
+  check(etpu_unary(op, x.get(), origin(), h.out()));
+  return h;
+}
+
+Handle binary(const char* op, const Handle& a, const Handle& b) {
+  Handle h;
+  check(etpu_binary(op, a.get(), b.get(), origin(), h.out()));
+  return h;
+}
+
+Handle binary_scalar(const char* op, const Handle& a, const at::Scalar& s, bool reversed) {
+  Handle h;
+  bool is_int = s.isIntegral(/*includeBool=*/true);
+  double value = s.isBoolean() ? (s.toBool() ? 1.0 : 0.0) : (is_int ? static_cast<double>(s.toLong()) : s.toDouble());
+  check(etpu_binary_scalar(op, a.get(), value, is_int, reversed, origin(), h.out()));
+  return h;
+}
+
+Handle cast(const Handle& x, at::ScalarType t) {
+  Handle h;
+  check(etpu_cast(x.get(), dtype_code(t), origin(), h.out()));
+  return h;
+}
+
+Handle reshape(const Handle& x, at::IntArrayRef sizes) {
+  Handle h;
+  check(etpu_reshape(x.get(), sizes.data(), sizes.size(), origin(), h.out()));
+  return h;
+}
+
+Handle permute(const Handle& x, at::IntArrayRef perm) {
+  Handle h;
+  check(etpu_permute(x.get(), perm.data(), perm.size(), origin(), h.out()));
+  return h;
+}
+
+Handle expand(const Handle& x, at::IntArrayRef sizes) {
+  Handle h;
+  check(etpu_expand(x.get(), sizes.data(), sizes.size(), origin(), h.out()));
+  return h;
+}
+
+Handle reduce(const char* op, const Handle& x, at::IntArrayRef dims, bool keepdim) {
+  Handle h;
+  check(etpu_reduce(op, x.get(), dims.data(), dims.size(), keepdim, origin(), h.out()));
+  return h;
+}
+
+Handle matmul(const Handle& a, const Handle& b) {
+  Handle h;
+  check(etpu_matmul(a.get(), b.get(), origin(), h.out()));
+  return h;
+}
+
+Handle softmax(const Handle& x, int64_t dim, bool log) {
+  Handle h;
+  check(etpu_softmax(x.get(), dim, log, origin(), h.out()));
+  return h;
+}
+
+Handle where(const Handle& c, const Handle& x, const Handle& y) {
+  Handle h;
+  check(etpu_where(c.get(), x.get(), y.get(), origin(), h.out()));
+  return h;
+}
+
+Handle index_select(const Handle& x, int64_t dim, const Handle& index) {
+  Handle h;
+  check(etpu_index_select(x.get(), dim, index.get(), origin(), h.out()));
+  return h;
+}
+
+}  // namespace etpu
+
+// --------------------------------------------------- the Python-facing API ----
+
+extern "C" {
+
+// Host syncs by call site, as "site\tcount\n" lines; returns the size needed.
+size_t etpu_py_sync_sites(char* buf, size_t capacity) {
+  std::string text;
+  {
+    std::lock_guard<std::mutex> lock(etpu::sync_sites_mu);
+    for (const auto& [site, n] : etpu::sync_sites) text += site + "\t" + std::to_string(n) + "\n";
+  }
+  if (buf != nullptr && capacity > 0) {
+    size_t n = std::min(text.size(), capacity - 1);
+    memcpy(buf, text.data(), n);
+    buf[n] = 0;
+  }
+  return text.size() + 1;
+}
+
+void etpu_py_reset_sync_sites() {
+  std::lock_guard<std::mutex> lock(etpu::sync_sites_mu);
+  etpu::sync_sites.clear();
+}
+}

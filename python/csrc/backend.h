@@ -1,0 +1,107 @@
+// EagerTPU's PyTorch backend: a thin C++ shim over include/eagertpu.h.
+//
+// A `tpu` tensor is an ordinary TensorImpl whose storage lives at an address
+// in a reserved, never-mapped range (device.cpp); the runtime maps each
+// allocation to a storage value. Kernels read their inputs as views of those
+// values (read), call runtime ops, and write results through views (write).
+// Everything here is glue: dtype mapping, handle ownership, errors, origins.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "eagertpu.h"
+
+namespace etpu {
+
+// Throws a c10::Error (a RuntimeError in Python) carrying the runtime's
+// message, when `status` is not ETPU_OK.
+void check(etpu_status status);
+
+int32_t dtype_code(at::ScalarType t);
+at::ScalarType scalar_type(int32_t code);
+bool supported(at::ScalarType t);
+
+// An owned runtime tensor handle, freed when it goes out of scope.
+class Handle {
+ public:
+  Handle() = default;
+  explicit Handle(etpu_tensor h) : h_(h) {}
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  Handle(Handle&& o) noexcept : h_(std::exchange(o.h_, 0)) {}
+  Handle& operator=(Handle&& o) noexcept {
+    reset();
+    h_ = std::exchange(o.h_, 0);
+    return *this;
+  }
+  ~Handle() { reset(); }
+  etpu_tensor get() const { return h_; }
+  // Where a runtime call writes a new handle.
+  etpu_tensor* out() {
+    reset();
+    return &h_;
+  }
+  void reset() {
+    if (h_ != 0) etpu_tensor_free(h_);
+    h_ = 0;
+  }
+
+ private:
+  etpu_tensor h_ = 0;
+};
+
+// The user's Python `file:line` that called the current op (the innermost
+// frame outside torch and eagertpu), or "autograd backward" on autograd's
+// threads. Computed once per op, lazily.
+const char* origin();
+
+// Marks the start of a kernel: the origin is recomputed on first use.
+struct OpScope {
+  OpScope();
+  ~OpScope();
+};
+
+// The tensor `t` (on `tpu`) as a runtime tensor: a view of its storage.
+Handle read(const at::Tensor& t);
+
+// An operand: a `tpu` tensor, or a CPU 0-d tensor (uploaded to `device`).
+Handle read_operand(const at::Tensor& t, int64_t device);
+
+// Writes `value` into `out` (a `tpu` tensor or view), converting it to
+// out's dtype and broadcasting it to out's shape.
+void write(const at::Tensor& out, const Handle& value);
+
+// A CPU tensor uploaded to device `device`.
+Handle upload(const at::Tensor& cpu, int64_t device);
+
+// Dims of a runtime tensor.
+std::vector<int64_t> dims_of(const Handle& h);
+int32_t dtype_of(const Handle& h);
+
+// Runtime ops with this op's origin.
+Handle unary(const char* op, const Handle& x);
+Handle binary(const char* op, const Handle& a, const Handle& b);
+Handle binary_scalar(const char* op, const Handle& a, const at::Scalar& s, bool reversed = false);
+Handle cast(const Handle& x, at::ScalarType t);
+Handle full(int64_t device, at::IntArrayRef sizes, const at::Scalar& v, at::ScalarType t);
+Handle reshape(const Handle& x, at::IntArrayRef sizes);
+Handle permute(const Handle& x, at::IntArrayRef perm);
+Handle expand(const Handle& x, at::IntArrayRef sizes);
+Handle reduce(const char* op, const Handle& x, at::IntArrayRef dims, bool keepdim);
+Handle matmul(const Handle& a, const Handle& b);
+Handle softmax(const Handle& x, int64_t dim, bool log);
+Handle where(const Handle& c, const Handle& x, const Handle& y);
+Handle index_select(const Handle& x, int64_t dim, const Handle& index);
+
+// The device index of a `tpu` tensor.
+inline int64_t device_index(const at::Tensor& t) { return t.device().index() < 0 ? 0 : t.device().index(); }
+
+// Counts a host sync at the current origin (for the report by call site).
+void note_host_sync();
+
+}  // namespace etpu

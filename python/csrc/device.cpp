@@ -1,0 +1,188 @@
+// The `tpu` device: an allocator handing out addresses in a reserved, never
+// mapped range (each allocation registered with the runtime as a storage),
+// a device guard, and the PrivateUse1 hooks.
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <sys/mman.h>
+
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "backend.h"
+
+namespace etpu {
+namespace {
+
+// 1 TiB of address space, reserved but never mapped: dereferencing a `tpu`
+// pointer on the host faults at once.
+constexpr size_t kReserved = size_t{1} << 40;
+constexpr size_t kAlign = 256;
+
+class AddressSpace {
+ public:
+  uintptr_t take(size_t nbytes) {
+    size_t size = (nbytes + kAlign - 1) / kAlign * kAlign;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (base_ == 0) {
+      void* p = mmap(nullptr, kReserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      TORCH_CHECK(p != MAP_FAILED, "tpu: cannot reserve address space for tensors");
+      base_ = reinterpret_cast<uintptr_t>(p);
+    }
+    auto& free_list = free_[size];
+    if (!free_list.empty()) {
+      uintptr_t a = free_list.back();
+      free_list.pop_back();
+      sizes_[a] = size;
+      return a;
+    }
+    TORCH_CHECK(next_ + size <= kReserved, "tpu: out of reserved address space (", kReserved, " bytes)");
+    uintptr_t a = base_ + next_;
+    next_ += size;
+    sizes_[a] = size;
+    return a;
+  }
+
+  void give_back(uintptr_t a) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = sizes_.find(a);
+    if (it == sizes_.end()) return;
+    free_[it->second].push_back(a);
+    sizes_.erase(it);
+  }
+
+ private:
+  std::mutex mu_;
+  uintptr_t base_ = 0;
+  size_t next_ = 0;
+  std::map<size_t, std::vector<uintptr_t>> free_;
+  std::map<uintptr_t, size_t> sizes_;
+};
+
+AddressSpace& addresses() {
+  static auto* a = new AddressSpace();  // lives for the process
+  return *a;
+}
+
+thread_local c10::DeviceIndex current_device = 0;
+
+c10::DeviceIndex device_count() {
+  int64_t n = 0;
+  if (eagertpu_device_count(&n) != ETPU_OK) return 0;
+  return static_cast<c10::DeviceIndex>(n);
+}
+
+void free_storage(void* p) {
+  auto a = reinterpret_cast<uintptr_t>(p);
+  etpu_storage_free(a);
+  addresses().give_back(a);
+}
+
+struct TpuAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t nbytes) override {
+    c10::Device device(c10::DeviceType::PrivateUse1, current_device);
+    if (nbytes == 0) return {nullptr, nullptr, &free_nothing, device};
+    uintptr_t a = addresses().take(nbytes);
+    etpu_status s = etpu_storage_new(current_device, a, nbytes);
+    if (s != ETPU_OK) {
+      addresses().give_back(a);
+      check(s);
+    }
+    void* p = reinterpret_cast<void*>(a);
+    return {p, p, &free_storage, device};
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &free_storage; }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    // A byte copy between two storages: read the source bytes, write them.
+    if (count == 0) return;
+    int64_t n = static_cast<int64_t>(count), one = 1;
+    Handle h;
+    check(etpu_view_read(reinterpret_cast<uint64_t>(src), ETPU_U8, &n, &one, 1, origin(), h.out()));
+    check(etpu_view_write(reinterpret_cast<uint64_t>(dest), ETPU_U8, &n, &one, 1, h.get(), origin()));
+  }
+
+  static void free_nothing(void*) {}
+};
+
+TpuAllocator allocator;
+
+struct TpuGuard final : c10::impl::DeviceGuardImplInterface {
+  c10::DeviceType type() const override { return c10::DeviceType::PrivateUse1; }
+
+  c10::Device exchangeDevice(c10::Device d) const override {
+    c10::Device old = getDevice();
+    setDevice(d);
+    return old;
+  }
+
+  c10::Device getDevice() const override { return c10::Device(c10::DeviceType::PrivateUse1, current_device); }
+
+  void setDevice(c10::Device d) const override {
+    TORCH_CHECK(d.type() == c10::DeviceType::PrivateUse1, "expected a tpu device, got ", d);
+    if (d.index() >= 0) current_device = d.index();
+  }
+
+  void uncheckedSetDevice(c10::Device d) const noexcept override {
+    if (d.index() >= 0) current_device = d.index();
+  }
+
+  c10::Stream getStream(c10::Device d) const noexcept override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
+
+  c10::Stream exchangeStream(c10::Stream s) const noexcept override { return s; }
+
+  c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
+
+  bool queryStream(const c10::Stream&) const override { return true; }
+
+  void synchronizeStream(const c10::Stream&) const override { check(eagertpu_sync()); }
+
+  void synchronizeDevice(c10::DeviceIndex) const override { check(eagertpu_sync()); }
+};
+
+struct TpuHooks final : at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return device_count() > 0; }
+  bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
+  c10::DeviceIndex deviceCount() const override { return device_count(); }
+  c10::DeviceIndex getCurrentDevice() const override { return current_device; }
+  void setCurrentDevice(c10::DeviceIndex d) const override { current_device = d; }
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex d) const override {
+    auto old = current_device;
+    current_device = d;
+    return old;
+  }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex d) const override { return exchangeDevice(d); }
+  at::Device getDeviceFromPtr(void*) const override { return c10::Device(c10::DeviceType::PrivateUse1, 0); }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
+    // Grow (or shrink) a storage: a new allocation holding the old bytes.
+    c10::DataPtr fresh = allocator.allocate(newsize);
+    allocator.copy_data(fresh.get(), storage.data(), std::min(newsize, storage.nbytes()));
+    const_cast<c10::Storage&>(storage).set_data_ptr_noswap(std::move(fresh));
+    const_cast<c10::Storage&>(storage).set_nbytes(newsize);
+  }
+};
+
+}  // namespace
+
+c10::Allocator* tpu_allocator() { return &allocator; }
+
+}  // namespace etpu
+
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &etpu::allocator);
+C10_REGISTER_GUARD_IMPL(PrivateUse1, etpu::TpuGuard);
+
+namespace {
+struct RegisterHooks {
+  RegisterHooks() {
+    static etpu::TpuHooks hooks;
+    at::RegisterPrivateUse1HooksInterface(&hooks);
+  }
+} register_hooks;
+}  // namespace

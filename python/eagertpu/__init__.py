@@ -1,0 +1,125 @@
+"""EagerTPU for PyTorch: `torch.device("tpu")` as a real device.
+
+`import eagertpu` (or just `import torch`: the `torch.backends` entry point
+autoloads it) registers the `tpu` device (PyTorch's PrivateUse1 slot): plain
+tensors, no subclasses or wrappers. Ops run on EagerTPU's runtime in the mode
+`EAGERTPU_MODE` picks (debug, strict, fused); ops without a tpu kernel run on
+the CPU, counted (`fallbacks()`), warned about once, or refused under
+`EAGERTPU_FALLBACK=error`.
+"""
+
+import contextlib
+import os
+import warnings
+
+import torch
+
+from . import _lib
+
+__all__ = [
+    "sync",
+    "set_mode",
+    "get_mode",
+    "mode",
+    "metrics",
+    "metrics_report",
+    "fallbacks",
+    "host_syncs",
+    "memory_info",
+]
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_registered = False
+
+
+def _register() -> None:
+    global _registered
+    if _registered:
+        return
+    torch.ops.load_library(os.path.join(_HERE, "_backend.so"))
+    torch.utils.rename_privateuse1_backend("tpu")
+    from . import tpu as _tpu
+
+    torch._register_device_module("tpu", _tpu)
+    torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
+    _registered = True
+
+
+def _autoload() -> None:
+    """The `torch.backends` entry point: registration must never break `import torch`."""
+    try:
+        _register()
+    except Exception as e:  # noqa: BLE001 - reported, not raised
+        warnings.warn(f"eagertpu: the tpu backend did not load: {e}", stacklevel=2)
+
+
+_register()
+
+
+def sync() -> None:
+    """Runs everything recorded on `tpu` and waits; raises the first failure."""
+    _lib.check(_lib.ffi.eagertpu_sync())
+
+
+def set_mode(name: str) -> None:
+    """`"debug"`, `"strict"` or `"fused"` for the whole process; pending work runs first."""
+    if name not in _lib.MODES:
+        raise ValueError(f"unknown mode {name!r}: expected one of {sorted(_lib.MODES)}")
+    _lib.check(_lib.ffi.eagertpu_set_mode(_lib.MODES[name]))
+
+
+def get_mode() -> str:
+    import ctypes
+
+    m = ctypes.c_int32(0)
+    _lib.check(_lib.ffi.eagertpu_get_mode(ctypes.byref(m)))
+    return _lib.MODE_NAMES[m.value]
+
+
+@contextlib.contextmanager
+def mode(name: str):
+    """`with eagertpu.mode("debug"): ...` runs the block in a mode."""
+    previous = get_mode()
+    set_mode(name)
+    try:
+        yield
+    finally:
+        set_mode(previous)
+
+
+def fallbacks() -> dict:
+    """Ops that ran on the CPU for lack of a tpu kernel: {op: count}."""
+    return _lib.counted_lines(_lib.backend().etpu_py_fallbacks)
+
+
+def host_syncs() -> dict:
+    """Host reads of tpu values (`.item()`, `.cpu()`, printing) by call site: {"file:line": count}."""
+    return _lib.counted_lines(_lib.backend().etpu_py_sync_sites)
+
+
+def metrics() -> dict:
+    """The runtime's counters, the fallbacks and the host syncs by call site."""
+    out = {}
+    for line in _lib.runtime_report().splitlines():
+        key, _, value = line.partition("  ")
+        out[key.strip()] = value.strip()
+    out["fallbacks"] = fallbacks()
+    out["host_syncs_by_site"] = host_syncs()
+    return out
+
+
+def metrics_report() -> str:
+    """A text report: runtime counters, CPU fallbacks, host syncs by call site."""
+    lines = [_lib.runtime_report().rstrip()]
+    fb = fallbacks()
+    lines.append(f"cpu fallbacks       {sum(fb.values())}" + "".join(f"\n  {op}: {n}" for op, n in sorted(fb.items())))
+    sites = sorted(host_syncs().items(), key=lambda kv: -kv[1])
+    lines.append(f"host syncs by site  {sum(n for _, n in sites)}" + "".join(f"\n  {s}: {n}" for s, n in sites[:20]))
+    return "\n".join(lines) + "\n"
+
+
+def memory_info(device="tpu:0") -> dict:
+    """Storage bytes allocated on a tpu device (and the number of allocations)."""
+    index = torch.device(device).index or 0
+    count, nbytes = _lib.storage_stats(index)
+    return {"allocated_bytes": nbytes, "allocations": count}
