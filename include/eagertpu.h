@@ -162,6 +162,22 @@ etpu_status etpu_cross_entropy(etpu_tensor logits, etpu_tensor target, int32_t r
 etpu_status etpu_index_select(etpu_tensor x, int64_t dim, etpu_tensor index, const char* origin,
                               etpu_tensor* out);
 
+etpu_status etpu_gather(etpu_tensor x, int64_t dim, etpu_tensor index, const char* origin,
+                        etpu_tensor* out);
+/* x with src written (or added, when `add`) at index along dim. */
+etpu_status etpu_scatter(etpu_tensor x, int64_t dim, etpu_tensor index, etpu_tensor src, bool add,
+                         const char* origin, etpu_tensor* out);
+etpu_status etpu_arange(int64_t device, double start, double end, double step, int32_t dtype,
+                        const char* origin, etpu_tensor* out);
+/* Bounds are used when their has_ flag is set; integers when is_int. */
+etpu_status etpu_clamp(etpu_tensor x, double lo, bool has_lo, double hi, bool has_hi, bool is_int,
+                       const char* origin, etpu_tensor* out);
+/* op: argmax argmin; over `dim`, or the flattened tensor unless has_dim. */
+etpu_status etpu_argreduce(const char* op, etpu_tensor x, int64_t dim, bool has_dim, bool keepdim,
+                           const char* origin, etpu_tensor* out);
+etpu_status etpu_var(etpu_tensor x, const int64_t* dims, size_t ndims, int64_t correction,
+                     bool keepdim, const char* origin, etpu_tensor* out);
+
 #ifdef __cplusplus
 }
 #endif

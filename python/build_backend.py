@@ -10,7 +10,11 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-import torch
+# Importing torch would autoload the installed backend (the torch.backends entry
+# point) and map the very files this script replaces.
+os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+
+import torch  # noqa: E402
 from torch.utils.cpp_extension import include_paths, library_paths
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -39,6 +43,15 @@ def newest(paths):
     return max(os.path.getmtime(p) for p in paths)
 
 
+def replace(src, dst):
+    """Copies by rename, so a process that has the old file mapped keeps it intact."""
+    if os.path.exists(dst) and os.path.getmtime(dst) >= os.path.getmtime(src):
+        return
+    tmp = dst + ".tmp"
+    shutil.copy2(src, tmp)
+    os.replace(tmp, dst)
+
+
 def compile_one(src, headers):
     obj = os.path.join(BUILD, os.path.basename(src) + ".o")
     if os.path.exists(obj) and os.path.getmtime(obj) >= newest([src] + headers):
@@ -60,16 +73,18 @@ def main():
     headers.append(os.path.join(ROOT, "include", "eagertpu.h"))
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         objects = list(pool.map(lambda s: compile_one(s, headers), sources))
-    shutil.copy2(FFI, os.path.join(PACKAGE, "libeagertpu_ffi.so"))
+    replace(FFI, os.path.join(PACKAGE, "libeagertpu_ffi.so"))
     if os.path.exists(OUT) and os.path.getmtime(OUT) >= newest(objects + [FFI]):
         return
     libs = ["-L" + p for p in library_paths()] + ["-lc10", "-ltorch_cpu", "-ltorch"]
-    cmd = [CXX, "-shared", *objects, "-L" + PACKAGE, "-leagertpu_ffi", *libs, "-Wl,-rpath,$ORIGIN", "-o", OUT]
+    tmp = OUT + ".tmp"
+    cmd = [CXX, "-shared", *objects, "-L" + PACKAGE, "-leagertpu_ffi", *libs, "-Wl,-rpath,$ORIGIN", "-o", tmp]
     print(f"  link {os.path.relpath(OUT, ROOT)}", flush=True)
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         sys.stderr.write(r.stderr)
         raise SystemExit("linking the backend failed")
+    os.replace(tmp, OUT)
 
 
 if __name__ == "__main__":

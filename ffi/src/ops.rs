@@ -247,4 +247,79 @@ c_api! {
             put_tensor(out, t)
         }
     }
+
+    /// `out = gather(x, dim, index)` (`torch.gather`).
+    fn etpu_gather(x: TensorHandle, dim: i64, index: TensorHandle, origin: *const c_char, out: *mut TensorHandle) {
+        let (x, i) = (get(x, "x")?, get(index, "index")?);
+        // SAFETY: pointers as documented.
+        unsafe {
+            let t = at(origin, || x.gather(dim, &i))?;
+            put_tensor(out, t)
+        }
+    }
+
+    /// `out` = `x` with `src` written (or added, when `add`) at `index` along `dim`.
+    fn etpu_scatter(x: TensorHandle, dim: i64, index: TensorHandle, src: TensorHandle, add: bool, origin: *const c_char, out: *mut TensorHandle) {
+        let (x, i, s) = (get(x, "x")?, get(index, "index")?, get(src, "src")?);
+        // SAFETY: pointers as documented.
+        unsafe {
+            let t = at(origin, || if add { x.scatter_add(dim, &i, &s) } else { x.scatter(dim, &i, &s) })?;
+            put_tensor(out, t)
+        }
+    }
+
+    /// `start, start + step, ...` below `end`, as `dtype`.
+    fn etpu_arange(device: i64, start: f64, end: f64, step: f64, dtype: i32, origin: *const c_char, out: *mut TensorHandle) {
+        let d = dtype_from(dtype)?;
+        let index = usize::try_from(device).map_err(|_| Failure::invalid(format!("device {device} is negative")))?;
+        let dev = Device::get(index)?;
+        // SAFETY: pointers as documented.
+        unsafe {
+            let t = at(origin, || dev.arange_with(start, end, step, d))?;
+            put_tensor(out, t)
+        }
+    }
+
+    /// `out = clamp(x, lo, hi)`; a bound is used only when its `has_` flag is set.
+    fn etpu_clamp(x: TensorHandle, lo: f64, has_lo: bool, hi: f64, has_hi: bool, is_int: bool, origin: *const c_char, out: *mut TensorHandle) {
+        let x = get(x, "x")?;
+        let s = |v: f64| if is_int { Scalar::Int(v as i64) } else { Scalar::Float(v) };
+        // SAFETY: pointers as documented.
+        unsafe {
+            let t = at(origin, || match (has_lo, has_hi) {
+                (true, true) => x.clamp(s(lo), s(hi)),
+                (true, false) => x.clamp_min(s(lo)),
+                (false, true) => x.clamp_max(s(hi)),
+                (false, false) => Ok(x.clone()),
+            })?;
+            put_tensor(out, t)
+        }
+    }
+
+    /// `argmax`/`argmin` (`op`) along `dim` (the flattened tensor unless `has_dim`).
+    fn etpu_argreduce(op: *const c_char, x: TensorHandle, dim: i64, has_dim: bool, keepdim: bool, origin: *const c_char, out: *mut TensorHandle) {
+        let x = get(x, "x")?;
+        // SAFETY: strings and pointers as documented.
+        unsafe {
+            let op = c_str(op, "op")?;
+            let d = has_dim.then_some(dim);
+            let t = match op {
+                "argmax" => at(origin, || x.argmax(d, keepdim)),
+                "argmin" => at(origin, || x.argmin(d, keepdim)),
+                _ => Err(unknown("arg-reduction", op, "argmax argmin")),
+            }?;
+            put_tensor(out, t)
+        }
+    }
+
+    /// Variance over `dims[0..ndims]` with Bessel's `correction`.
+    fn etpu_var(x: TensorHandle, dims_ptr: *const i64, ndims: usize, correction: i64, keepdim: bool, origin: *const c_char, out: *mut TensorHandle) {
+        let x = get(x, "x")?;
+        // SAFETY: pointers as documented.
+        unsafe {
+            let d = dims(dims_ptr, ndims, "dims")?;
+            let t = at(origin, || x.var(d, correction, keepdim))?;
+            put_tensor(out, t)
+        }
+    }
 }

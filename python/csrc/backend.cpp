@@ -250,6 +250,57 @@ Handle index_select(const Handle& x, int64_t dim, const Handle& index) {
   return h;
 }
 
+Handle gather(const Handle& x, int64_t dim, const Handle& index) {
+  Handle h;
+  check(etpu_gather(x.get(), dim, index.get(), origin(), h.out()));
+  return h;
+}
+
+Handle scatter(const Handle& x, int64_t dim, const Handle& index, const Handle& src, bool add) {
+  Handle h;
+  check(etpu_scatter(x.get(), dim, index.get(), src.get(), add, origin(), h.out()));
+  return h;
+}
+
+Handle arange(int64_t device, double start, double end, double step, at::ScalarType t) {
+  Handle h;
+  check(etpu_arange(device, start, end, step, dtype_code(t), origin(), h.out()));
+  return h;
+}
+
+Handle clamp(const Handle& x, const std::optional<at::Scalar>& lo, const std::optional<at::Scalar>& hi) {
+  Handle h;
+  bool is_int = (lo && lo->isIntegral(false)) || (hi && hi->isIntegral(false));
+  if ((lo && lo->isFloatingPoint()) || (hi && hi->isFloatingPoint())) is_int = false;
+  auto v = [](const std::optional<at::Scalar>& s) { return s ? s->toDouble() : 0.0; };
+  check(etpu_clamp(x.get(), v(lo), lo.has_value(), v(hi), hi.has_value(), is_int, origin(), h.out()));
+  return h;
+}
+
+Handle argreduce(const char* op, const Handle& x, std::optional<int64_t> dim, bool keepdim) {
+  Handle h;
+  check(etpu_argreduce(op, x.get(), dim.value_or(0), dim.has_value(), keepdim, origin(), h.out()));
+  return h;
+}
+
+Handle var(const Handle& x, at::IntArrayRef dims, int64_t correction, bool keepdim) {
+  Handle h;
+  check(etpu_var(x.get(), dims.data(), dims.size(), correction, keepdim, origin(), h.out()));
+  return h;
+}
+
+Handle slice(const Handle& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  Handle h;
+  check(etpu_slice(x.get(), dim, start, end, step, origin(), h.out()));
+  return h;
+}
+
+Handle cat(const std::vector<etpu_tensor>& xs, int64_t dim) {
+  Handle h;
+  check(etpu_cat(xs.data(), xs.size(), dim, origin(), h.out()));
+  return h;
+}
+
 }  // namespace etpu
 
 // --------------------------------------------------- the Python-facing API ----

@@ -97,6 +97,20 @@ Handle matmul(const Handle& a, const Handle& b);
 Handle softmax(const Handle& x, int64_t dim, bool log);
 Handle where(const Handle& c, const Handle& x, const Handle& y);
 Handle index_select(const Handle& x, int64_t dim, const Handle& index);
+Handle gather(const Handle& x, int64_t dim, const Handle& index);
+Handle scatter(const Handle& x, int64_t dim, const Handle& index, const Handle& src, bool add);
+Handle arange(int64_t device, double start, double end, double step, at::ScalarType t);
+Handle clamp(const Handle& x, const std::optional<at::Scalar>& lo, const std::optional<at::Scalar>& hi);
+Handle argreduce(const char* op, const Handle& x, std::optional<int64_t> dim, bool keepdim);
+Handle var(const Handle& x, at::IntArrayRef dims, int64_t correction, bool keepdim);
+Handle slice(const Handle& x, int64_t dim, int64_t start, int64_t end, int64_t step);
+Handle cat(const std::vector<etpu_tensor>& xs, int64_t dim);
+// x with a scalar: the runtime's promotion of Python numbers applies.
+inline Handle mul(const Handle& x, const at::Scalar& s) { return binary_scalar("mul", x, s); }
+inline Handle add(const Handle& a, const Handle& b) { return binary("add", a, b); }
+inline Handle sub(const Handle& a, const Handle& b) { return binary("sub", a, b); }
+inline Handle mul(const Handle& a, const Handle& b) { return binary("mul", a, b); }
+inline Handle div(const Handle& a, const Handle& b) { return binary("div", a, b); }
 
 // The device index of a `tpu` tensor.
 inline int64_t device_index(const at::Tensor& t) { return t.device().index() < 0 ? 0 : t.device().index(); }

@@ -1,0 +1,346 @@
+// Elementwise kernels. Structured ops are registered as `.out` (PyTorch then
+// routes the functional and in-place forms to them, with `out` already shaped
+// and typed by the op's meta function); `write` converts and broadcasts.
+#include <torch/library.h>
+
+#include <cmath>
+
+#include "backend.h"
+
+namespace etpu {
+namespace {
+
+// An operand next to `like`: a tpu tensor, or a CPU 0-d tensor.
+Handle operand(const at::Tensor& t, const at::Tensor& like) { return read_operand(t, device_index(like)); }
+
+bool is_scalar(const at::Tensor& t) { return t.unsafeGetTensorImpl()->is_wrapped_number(); }
+
+// `a op b`, with a Python-number `b` kept as a scalar (weak type).
+Handle binary_any(const char* op, const at::Tensor& a, const at::Tensor& b) {
+  if (is_scalar(b)) return binary_scalar(op, operand(a, a), b.item());
+  if (is_scalar(a)) return binary_scalar(op, operand(b, b), a.item(), /*reversed=*/true);
+  const at::Tensor& like = a.device().is_cpu() ? b : a;
+  return binary(op, operand(a, like), operand(b, like));
+}
+
+// `b * alpha`, for add/sub's alpha (skipped when 1).
+Handle scaled(const at::Tensor& b, const at::Scalar& alpha, const at::Tensor& like) {
+  Handle h = is_scalar(b) ? full(device_index(like), {}, b.item(), b.scalar_type()) : operand(b, like);
+  bool one = alpha.isIntegral(true) ? alpha.toLong() == 1 : alpha.toDouble() == 1.0;
+  return one ? std::move(h) : mul(h, alpha);
+}
+
+#define UNARY_KERNEL(name, op)                                           \
+  at::Tensor& name##_out(const at::Tensor& self, at::Tensor& out) {      \
+    OpScope s;                                                           \
+    write(out, unary(op, read(self)));                                   \
+    return out;                                                          \
+  }
+
+UNARY_KERNEL(neg, "neg")
+UNARY_KERNEL(abs, "abs")
+UNARY_KERNEL(exp, "exp")
+UNARY_KERNEL(log, "log")
+UNARY_KERNEL(log1p, "log1p")
+UNARY_KERNEL(sqrt, "sqrt")
+UNARY_KERNEL(rsqrt, "rsqrt")
+UNARY_KERNEL(tanh, "tanh")
+UNARY_KERNEL(sigmoid, "sigmoid")
+UNARY_KERNEL(sin, "sin")
+UNARY_KERNEL(cos, "cos")
+UNARY_KERNEL(floor, "floor")
+UNARY_KERNEL(ceil, "ceil")
+UNARY_KERNEL(round, "round")
+UNARY_KERNEL(sign, "sign")
+UNARY_KERNEL(erf, "erf")
+UNARY_KERNEL(logical_not, "logical_not")
+
+at::Tensor relu(const at::Tensor& self) {
+  OpScope s;
+  at::Tensor out = at::empty_like(self);
+  write(out, unary("relu", read(self)));
+  return out;
+}
+
+at::Tensor& relu_(at::Tensor& self) {
+  OpScope s;
+  write(self, unary("relu", read(self)));
+  return self;
+}
+
+#define BINARY_KERNEL(name, op)                                                             \
+  at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) { \
+    OpScope s;                                                                              \
+    write(out, binary_any(op, self, other));                                                \
+    return out;                                                                             \
+  }
+
+#define SCALAR_KERNEL(name, op)                                                             \
+  at::Tensor& name##_out(const at::Tensor& self, const at::Scalar& other, at::Tensor& out) { \
+    OpScope s;                                                                              \
+    write(out, binary_scalar(op, read(self), other));                                       \
+    return out;                                                                             \
+  }
+
+BINARY_KERNEL(mul, "mul")
+BINARY_KERNEL(div, "div")
+BINARY_KERNEL(maximum, "maximum")
+BINARY_KERNEL(minimum, "minimum")
+BINARY_KERNEL(remainder, "remainder")
+BINARY_KERNEL(atan2, "atan2")
+BINARY_KERNEL(pow_tt, "pow")
+BINARY_KERNEL(eq, "eq")
+BINARY_KERNEL(ne, "ne")
+BINARY_KERNEL(lt, "lt")
+BINARY_KERNEL(le, "le")
+BINARY_KERNEL(gt, "gt")
+BINARY_KERNEL(ge, "ge")
+BINARY_KERNEL(logical_and, "logical_and")
+BINARY_KERNEL(logical_or, "logical_or")
+BINARY_KERNEL(logical_xor, "logical_xor")
+BINARY_KERNEL(bitwise_and, "bitwise_and")
+BINARY_KERNEL(bitwise_or, "bitwise_or")
+BINARY_KERNEL(bitwise_xor, "bitwise_xor")
+SCALAR_KERNEL(eq_s, "eq")
+SCALAR_KERNEL(ne_s, "ne")
+SCALAR_KERNEL(lt_s, "lt")
+SCALAR_KERNEL(le_s, "le")
+SCALAR_KERNEL(gt_s, "gt")
+SCALAR_KERNEL(ge_s, "ge")
+SCALAR_KERNEL(pow_ts, "pow")
+SCALAR_KERNEL(remainder_s, "remainder")
+
+at::Tensor& pow_st_out(const at::Scalar& self, const at::Tensor& exponent, at::Tensor& out) {
+  OpScope s;
+  write(out, binary_scalar("pow", read(exponent), self, /*reversed=*/true));
+  return out;
+}
+
+at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha, at::Tensor& out) {
+  OpScope s;
+  const at::Tensor& like = self.device().is_cpu() ? other : self;
+  bool one = alpha.isIntegral(true) ? alpha.toLong() == 1 : alpha.toDouble() == 1.0;
+  if (one) {
+    write(out, binary_any("add", self, other));
+  } else {
+    write(out, add(operand(self, like), scaled(other, alpha, like)));
+  }
+  return out;
+}
+
+at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha, at::Tensor& out) {
+  OpScope s;
+  const at::Tensor& like = self.device().is_cpu() ? other : self;
+  bool one = alpha.isIntegral(true) ? alpha.toLong() == 1 : alpha.toDouble() == 1.0;
+  if (one) {
+    write(out, binary_any("sub", self, other));
+  } else {
+    write(out, sub(operand(self, like), scaled(other, alpha, like)));
+  }
+  return out;
+}
+
+at::Tensor& div_mode_out(const at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> mode,
+                         at::Tensor& out) {
+  OpScope s;
+  Handle q = binary_any("div", self, other);
+  if (mode.has_value() && *mode == "floor") {
+    q = unary("floor", q);
+  } else if (mode.has_value() && *mode == "trunc") {
+    // trunc(x) = sign(x) * floor(|x|)
+    q = mul(unary("sign", q), unary("floor", unary("abs", q)));
+  }
+  write(out, q);
+  return out;
+}
+
+at::Tensor& where_out(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  OpScope s;
+  write(out, where(operand(condition, out), operand(self, out), operand(other, out)));
+  return out;
+}
+
+at::Tensor& clamp_out(const at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max,
+                      at::Tensor& out) {
+  OpScope s;
+  write(out, clamp(read(self), min, max));
+  return out;
+}
+
+at::Tensor& clamp_min_out(const at::Tensor& self, const at::Scalar& min, at::Tensor& out) {
+  return clamp_out(self, min, std::nullopt, out);
+}
+
+at::Tensor& clamp_max_out(const at::Tensor& self, const at::Scalar& max, at::Tensor& out) {
+  return clamp_out(self, std::nullopt, max, out);
+}
+
+at::Tensor& addcmul_out(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2, const at::Scalar& value,
+                        at::Tensor& out) {
+  OpScope s;
+  Handle prod = mul(operand(t1, out), operand(t2, out));
+  write(out, add(operand(self, out), mul(prod, value)));
+  return out;
+}
+
+at::Tensor& addcdiv_out(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2, const at::Scalar& value,
+                        at::Tensor& out) {
+  OpScope s;
+  Handle q = div(operand(t1, out), operand(t2, out));
+  write(out, add(operand(self, out), mul(q, value)));
+  return out;
+}
+
+at::Tensor& lerp_scalar_out(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight, at::Tensor& out) {
+  OpScope s;
+  Handle a = read(self);
+  write(out, add(a, mul(sub(operand(end, out), a), weight)));
+  return out;
+}
+
+at::Tensor& lerp_tensor_out(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight, at::Tensor& out) {
+  OpScope s;
+  Handle a = read(self);
+  write(out, add(a, mul(sub(operand(end, out), a), operand(weight, out))));
+  return out;
+}
+
+at::Tensor& masked_fill_scalar(at::Tensor& self, const at::Tensor& mask, const at::Scalar& value) {
+  OpScope s;
+  Handle v = full(device_index(self), {}, value, self.scalar_type());
+  write(self, where(operand(mask, self), v, read(self)));
+  return self;
+}
+
+at::Tensor& masked_fill_tensor(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
+  if (value.device().is_cpu()) return masked_fill_scalar(self, mask, value.item());
+  OpScope s;
+  write(self, where(operand(mask, self), cast(read(value), self.scalar_type()), read(self)));
+  return self;
+}
+
+at::Tensor& threshold_backward_out(const at::Tensor& grad_output, const at::Tensor& self, const at::Scalar& threshold,
+                                   at::Tensor& grad_input) {
+  OpScope s;
+  Handle keep = binary_scalar("gt", read(self), threshold);
+  Handle g = read(grad_output);
+  write(grad_input, where(keep, g, full(device_index(self), {}, 0, grad_output.scalar_type())));
+  return grad_input;
+}
+
+at::Tensor& gelu_out(const at::Tensor& self, c10::string_view approximate, at::Tensor& out) {
+  OpScope s;
+  write(out, unary(approximate == "tanh" ? "gelu_tanh" : "gelu", read(self)));
+  return out;
+}
+
+at::Tensor& gelu_backward_out(const at::Tensor& grad_output, const at::Tensor& self, c10::string_view approximate,
+                              at::Tensor& grad_input) {
+  OpScope s;
+  Handle x = read(self);
+  Handle d;
+  if (approximate == "tanh") {
+    // u = c (x + k x^3); d = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) c (1 + 3k x^2)
+    const double c = std::sqrt(2.0 / M_PI), k = 0.044715;
+    Handle x2 = mul(x, x);
+    Handle u = mul(add(x, mul(mul(x2, x), k)), c);
+    Handle t = unary("tanh", u);
+    Handle left = mul(binary_scalar("add", t, 1.0), 0.5);
+    Handle sech2 = binary_scalar("sub", mul(t, t), 1.0, /*reversed=*/true);
+    Handle inner = mul(binary_scalar("add", mul(x2, 3 * k), 1.0), c);
+    d = add(left, mul(mul(mul(x, sech2), inner), 0.5));
+  } else {
+    // d = Phi(x) + x phi(x)
+    Handle cdf = mul(binary_scalar("add", unary("erf", mul(x, M_SQRT1_2)), 1.0), 0.5);
+    Handle pdf = mul(unary("exp", mul(mul(x, x), -0.5)), 1.0 / std::sqrt(2.0 * M_PI));
+    d = add(cdf, mul(x, pdf));
+  }
+  write(grad_input, mul(read(grad_output), d));
+  return grad_input;
+}
+
+at::Tensor& sigmoid_backward_out(const at::Tensor& grad_output, const at::Tensor& output, at::Tensor& grad_input) {
+  OpScope s;
+  Handle y = read(output);
+  write(grad_input, mul(read(grad_output), mul(y, binary_scalar("sub", y, 1.0, true))));
+  return grad_input;
+}
+
+at::Tensor& tanh_backward_out(const at::Tensor& grad_output, const at::Tensor& output, at::Tensor& grad_input) {
+  OpScope s;
+  Handle y = read(output);
+  write(grad_input, mul(read(grad_output), binary_scalar("sub", mul(y, y), 1.0, true)));
+  return grad_input;
+}
+
+}  // namespace
+}  // namespace etpu
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  using namespace etpu;
+  m.impl("neg.out", neg_out);
+  m.impl("abs.out", abs_out);
+  m.impl("exp.out", exp_out);
+  m.impl("log.out", log_out);
+  m.impl("log1p.out", log1p_out);
+  m.impl("sqrt.out", sqrt_out);
+  m.impl("rsqrt.out", rsqrt_out);
+  m.impl("tanh.out", tanh_out);
+  m.impl("sigmoid.out", sigmoid_out);
+  m.impl("sin.out", sin_out);
+  m.impl("cos.out", cos_out);
+  m.impl("floor.out", floor_out);
+  m.impl("ceil.out", ceil_out);
+  m.impl("round.out", round_out);
+  m.impl("sign.out", sign_out);
+  m.impl("erf.out", erf_out);
+  m.impl("logical_not.out", logical_not_out);
+  m.impl("relu", relu);
+  m.impl("relu_", relu_);
+  m.impl("add.out", add_out);
+  m.impl("sub.out", sub_out);
+  m.impl("mul.out", mul_out);
+  m.impl("div.out", div_out);
+  m.impl("div.out_mode", div_mode_out);
+  m.impl("maximum.out", maximum_out);
+  m.impl("minimum.out", minimum_out);
+  m.impl("remainder.Tensor_out", remainder_out);
+  m.impl("remainder.Scalar_out", remainder_s_out);
+  m.impl("atan2.out", atan2_out);
+  m.impl("pow.Tensor_Tensor_out", pow_tt_out);
+  m.impl("pow.Tensor_Scalar_out", pow_ts_out);
+  m.impl("pow.Scalar_out", pow_st_out);
+  m.impl("eq.Tensor_out", eq_out);
+  m.impl("ne.Tensor_out", ne_out);
+  m.impl("lt.Tensor_out", lt_out);
+  m.impl("le.Tensor_out", le_out);
+  m.impl("gt.Tensor_out", gt_out);
+  m.impl("ge.Tensor_out", ge_out);
+  m.impl("eq.Scalar_out", eq_s_out);
+  m.impl("ne.Scalar_out", ne_s_out);
+  m.impl("lt.Scalar_out", lt_s_out);
+  m.impl("le.Scalar_out", le_s_out);
+  m.impl("gt.Scalar_out", gt_s_out);
+  m.impl("ge.Scalar_out", ge_s_out);
+  m.impl("logical_and.out", logical_and_out);
+  m.impl("logical_or.out", logical_or_out);
+  m.impl("logical_xor.out", logical_xor_out);
+  m.impl("bitwise_and.Tensor_out", bitwise_and_out);
+  m.impl("bitwise_or.Tensor_out", bitwise_or_out);
+  m.impl("bitwise_xor.Tensor_out", bitwise_xor_out);
+  m.impl("where.self_out", where_out);
+  m.impl("clamp.out", clamp_out);
+  m.impl("clamp_min.out", clamp_min_out);
+  m.impl("clamp_max.out", clamp_max_out);
+  m.impl("addcmul.out", addcmul_out);
+  m.impl("addcdiv.out", addcdiv_out);
+  m.impl("lerp.Scalar_out", lerp_scalar_out);
+  m.impl("lerp.Tensor_out", lerp_tensor_out);
+  m.impl("masked_fill_.Scalar", masked_fill_scalar);
+  m.impl("masked_fill_.Tensor", masked_fill_tensor);
+  m.impl("threshold_backward.grad_input", threshold_backward_out);
+  m.impl("gelu.out", gelu_out);
+  m.impl("gelu_backward.grad_input", gelu_backward_out);
+  m.impl("sigmoid_backward.grad_input", sigmoid_backward_out);
+  m.impl("tanh_backward.grad_input", tanh_backward_out);
+}
