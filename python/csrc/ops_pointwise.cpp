@@ -1,6 +1,7 @@
 // Elementwise kernels. Structured ops are registered as `.out` (PyTorch then
 // routes the functional and in-place forms to them, with `out` already shaped
 // and typed by the op's meta function); `write` converts and broadcasts.
+#include <ATen/ExpandUtils.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -158,6 +159,14 @@ at::Tensor& where_out(const at::Tensor& condition, const at::Tensor& self, const
   OpScope s;
   write(out, where(operand(condition, out), operand(self, out), operand(other, out)));
   return out;
+}
+
+at::Tensor where_self(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other) {
+  at::ScalarType t = at::result_type(self, other);
+  auto shape = at::infer_size(at::infer_size(condition.sizes(), self.sizes()), other.sizes());
+  const at::Tensor& like = self.device().is_cpu() ? other : self;
+  at::Tensor out = at::empty(shape, like.options().dtype(t));
+  return where_out(condition, self, other, out);
 }
 
 at::Tensor& clamp_out(const at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max,
@@ -329,6 +338,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("bitwise_or.Tensor_out", bitwise_or_out);
   m.impl("bitwise_xor.Tensor_out", bitwise_xor_out);
   m.impl("where.self_out", where_out);
+  m.impl("where.self", where_self);
   m.impl("clamp.out", clamp_out);
   m.impl("clamp_min.out", clamp_min_out);
   m.impl("clamp_max.out", clamp_max_out);

@@ -1,0 +1,409 @@
+// Matmuls, softmax, losses, layer norm, embedding and index kernels: what
+// autograd needs to train MLPs and transformers. Composites (nll_loss,
+// layer_norm and their backwards) are written in runtime ops; the fuser
+// turns each into one program in fused mode.
+#include <ATen/OpMathType.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/native/Resize.h>
+#include <torch/library.h>
+
+#include "backend.h"
+
+namespace etpu {
+namespace {
+
+bool is_one(const at::Scalar& s) { return s.isIntegral(true) ? s.toLong() == 1 : s.toDouble() == 1.0; }
+bool is_zero(const at::Scalar& s) { return s.isIntegral(true) ? s.toLong() == 0 : s.toDouble() == 0.0; }
+
+Handle read_as(const at::Tensor& t, at::ScalarType dtype) {
+  Handle h = read(t);
+  return t.scalar_type() == dtype ? std::move(h) : cast(h, dtype);
+}
+
+Handle zeros(const at::Tensor& like, at::IntArrayRef sizes, at::ScalarType t) {
+  return full(device_index(like), sizes, 0, t);
+}
+
+// ---------------------------------------------------------------- matmul ----
+
+at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+  OpScope s;
+  write(out, matmul(read(self), read(mat2)));
+  return out;
+}
+
+// beta * self + alpha * product (self ignored when beta is 0, as on CPU).
+Handle scaled_sum(const at::Tensor& self, Handle product, const at::Scalar& beta, const at::Scalar& alpha) {
+  if (!is_one(alpha)) product = mul(product, alpha);
+  if (is_zero(beta)) return product;
+  Handle c = read(self);
+  if (!is_one(beta)) c = mul(c, beta);
+  return add(c, product);
+}
+
+at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const at::Scalar& beta,
+                      const at::Scalar& alpha, at::Tensor& out) {
+  OpScope s;
+  write(out, scaled_sum(self, matmul(read(mat1), read(mat2)), beta, alpha));
+  return out;
+}
+
+at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const at::Scalar& beta,
+                        const at::Scalar& alpha, at::Tensor& out) {
+  return addmm_out(self, b1, b2, beta, alpha, out);
+}
+
+at::Tensor& addmv_out(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta,
+                      const at::Scalar& alpha, at::Tensor& out) {
+  return addmm_out(self, mat, vec, beta, alpha, out);
+}
+
+at::Tensor dot(const at::Tensor& self, const at::Tensor& other) {
+  OpScope s;
+  TORCH_CHECK(self.dim() == 1 && other.dim() == 1, "dot: expected 1-D tensors, got ", self.dim(), "-D and ",
+              other.dim(), "-D");
+  TORCH_CHECK(self.scalar_type() == other.scalar_type(), "dot: expected both vectors to have the same dtype, got ",
+              self.scalar_type(), " and ", other.scalar_type());
+  at::Tensor out = at::empty({}, self.options());
+  write(out, matmul(read(self), read(other)));
+  return out;
+}
+
+// --------------------------------------------------------------- softmax ----
+
+at::Tensor& softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out) {
+  OpScope s;
+  write(out, softmax(read_as(self, out.scalar_type()), dim, false));
+  return out;
+}
+
+at::Tensor& log_softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out) {
+  OpScope s;
+  write(out, softmax(read_as(self, out.scalar_type()), dim, true));
+  return out;
+}
+
+// dx = y * (dy - sum(dy * y))
+at::Tensor& softmax_backward_out(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                 at::ScalarType input_dtype, at::Tensor& grad_input) {
+  OpScope s;
+  Handle y = read(output), g = read(grad_output);
+  int64_t d = at::maybe_wrap_dim(dim, output.dim());
+  write(grad_input, mul(y, sub(g, reduce("sum", mul(g, y), {d}, true))));
+  return grad_input;
+}
+
+// dx = dy - exp(y) * sum(dy)
+at::Tensor& log_softmax_backward_out(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                     at::ScalarType input_dtype, at::Tensor& grad_input) {
+  OpScope s;
+  Handle y = read(output), g = read(grad_output);
+  int64_t d = at::maybe_wrap_dim(dim, output.dim());
+  write(grad_input, sub(g, mul(unary("exp", y), reduce("sum", g, {d}, true))));
+  return grad_input;
+}
+
+// -------------------------------------------------------------- nll_loss ----
+
+// One-hot rows of `target` ([N] or []) over `classes`, as `dtype`, each
+// scaled by its class weight; an ignored (or out-of-range) target gives a
+// zero row.
+Handle weighted_one_hot(const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight,
+                        int64_t classes, int64_t ignore_index) {
+  int64_t dev = device_index(self);
+  Handle t = read_as(target, at::kLong);
+  Handle cls = arange(dev, 0, static_cast<double>(classes), 1, at::kLong);
+  std::vector<int64_t> col = dims_of(t);
+  col.push_back(1);
+  Handle hit = binary("eq", reshape(t, col), cls);
+  hit = binary("logical_and", hit, binary_scalar("ne", reshape(t, col), ignore_index));
+  Handle w = weight.has_value() && weight->defined() ? read_as(*weight, self.scalar_type())
+                                                      : full(dev, {}, 1, self.scalar_type());
+  return where(hit, w, full(dev, {}, 0, self.scalar_type()));
+}
+
+std::tuple<at::Tensor&, at::Tensor&> nll_loss_forward_out(const at::Tensor& self, const at::Tensor& target,
+                                                          const std::optional<at::Tensor>& weight,
+                                                          int64_t reduction, int64_t ignore_index,
+                                                          at::Tensor& output, at::Tensor& total_weight) {
+  OpScope s;
+  int64_t classes = self.size(-1);
+  Handle hot = weighted_one_hot(self, target, weight, classes, ignore_index);
+  int64_t last = self.dim() - 1;
+  Handle loss = unary("neg", reduce("sum", mul(hot, read(self)), {last}, false));  // [N] or []
+  Handle tw = reduce("sum", hot, {}, false);
+  write(total_weight, tw);
+  if (reduction == at::Reduction::None) {
+    write(output, loss);
+  } else if (reduction == at::Reduction::Sum) {
+    write(output, reduce("sum", loss, {}, false));
+  } else {
+    write(output, div(reduce("sum", loss, {}, false), tw));
+  }
+  return {output, total_weight};
+}
+
+at::Tensor& nll_loss_backward_out(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                                  const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
+                                  const at::Tensor& total_weight, at::Tensor& grad_input) {
+  OpScope s;
+  Handle hot = weighted_one_hot(self, target, weight, self.size(-1), ignore_index);
+  Handle g = read(grad_output);
+  if (reduction == at::Reduction::None && self.dim() == 2) {
+    g = reshape(g, {self.size(0), 1});
+  } else if (reduction == at::Reduction::Mean) {
+    g = div(g, read(total_weight));
+  }
+  write(grad_input, unary("neg", mul(hot, g)));
+  return grad_input;
+}
+
+// ------------------------------------------------------------------- mse ----
+
+at::Tensor& mse_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction, at::Tensor& out) {
+  OpScope s;
+  Handle d = sub(read(self), read(target));
+  Handle sq = mul(d, d);
+  if (reduction == at::Reduction::Sum) sq = reduce("sum", sq, {}, false);
+  if (reduction == at::Reduction::Mean) sq = reduce("mean", sq, {}, false);
+  write(out, sq);
+  return out;
+}
+
+at::Tensor& mse_loss_backward_out(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                                  int64_t reduction, at::Tensor& grad_input) {
+  OpScope s;
+  double scale = reduction == at::Reduction::Mean ? 2.0 / static_cast<double>(std::max<int64_t>(self.numel(), 1)) : 2.0;
+  write(grad_input, mul(mul(sub(read(self), read(target)), read(grad_output)), scale));
+  return grad_input;
+}
+
+// ------------------------------------------------------------ layer norm ----
+
+std::vector<int64_t> trailing(int64_t rank, int64_t n) {
+  std::vector<int64_t> d;
+  for (int64_t i = rank - n; i < rank; i++) d.push_back(i);
+  return d;
+}
+
+std::vector<int64_t> leading(int64_t rank, int64_t n) {
+  std::vector<int64_t> d;
+  for (int64_t i = 0; i < rank - n; i++) d.push_back(i);
+  return d;
+}
+
+// Layer norm's statistics are kept in float32 for half and bfloat16 inputs.
+at::ScalarType stat_type(at::ScalarType t) { return at::toOpMathType(t); }
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(const at::Tensor& input,
+                                                                 at::IntArrayRef normalized_shape,
+                                                                 const std::optional<at::Tensor>& weight,
+                                                                 const std::optional<at::Tensor>& bias, double eps) {
+  OpScope s;
+  int64_t n = normalized_shape.size(), rank = input.dim();
+  TORCH_CHECK(n >= 1 && n <= rank && input.sizes().slice(rank - n).equals(normalized_shape), "layer_norm: input of shape ",
+              input.sizes(), " does not end with normalized_shape ", normalized_shape);
+  at::ScalarType st = stat_type(input.scalar_type());
+  auto axes = trailing(rank, n);
+  Handle x = read_as(input, st);
+  Handle mean = reduce("mean", x, axes, true);
+  Handle xc = sub(x, mean);
+  Handle rstd = unary("rsqrt", binary_scalar("add", reduce("mean", mul(xc, xc), axes, true), eps));
+  Handle y = mul(xc, rstd);
+  if (weight.has_value() && weight->defined()) y = mul(y, read_as(*weight, st));
+  if (bias.has_value() && bias->defined()) y = add(y, read_as(*bias, st));
+
+  std::vector<int64_t> stat_shape = input.sizes().vec();
+  for (int64_t i = rank - n; i < rank; i++) stat_shape[i] = 1;
+  at::Tensor out = at::empty_like(input, at::MemoryFormat::Contiguous);
+  at::Tensor mean_t = at::empty(stat_shape, input.options().dtype(st));
+  at::Tensor rstd_t = at::empty(stat_shape, input.options().dtype(st));
+  write(out, y);
+  write(mean_t, mean);
+  write(rstd_t, rstd);
+  return {out, mean_t, rstd_t};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, at::IntArrayRef normalized_shape, const at::Tensor& mean,
+    const at::Tensor& rstd, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    std::array<bool, 3> output_mask) {
+  OpScope s;
+  int64_t n = normalized_shape.size(), rank = input.dim();
+  at::ScalarType st = stat_type(input.scalar_type());
+  auto axes = trailing(rank, n), lead = leading(rank, n);
+  Handle x = read_as(input, st), dy = read_as(grad_out, st), r = read(rstd);
+  Handle xhat = mul(sub(x, read(mean)), r);
+  bool has_w = weight.has_value() && weight->defined();
+  at::Tensor gi, gw, gb;
+  if (output_mask[0]) {
+    Handle g = has_w ? mul(dy, read_as(*weight, st)) : read_as(grad_out, st);
+    Handle mg = reduce("mean", g, axes, true);
+    Handle mgx = reduce("mean", mul(g, xhat), axes, true);
+    gi = at::empty_like(input, at::MemoryFormat::Contiguous);
+    write(gi, mul(r, sub(sub(g, mg), mul(xhat, mgx))));
+  }
+  if (output_mask[1] && has_w) {
+    gw = at::empty_like(*weight, at::MemoryFormat::Contiguous);
+    write(gw, reduce("sum", mul(dy, xhat), lead, false));
+  }
+  if (output_mask[2] && bias.has_value() && bias->defined()) {
+    gb = at::empty_like(*bias, at::MemoryFormat::Contiguous);
+    write(gb, reduce("sum", dy, lead, false));
+  }
+  return {gi, gw, gb};
+}
+
+// ------------------------------------------------------------ activations ----
+
+at::Tensor& silu_out(const at::Tensor& self, at::Tensor& out) {
+  OpScope s;
+  Handle x = read(self);
+  write(out, mul(x, unary("sigmoid", x)));
+  return out;
+}
+
+// d silu = s (1 + x (1 - s))
+at::Tensor& silu_backward_out(const at::Tensor& grad_output, const at::Tensor& self, at::Tensor& grad_input) {
+  OpScope s;
+  Handle x = read(self);
+  Handle sg = unary("sigmoid", x);
+  Handle d = mul(sg, binary_scalar("add", mul(x, binary_scalar("sub", sg, 1.0, true)), 1.0));
+  write(grad_input, mul(read(grad_output), d));
+  return grad_input;
+}
+
+at::Tensor& reciprocal_out(const at::Tensor& self, at::Tensor& out) {
+  OpScope s;
+  write(out, binary_scalar("div", read_as(self, out.scalar_type()), 1.0, /*reversed=*/true));
+  return out;
+}
+
+// ----------------------------------------------------------------- index ----
+
+at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
+  OpScope s;
+  TORCH_CHECK(index.dim() <= 1, "index_select(): index must be 0-D or 1-D, got shape ", index.sizes());
+  int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  std::vector<int64_t> shape = self.sizes().vec();
+  if (self.dim() > 0) shape[d] = index.numel();
+  at::native::resize_output(out, shape);
+  Handle idx = read(index);
+  if (index.dim() == 0) idx = reshape(idx, {1});
+  write(out, index_select(read(self), d, idx));
+  return out;
+}
+
+at::Tensor index_select_fn(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  at::Tensor out = at::empty({0}, self.options());
+  return index_select_out(self, dim, index, out);
+}
+
+at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad,
+                       at::Tensor& out) {
+  OpScope s;
+  write(out, gather(read(self), at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1)), read(index)));
+  return out;
+}
+
+at::Tensor& scatter_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                            at::Tensor& out) {
+  OpScope s;
+  int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  write(out, scatter(read(self), d, read(index), read(src), /*add=*/true));
+  return out;
+}
+
+at::Tensor& scatter_src_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                            at::Tensor& out) {
+  OpScope s;
+  int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  write(out, scatter(read(self), d, read(index), read(src), /*add=*/false));
+  return out;
+}
+
+at::Tensor& scatter_value_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value,
+                              at::Tensor& out) {
+  OpScope s;
+  int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  Handle src = full(device_index(self), index.sizes(), value, self.scalar_type());
+  write(out, scatter(read(self), d, read(index), src, /*add=*/false));
+  return out;
+}
+
+// The gradient of an embedding lookup: rows of `grad` summed into the rows
+// their indices name.
+at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& indices, int64_t num_weights,
+                                    int64_t padding_idx, bool scale_grad_by_freq) {
+  OpScope s;
+  int64_t dim = grad.size(-1), n = indices.numel();
+  at::Tensor out = at::empty({num_weights, dim}, grad.options());
+  if (n == 0) {
+    write(out, zeros(grad, {}, grad.scalar_type()));
+    return out;
+  }
+  Handle idx = reshape(read_as(indices, at::kLong), {n, 1});
+  Handle g = reshape(read(grad), {n, dim});
+  if (padding_idx >= 0) {
+    g = where(binary_scalar("ne", idx, padding_idx), g, zeros(grad, {}, grad.scalar_type()));
+  }
+  if (scale_grad_by_freq) {
+    Handle ones = full(device_index(grad), {n, 1}, 1, grad.scalar_type());
+    Handle counts = scatter(zeros(grad, {num_weights, 1}, grad.scalar_type()), 0, idx, ones, true);
+    g = div(g, gather(counts, 0, idx));
+  }
+  Handle wide = expand(idx, {n, dim});
+  write(out, scatter(zeros(grad, {num_weights, dim}, grad.scalar_type()), 0, wide, g, /*add=*/true));
+  return out;
+}
+
+// ------------------------------------------------------------------- cat ----
+
+at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
+  OpScope s;
+  std::vector<Handle> parts;
+  std::vector<etpu_tensor> raw;
+  for (const at::Tensor& t : tensors) {
+    if (t.dim() == 1 && t.numel() == 0) continue;  // legacy: empty 1-D tensors are skipped
+    if (t.numel() == 0) continue;
+    parts.push_back(read_as(t, out.scalar_type()));
+    raw.push_back(parts.back().get());
+  }
+  if (raw.empty()) return out;
+  write(out, cat(raw, at::maybe_wrap_dim(dim, out.dim())));
+  return out;
+}
+
+}  // namespace
+}  // namespace etpu
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  using namespace etpu;
+  m.impl("mm.out", mm_out);
+  m.impl("bmm.out", mm_out);
+  m.impl("addmm.out", addmm_out);
+  m.impl("baddbmm.out", baddbmm_out);
+  m.impl("addmv.out", addmv_out);
+  m.impl("dot", dot);
+  m.impl("_softmax.out", softmax_out);
+  m.impl("_log_softmax.out", log_softmax_out);
+  m.impl("_softmax_backward_data.out", softmax_backward_out);
+  m.impl("_log_softmax_backward_data.out", log_softmax_backward_out);
+  m.impl("nll_loss_forward.output", nll_loss_forward_out);
+  m.impl("nll_loss_backward.grad_input", nll_loss_backward_out);
+  m.impl("mse_loss.out", mse_loss_out);
+  m.impl("mse_loss_backward.grad_input", mse_loss_backward_out);
+  m.impl("native_layer_norm", native_layer_norm);
+  m.impl("native_layer_norm_backward", native_layer_norm_backward);
+  m.impl("silu.out", silu_out);
+  m.impl("silu_backward.grad_input", silu_backward_out);
+  m.impl("reciprocal.out", reciprocal_out);
+  m.impl("index_select", index_select_fn);
+  m.impl("index_select.out", index_select_out);
+  m.impl("gather.out", gather_out);
+  m.impl("scatter_add.out", scatter_add_out);
+  m.impl("scatter.src_out", scatter_src_out);
+  m.impl("scatter.value_out", scatter_value_out);
+  m.impl("embedding_dense_backward", embedding_dense_backward);
+  m.impl("cat.out", cat_out);
+}

@@ -1,0 +1,224 @@
+// Reductions, arg-reductions and norms. The output's shape and dtype come
+// from the op's meta function (structured ops) or are computed here; the
+// input is cast to the output dtype first, so summing bools or ints
+// accumulates in int64 as on CPU.
+#include <ATen/WrapDimUtils.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <limits>
+
+#include "backend.h"
+
+namespace etpu {
+namespace {
+
+// `dim` normalized against `t`; empty (all dims) when absent.
+std::vector<int64_t> wrapped(const at::Tensor& t, at::OptionalIntArrayRef dim) {
+  std::vector<int64_t> out;
+  if (!dim.has_value()) return out;
+  for (int64_t d : *dim) out.push_back(at::maybe_wrap_dim(d, std::max<int64_t>(t.dim(), 1)));
+  return out;
+}
+
+// The input, in `out`'s dtype.
+Handle read_as(const at::Tensor& t, at::ScalarType dtype) {
+  Handle h = read(t);
+  return t.scalar_type() == dtype ? std::move(h) : cast(h, dtype);
+}
+
+at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                    std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  OpScope s;
+  write(out, reduce("sum", read_as(self, out.scalar_type()), wrapped(self, dim), keepdim));
+  return out;
+}
+
+at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                     std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  OpScope s;
+  write(out, reduce("mean", read_as(self, out.scalar_type()), wrapped(self, dim), keepdim));
+  return out;
+}
+
+at::Tensor& prod_out(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<at::ScalarType> dtype,
+                     at::Tensor& out) {
+  OpScope s;
+  write(out, reduce("prod", read_as(self, out.scalar_type()), {at::maybe_wrap_dim(dim, self.dim())}, keepdim));
+  return out;
+}
+
+at::Tensor& amax_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
+  OpScope s;
+  write(out, reduce("max", read(self), wrapped(self, dim), keepdim));
+  return out;
+}
+
+at::Tensor& amin_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
+  OpScope s;
+  write(out, reduce("min", read(self), wrapped(self, dim), keepdim));
+  return out;
+}
+
+at::Tensor full_reduce(const char* op, const at::Tensor& self) {
+  OpScope s;
+  TORCH_CHECK(self.numel() > 0, op, "(): expected a non-empty tensor (it has shape ", self.sizes(),
+              "); specify a dim to reduce over an empty one");
+  at::Tensor out = at::empty({}, self.options());
+  write(out, reduce(op, read(self), {}, false));
+  return out;
+}
+
+at::Tensor max_all(const at::Tensor& self) { return full_reduce("max", self); }
+at::Tensor min_all(const at::Tensor& self) { return full_reduce("min", self); }
+
+std::tuple<at::Tensor&, at::Tensor&> dim_reduce(const char* op, const char* arg, const at::Tensor& self, int64_t dim,
+                                                bool keepdim, at::Tensor& values, at::Tensor& indices) {
+  OpScope s;
+  Handle x = read(self);
+  int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  if (self.dim() == 0) {
+    write(values, x);
+    write(indices, full(device_index(self), {}, 0, at::kLong));
+  } else {
+    write(values, reduce(op, x, {d}, keepdim));
+    write(indices, argreduce(arg, x, d, keepdim));
+  }
+  return {values, indices};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> max_dim_out(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& max,
+                                                 at::Tensor& max_values) {
+  return dim_reduce("max", "argmax", self, dim, keepdim, max, max_values);
+}
+
+std::tuple<at::Tensor&, at::Tensor&> min_dim_out(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& min,
+                                                 at::Tensor& min_indices) {
+  return dim_reduce("min", "argmin", self, dim, keepdim, min, min_indices);
+}
+
+at::Tensor& arg_out(const char* op, const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
+                    at::Tensor& out) {
+  OpScope s;
+  if (self.dim() == 0) {
+    write(out, full(device_index(self), {}, 0, at::kLong));
+    return out;
+  }
+  std::optional<int64_t> d;
+  if (dim.has_value()) d = at::maybe_wrap_dim(*dim, self.dim());
+  write(out, argreduce(op, read(self), d, keepdim));
+  return out;
+}
+
+at::Tensor& argmax_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, at::Tensor& out) {
+  return arg_out("argmax", self, dim, keepdim, out);
+}
+
+at::Tensor& argmin_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, at::Tensor& out) {
+  return arg_out("argmin", self, dim, keepdim, out);
+}
+
+int64_t correction_of(const std::optional<at::Scalar>& correction) {
+  return correction.has_value() ? correction->toLong() : 1;
+}
+
+at::Tensor& var_out(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
+                    bool keepdim, at::Tensor& out) {
+  OpScope s;
+  write(out, var(read_as(self, out.scalar_type()), wrapped(self, dim), correction_of(correction), keepdim));
+  return out;
+}
+
+at::Tensor& std_out(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
+                    bool keepdim, at::Tensor& out) {
+  OpScope s;
+  Handle v = var(read_as(self, out.scalar_type()), wrapped(self, dim), correction_of(correction), keepdim);
+  write(out, unary("sqrt", v));
+  return out;
+}
+
+at::Tensor& logsumexp_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
+  OpScope s;
+  write(out, reduce("logsumexp", read_as(self, out.scalar_type()), wrapped(self, dim), keepdim));
+  return out;
+}
+
+// any/all: a max/min over the input as bool (cast through int32, which the
+// runtime reduces).
+at::Tensor& logical_reduce(const char* op, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                           at::Tensor& out) {
+  OpScope s;
+  Handle b = cast(cast(read(self), at::kBool), at::kInt);
+  write(out, reduce(op, b, wrapped(self, dim), keepdim));  // write casts back to bool
+  return out;
+}
+
+at::Tensor& any_dims_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, at::Tensor& out) {
+  return logical_reduce("max", self, dim, keepdim, out);
+}
+
+at::Tensor& all_dims_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, at::Tensor& out) {
+  return logical_reduce("min", self, dim, keepdim, out);
+}
+
+at::Tensor& any_all_out(const at::Tensor& self, at::Tensor& out) { return any_dims_out(self, std::nullopt, false, out); }
+at::Tensor& all_all_out(const at::Tensor& self, at::Tensor& out) { return all_dims_out(self, std::nullopt, false, out); }
+
+at::Tensor& any_dim_out(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& out) {
+  return any_dims_out(self, at::IntArrayRef{dim}, keepdim, out);
+}
+
+at::Tensor& all_dim_out(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& out) {
+  return all_dims_out(self, at::IntArrayRef{dim}, keepdim, out);
+}
+
+// torch.linalg.vector_norm, what clip_grad_norm_ calls.
+at::Tensor& vector_norm_out(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
+                            std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  OpScope s;
+  auto dims = wrapped(self, dim);
+  Handle a = unary("abs", read_as(self, out.scalar_type()));
+  double p = ord.toDouble();
+  Handle r;
+  if (std::isinf(p)) {
+    r = reduce(p > 0 ? "max" : "min", a, dims, keepdim);
+  } else if (p == 0) {
+    r = reduce("sum", cast(binary_scalar("ne", a, 0.0), out.scalar_type()), dims, keepdim);
+  } else if (p == 1) {
+    r = reduce("sum", a, dims, keepdim);
+  } else if (p == 2) {
+    r = unary("sqrt", reduce("sum", mul(a, a), dims, keepdim));
+  } else {
+    r = binary_scalar("pow", reduce("sum", binary_scalar("pow", a, p), dims, keepdim), 1.0 / p);
+  }
+  write(out, r);
+  return out;
+}
+
+}  // namespace
+}  // namespace etpu
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  using namespace etpu;
+  m.impl("sum.IntList_out", sum_out);
+  m.impl("mean.out", mean_out);
+  m.impl("prod.int_out", prod_out);
+  m.impl("amax.out", amax_out);
+  m.impl("amin.out", amin_out);
+  m.impl("max", max_all);
+  m.impl("min", min_all);
+  m.impl("max.dim_max", max_dim_out);
+  m.impl("min.dim_min", min_dim_out);
+  m.impl("argmax.out", argmax_out);
+  m.impl("argmin.out", argmin_out);
+  m.impl("var.correction_out", var_out);
+  m.impl("std.correction_out", std_out);
+  m.impl("logsumexp.out", logsumexp_out);
+  m.impl("any.dims_out", any_dims_out);
+  m.impl("all.dims_out", all_dims_out);
+  m.impl("any.all_out", any_all_out);
+  m.impl("all.all_out", all_all_out);
+  m.impl("any.out", any_dim_out);
+  m.impl("all.out", all_dim_out);
+  m.impl("linalg_vector_norm.out", vector_norm_out);
+}
