@@ -9,7 +9,7 @@ VPY := $(VENV)/bin/python
 CARGO ?= cargo
 PIP := $(VPY) -m pip install --disable-pip-version-check -q
 
-.PHONY: all setup setup-test build demo test bench lint fmt info clean
+.PHONY: all setup setup-test build backend demo demo-rust test test-rust test-python bench lint fmt info clean
 
 all: demo
 
@@ -24,23 +24,48 @@ $(VENV)/.test-deps: $(VENV)/.runtime-deps python/requirements-test.txt
 	$(PIP) -r python/requirements-test.txt
 	@touch $@
 
-setup: $(VENV)/.runtime-deps
-setup-test: $(VENV)/.test-deps
+# PyTorch, pinned (the backend is compiled against it), and pytest. The wheel
+# pulls ~3 GB of CUDA libraries: installed once, reused by every make.
+$(VENV)/.torch-deps: $(VENV)/.runtime-deps python/requirements-torch.txt
+	$(PIP) -r python/requirements-torch.txt
+	@touch $@
+
+# The eagertpu package, installed editable (its torch.backends entry point
+# makes `import torch` load the tpu device).
+$(VENV)/.eagertpu-installed: $(VENV)/.torch-deps python/pyproject.toml
+	$(PIP) --no-deps --no-build-isolation -e python
+	@touch $@
+
+setup: $(VENV)/.eagertpu-installed
+setup-test: setup $(VENV)/.test-deps
 
 build: setup
 	$(CARGO) build --release --workspace --bins --examples
+	$(VPY) python/build_backend.py
 
-# The main job: train a 2-layer MLP on the default device; the last line is JSON.
+# The main job: an unchanged PyTorch training script on torch.device("tpu")
+# in fused mode; the last line is JSON.
 demo: build
+	$(VPY) examples/train.py
+
+# The same in Rust, through the eagertpu crate's API.
+demo-rust: build
 	$(CARGO) run --release --example mlp
 
 # Every test: unit, integration (ops vs host references, errors, plugins,
 # leaks), the header layout check and doc tests.
 # Tests get a fresh on-disk compile cache of their own.
 TEST_CACHE := $(CURDIR)/target/test-cache
-test: setup-test
+test: setup-test build
 	rm -rf $(TEST_CACHE)
 	EAGERTPU_CACHE_DIR=$(TEST_CACHE) $(CARGO) test --release --workspace
+	EAGERTPU_CACHE_DIR=$(TEST_CACHE) $(VPY) -m pytest -q python/tests
+
+test-rust: setup-test
+	EAGERTPU_CACHE_DIR=$(TEST_CACHE) $(CARGO) test --release --workspace
+
+test-python: build
+	EAGERTPU_CACHE_DIR=$(TEST_CACHE) $(VPY) -m pytest -q python/tests
 
 # Debug-mode latency next to raw PJRT, then every workload in every mode
 # (target/bench/debug.json, target/bench/modes.json).

@@ -75,6 +75,8 @@ etpu_status eagertpu_set_check_nan(int32_t on);
 /* The metrics report: at most `capacity` bytes (NUL-terminated) into `buf`
  * (may be NULL), and the full size including the NUL into `length`. */
 etpu_status eagertpu_metrics_report(char* buf, size_t capacity, size_t* length);
+/* The same counters as one JSON object (numbers as numbers), written the same way. */
+etpu_status eagertpu_metrics_json(char* buf, size_t capacity, size_t* length);
 
 /* ------------------------------------------------------------ tensors ---- */
 
@@ -107,6 +109,9 @@ etpu_status etpu_storage_new(int64_t device, uint64_t base, size_t nbytes);
 etpu_status etpu_storage_free(uint64_t base);
 /* Allocations and their bytes on `device` (-1: all devices). */
 etpu_status etpu_storage_stats(int64_t device, int64_t* count, int64_t* bytes);
+/* Copies the first `nbytes` of allocation `src` into allocation `dst` (base
+ * addresses), element by element; the rest of `dst` reads as zeros. */
+etpu_status etpu_storage_copy(uint64_t dst, uint64_t src, size_t nbytes);
 /* The dtype of an allocation's contents (etpu_dtype; -1 if never written). */
 etpu_status etpu_storage_dtype(uint64_t address, int32_t* out);
 etpu_status etpu_view_read(uint64_t address, int32_t dtype, const int64_t* sizes,

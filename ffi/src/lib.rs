@@ -293,18 +293,31 @@ mod runtime_api {
         /// `length`. `buf` may be NULL to ask for the size.
         fn eagertpu_metrics_report(buf: *mut c_char, capacity: usize, length: *mut usize) {
             let text = eagertpu::metrics()?.report();
-            // SAFETY: `length` is NULL or writable.
-            unsafe { put(length, text.len() + 1, "length")? };
-            if !buf.is_null() && capacity > 0 {
-                let n = text.len().min(capacity - 1);
-                // SAFETY: `buf` is valid for `capacity` bytes (the caller's
-                // contract) and `n + 1 <= capacity`.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(text.as_ptr(), buf.cast::<u8>(), n);
-                    *buf.add(n) = 0;
-                }
-            }
-            Ok(())
+            write_text(&text, buf, capacity, length)
+        }
+
+        /// The metrics as one JSON object (counters as numbers), written as
+        /// `eagertpu_metrics_report` writes its text.
+        fn eagertpu_metrics_json(buf: *mut c_char, capacity: usize, length: *mut usize) {
+            let text = eagertpu::metrics()?.to_json();
+            write_text(&text, buf, capacity, length)
         }
     }
+}
+
+/// Writes `text` NUL-terminated into `buf` (at most `capacity` bytes) and its
+/// full size with the NUL to `length`.
+fn write_text(text: &str, buf: *mut c_char, capacity: usize, length: *mut usize) -> FfiResult<()> {
+    // SAFETY: `length` is NULL or writable (the caller's contract).
+    unsafe { put(length, text.len() + 1, "length")? };
+    if !buf.is_null() && capacity > 0 {
+        let n = text.len().min(capacity - 1);
+        // SAFETY: `buf` is valid for `capacity` bytes (the caller's contract)
+        // and `n + 1 <= capacity`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(text.as_ptr(), buf.cast::<u8>(), n);
+            *buf.add(n) = 0;
+        }
+    }
+    Ok(())
 }

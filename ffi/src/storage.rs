@@ -211,6 +211,39 @@ c_api! {
         Ok(())
     }
 
+    /// Copies the first `nbytes` of the allocation at `src` into the
+    /// allocation at `dst` (both base addresses), as its elements: growing or
+    /// shrinking a storage (`resize_`). Bytes past the copied ones are zero.
+    fn etpu_storage_copy(dst: u64, src: u64, nbytes: usize) {
+        let mut map = storages();
+        let source = match map.get(&src) {
+            Some(s) => s.value.clone(),
+            None => return Err(Failure::invalid(format!("no tpu allocation at {src:#x}"))),
+        };
+        let d = map
+            .get_mut(&dst)
+            .ok_or_else(|| Failure::invalid(format!("no tpu allocation at {dst:#x}")))?;
+        // Never written: zeros, which the destination already reads as.
+        let Some(v) = source else { return Ok(()) };
+        let dtype = v.dtype();
+        let size = dtype.size_in_bytes();
+        if nbytes % size != 0 || d.nbytes as usize % size != 0 {
+            return Err(Failure::invalid(format!(
+                "copying {nbytes} bytes of a {dtype} storage into one of {} bytes: not whole {size}-byte elements",
+                d.nbytes
+            )));
+        }
+        let (n, total) = ((nbytes / size) as i64, (d.nbytes as usize / size) as i64);
+        let part = if n == v.numel() { v } else { v.slice(0, 0, n, 1)? };
+        d.value = Some(if total == n {
+            part
+        } else {
+            let rest = Device::get(d.device)?.zeros(&[total - n], dtype)?;
+            Tensor::cat(&[&part, &rest], 0)?
+        });
+        Ok(())
+    }
+
     /// The dtype of an allocation's contents (`etpu_dtype`; -1 if never written).
     fn etpu_storage_dtype(address: u64, out: *mut i32) {
         let mut map = storages();

@@ -48,9 +48,16 @@ thread_local int scope_depth = 0;
 thread_local bool origin_valid = false;
 thread_local std::string origin_text;
 
+std::mutex internal_mu;
+std::vector<std::string> internal_dirs;
+
+// Frames of torch, eagertpu and the standard library's helpers are skipped.
 bool internal_file(const char* f) {
-  return strstr(f, "/torch/") != nullptr || strstr(f, "/eagertpu/") != nullptr ||
-         strncmp(f, "<frozen", 7) == 0 || strstr(f, "/contextlib.py") != nullptr;
+  if (strncmp(f, "<frozen", 7) == 0) return true;
+  std::lock_guard<std::mutex> lock(internal_mu);
+  for (const auto& d : internal_dirs)
+    if (strncmp(f, d.c_str(), d.size()) == 0) return true;
+  return false;
 }
 
 std::string compute_origin() {
@@ -320,6 +327,12 @@ size_t etpu_py_sync_sites(char* buf, size_t capacity) {
     buf[n] = 0;
   }
   return text.size() + 1;
+}
+
+// Python files under `dir` (a path ending in '/') are not user code.
+void etpu_py_add_internal_dir(const char* dir) {
+  std::lock_guard<std::mutex> lock(etpu::internal_mu);
+  etpu::internal_dirs.emplace_back(dir);
 }
 
 void etpu_py_reset_sync_sites() {

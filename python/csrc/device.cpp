@@ -97,12 +97,9 @@ struct TpuAllocator final : c10::Allocator {
   c10::DeleterFnPtr raw_deleter() const override { return &free_storage; }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
-    // A byte copy between two storages: read the source bytes, write them.
+    // Between two whole storages (a clone or a resize), element by element.
     if (count == 0) return;
-    int64_t n = static_cast<int64_t>(count), one = 1;
-    Handle h;
-    check(etpu_view_read(reinterpret_cast<uint64_t>(src), ETPU_U8, &n, &one, 1, origin(), h.out()));
-    check(etpu_view_write(reinterpret_cast<uint64_t>(dest), ETPU_U8, &n, &one, 1, h.get(), origin()));
+    check(etpu_storage_copy(reinterpret_cast<uint64_t>(dest), reinterpret_cast<uint64_t>(src), count));
   }
 
   static void free_nothing(void*) {}

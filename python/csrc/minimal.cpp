@@ -45,6 +45,10 @@ at::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArr
 
 at::Tensor view(const at::Tensor& self, c10::IntArrayRef size) { return at::native::view(self, size); }
 
+at::Tensor unfold(const at::Tensor& self, int64_t dim, int64_t size, int64_t step) {
+  return at::native::unfold(self, dim, size, step);
+}
+
 at::Tensor reshape_alias(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride) {
   return at::native::_reshape_alias(self, size, stride);
 }
@@ -173,6 +177,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty_strided", etpu::empty_strided);
   m.impl("as_strided", etpu::as_strided);
   m.impl("view", etpu::view);
+  m.impl("unfold", etpu::unfold);
   m.impl("_reshape_alias", etpu::reshape_alias);
   m.impl("resize_", etpu::resize_);
   m.impl("set_.source_Storage", etpu::set_source_storage);

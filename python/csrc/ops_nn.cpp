@@ -178,6 +178,12 @@ at::Tensor& mse_loss_backward_out(const at::Tensor& grad_output, const at::Tenso
   return grad_input;
 }
 
+at::Tensor mse_loss_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                             int64_t reduction) {
+  at::Tensor grad_input = at::empty_like(self, at::MemoryFormat::Contiguous);
+  return mse_loss_backward_out(grad_output, self, target, reduction, grad_input);
+}
+
 // ------------------------------------------------------------ layer norm ----
 
 std::vector<int64_t> trailing(int64_t rank, int64_t n) {
@@ -393,6 +399,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nll_loss_backward.grad_input", nll_loss_backward_out);
   m.impl("mse_loss.out", mse_loss_out);
   m.impl("mse_loss_backward.grad_input", mse_loss_backward_out);
+  m.impl("mse_loss_backward", mse_loss_backward);
   m.impl("native_layer_norm", native_layer_norm);
   m.impl("native_layer_norm_backward", native_layer_norm_backward);
   m.impl("silu.out", silu_out);

@@ -2,9 +2,11 @@
 // routes the functional and in-place forms to them, with `out` already shaped
 // and typed by the op's meta function); `write` converts and broadcasts.
 #include <ATen/ExpandUtils.h>
+#include <ATen/native/Resize.h>
 #include <torch/library.h>
 
 #include <cmath>
+#include <limits>
 
 #include "backend.h"
 
@@ -34,6 +36,7 @@ Handle scaled(const at::Tensor& b, const at::Scalar& alpha, const at::Tensor& li
 #define UNARY_KERNEL(name, op)                                           \
   at::Tensor& name##_out(const at::Tensor& self, at::Tensor& out) {      \
     OpScope s;                                                           \
+    at::native::resize_output(out, self.sizes());                        \
     write(out, unary(op, read(self)));                                   \
     return out;                                                          \
   }
@@ -53,8 +56,74 @@ UNARY_KERNEL(floor, "floor")
 UNARY_KERNEL(ceil, "ceil")
 UNARY_KERNEL(round, "round")
 UNARY_KERNEL(sign, "sign")
+UNARY_KERNEL(sgn, "sign")  // real dtypes only: complex tensors are not supported
 UNARY_KERNEL(erf, "erf")
 UNARY_KERNEL(logical_not, "logical_not")
+
+// isnan/isinf/isposinf/isneginf: always false for integer inputs.
+at::Tensor bool_like(const at::Tensor& self) { return at::empty(self.sizes(), self.options().dtype(at::kBool)); }
+
+at::Tensor isnan(const at::Tensor& self) {
+  OpScope s;
+  at::Tensor out = bool_like(self);
+  if (!at::isFloatingType(self.scalar_type())) {
+    write(out, full(device_index(self), {}, 0, at::kBool));
+  } else {
+    write(out, unary("isnan", read(self)));
+  }
+  return out;
+}
+
+at::Tensor& inf_test(const at::Tensor& self, int sign, at::Tensor& out) {
+  OpScope s;
+  if (!at::isFloatingType(self.scalar_type())) {
+    write(out, full(device_index(self), {}, 0, at::kBool));
+    return out;
+  }
+  Handle x = read(self);
+  const double inf = std::numeric_limits<double>::infinity();
+  if (sign == 0) x = unary("abs", x);
+  write(out, binary_scalar("eq", x, sign < 0 ? -inf : inf));
+  return out;
+}
+
+at::Tensor isinf(const at::Tensor& self) {
+  at::Tensor out = bool_like(self);
+  return inf_test(self, 0, out);
+}
+at::Tensor& isposinf_out(const at::Tensor& self, at::Tensor& out) { return inf_test(self, 1, out); }
+at::Tensor& isneginf_out(const at::Tensor& self, at::Tensor& out) { return inf_test(self, -1, out); }
+
+at::Tensor& bitwise_not_out(const at::Tensor& self, at::Tensor& out) {
+  OpScope s;
+  at::native::resize_output(out, self.sizes());
+  TORCH_CHECK(!at::isFloatingType(self.scalar_type()), "bitwise_not: expected an integer or bool tensor, got ",
+              self.scalar_type());
+  Handle x = read(self);
+  if (self.scalar_type() == at::kBool) {
+    write(out, unary("logical_not", x));
+  } else {
+    int64_t ones = self.scalar_type() == at::kByte ? 255 : -1;
+    write(out, binary("bitwise_xor", x, full(device_index(self), {}, ones, self.scalar_type())));
+  }
+  return out;
+}
+
+// triu/tril: keep elements on one side of diagonal `k` of the last two dims.
+at::Tensor& triangle(const at::Tensor& self, int64_t k, bool upper, at::Tensor& out) {
+  OpScope s;
+  TORCH_CHECK(self.dim() >= 2, upper ? "triu" : "tril", ": expected a tensor with at least 2 dims, got shape ",
+              self.sizes());
+  int64_t dev = device_index(self), h = self.size(-2), w = self.size(-1);
+  Handle rows = reshape(arange(dev, 0, static_cast<double>(h), 1, at::kLong), {h, 1});
+  Handle cols = arange(dev, 0, static_cast<double>(w), 1, at::kLong);
+  Handle keep = binary_scalar(upper ? "ge" : "le", sub(cols, rows), k);
+  write(out, where(keep, read(self), full(dev, {}, 0, self.scalar_type())));
+  return out;
+}
+
+at::Tensor& triu_out(const at::Tensor& self, int64_t k, at::Tensor& out) { return triangle(self, k, true, out); }
+at::Tensor& tril_out(const at::Tensor& self, int64_t k, at::Tensor& out) { return triangle(self, k, false, out); }
 
 at::Tensor relu(const at::Tensor& self) {
   OpScope s;
@@ -72,6 +141,7 @@ at::Tensor& relu_(at::Tensor& self) {
 #define BINARY_KERNEL(name, op)                                                             \
   at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) { \
     OpScope s;                                                                              \
+    at::native::resize_output(out, at::infer_size(self.sizes(), other.sizes()));            \
     write(out, binary_any(op, self, other));                                                \
     return out;                                                                             \
   }
@@ -79,6 +149,7 @@ at::Tensor& relu_(at::Tensor& self) {
 #define SCALAR_KERNEL(name, op)                                                             \
   at::Tensor& name##_out(const at::Tensor& self, const at::Scalar& other, at::Tensor& out) { \
     OpScope s;                                                                              \
+    at::native::resize_output(out, self.sizes());                                           \
     write(out, binary_scalar(op, read(self), other));                                       \
     return out;                                                                             \
   }
@@ -302,8 +373,16 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("ceil.out", ceil_out);
   m.impl("round.out", round_out);
   m.impl("sign.out", sign_out);
+  m.impl("sgn.out", sgn_out);
   m.impl("erf.out", erf_out);
   m.impl("logical_not.out", logical_not_out);
+  m.impl("isnan", isnan);
+  m.impl("isinf", isinf);
+  m.impl("isposinf.out", isposinf_out);
+  m.impl("isneginf.out", isneginf_out);
+  m.impl("bitwise_not.out", bitwise_not_out);
+  m.impl("triu.out", triu_out);
+  m.impl("tril.out", tril_out);
   m.impl("relu", relu);
   m.impl("relu_", relu_);
   m.impl("add.out", add_out);

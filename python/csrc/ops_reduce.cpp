@@ -3,6 +3,7 @@
 // input is cast to the output dtype first, so summing bools or ints
 // accumulates in int64 as on CPU.
 #include <ATen/WrapDimUtils.h>
+#include <ATen/native/Resize.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -122,24 +123,78 @@ int64_t correction_of(const std::optional<at::Scalar>& correction) {
   return correction.has_value() ? correction->toLong() : 1;
 }
 
+// The result of a reduction in a new tensor of `dtype` (for ops that are
+// not structured: PyTorch computes no output shape for them).
+at::Tensor materialize(const at::Tensor& like, const Handle& h, at::ScalarType dtype) {
+  at::Tensor out = at::empty(dims_of(h), like.options().dtype(dtype));
+  write(out, h);
+  return out;
+}
+
+at::ScalarType float_result(const at::Tensor& self, const char* op) {
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), op, ": expected a floating point input, got ", self.scalar_type());
+  return self.scalar_type();
+}
+
+Handle var_of(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
+              bool keepdim) {
+  return var(read(self), wrapped(self, dim), correction_of(correction), keepdim);
+}
+
+at::Tensor var_fn(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
+                  bool keepdim) {
+  OpScope s;
+  return materialize(self, var_of(self, dim, correction, keepdim), float_result(self, "var"));
+}
+
+at::Tensor std_fn(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
+                  bool keepdim) {
+  OpScope s;
+  return materialize(self, unary("sqrt", var_of(self, dim, correction, keepdim)), float_result(self, "std"));
+}
+
+std::tuple<at::Tensor, at::Tensor> var_mean_fn(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                                               const std::optional<at::Scalar>& correction, bool keepdim) {
+  OpScope s;
+  at::ScalarType t = float_result(self, "var_mean");
+  at::Tensor v = materialize(self, var_of(self, dim, correction, keepdim), t);
+  at::Tensor m = materialize(self, reduce("mean", read(self), wrapped(self, dim), keepdim), t);
+  return {v, m};
+}
+
+std::tuple<at::Tensor, at::Tensor> std_mean_fn(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                                               const std::optional<at::Scalar>& correction, bool keepdim) {
+  OpScope s;
+  at::ScalarType t = float_result(self, "std_mean");
+  at::Tensor v = materialize(self, unary("sqrt", var_of(self, dim, correction, keepdim)), t);
+  at::Tensor m = materialize(self, reduce("mean", read(self), wrapped(self, dim), keepdim), t);
+  return {v, m};
+}
+
 at::Tensor& var_out(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
                     bool keepdim, at::Tensor& out) {
   OpScope s;
-  write(out, var(read_as(self, out.scalar_type()), wrapped(self, dim), correction_of(correction), keepdim));
+  Handle v = var(read_as(self, out.scalar_type()), wrapped(self, dim), correction_of(correction), keepdim);
+  at::native::resize_output(out, dims_of(v));
+  write(out, v);
   return out;
 }
 
 at::Tensor& std_out(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
                     bool keepdim, at::Tensor& out) {
   OpScope s;
-  Handle v = var(read_as(self, out.scalar_type()), wrapped(self, dim), correction_of(correction), keepdim);
-  write(out, unary("sqrt", v));
+  Handle v = unary("sqrt", var(read_as(self, out.scalar_type()), wrapped(self, dim), correction_of(correction), keepdim));
+  at::native::resize_output(out, dims_of(v));
+  write(out, v);
   return out;
 }
 
 at::Tensor& logsumexp_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
   OpScope s;
-  write(out, reduce("logsumexp", read_as(self, out.scalar_type()), wrapped(self, dim), keepdim));
+  at::ScalarType t = at::isFloatingType(self.scalar_type()) ? self.scalar_type() : at::kFloat;
+  Handle v = reduce("logsumexp", read_as(self, t), wrapped(self, dim), keepdim);
+  at::native::resize_output(out, dims_of(v));
+  write(out, v);
   return out;
 }
 
@@ -211,6 +266,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("min.dim_min", min_dim_out);
   m.impl("argmax.out", argmax_out);
   m.impl("argmin.out", argmin_out);
+  m.impl("var.correction", var_fn);
+  m.impl("std.correction", std_fn);
+  m.impl("var_mean.correction", var_mean_fn);
+  m.impl("std_mean.correction", std_mean_fn);
   m.impl("var.correction_out", var_out);
   m.impl("std.correction_out", std_out);
   m.impl("logsumexp.out", logsumexp_out);

@@ -41,6 +41,9 @@ def _register() -> None:
     from . import tpu as _tpu
 
     torch._register_device_module("tpu", _tpu)
+    # Errors and host syncs name the user's line: the innermost frame outside these.
+    for d in (os.path.dirname(torch.__file__), _HERE, os.path.dirname(contextlib.__file__)):
+        _lib.backend().etpu_py_add_internal_dir(os.path.join(d, "").encode())
     torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
     _registered = True
 
@@ -98,11 +101,10 @@ def host_syncs() -> dict:
 
 
 def metrics() -> dict:
-    """The runtime's counters, the fallbacks and the host syncs by call site."""
-    out = {}
-    for line in _lib.runtime_report().splitlines():
-        key, _, value = line.partition("  ")
-        out[key.strip()] = value.strip()
+    """The runtime's counters (compiles, cache hits, chunks by cut reason,
+    transfers, host syncs, ...) as numbers, plus `fallbacks` ({op: count}) and
+    `host_syncs_by_site` ({"file:line": count})."""
+    out = _lib.runtime_metrics()
     out["fallbacks"] = fallbacks()
     out["host_syncs_by_site"] = host_syncs()
     return out

@@ -35,6 +35,16 @@ def runtime_report() -> str:
     return buf.value.decode("utf-8", "replace")
 
 
+def runtime_metrics() -> dict:
+    import json
+
+    length = ctypes.c_size_t(0)
+    check(ffi.eagertpu_metrics_json(None, 0, ctypes.byref(length)))
+    buf = ctypes.create_string_buffer(length.value)
+    check(ffi.eagertpu_metrics_json(buf, length.value, ctypes.byref(length)))
+    return json.loads(buf.value.decode("utf-8", "replace"))
+
+
 def storage_stats(device: int = -1) -> tuple[int, int]:
     count, nbytes = ctypes.c_int64(0), ctypes.c_int64(0)
     check(ffi.etpu_storage_stats(ctypes.c_int64(device), ctypes.byref(count), ctypes.byref(nbytes)))
@@ -58,6 +68,7 @@ def backend():
         _backend.etpu_py_fallbacks.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
         _backend.etpu_py_sync_sites.restype = ctypes.c_size_t
         _backend.etpu_py_sync_sites.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        _backend.etpu_py_add_internal_dir.argtypes = [ctypes.c_char_p]
     return _backend
 
 

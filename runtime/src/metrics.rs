@@ -127,6 +127,52 @@ impl Metrics {
             .map_or(0, |(_, n)| *n)
     }
 
+    /// The counters as one JSON object (numbers as numbers; `chunks` by cut
+    /// reason; `recompile_reasons` as strings).
+    pub fn to_json(&self) -> String {
+        let chunks: Vec<String> = self
+            .chunks
+            .iter()
+            .map(|(r, n)| format!("\"{r}\": {n}"))
+            .collect();
+        let reasons: Vec<String> = self
+            .recompile_reasons
+            .iter()
+            .map(|r| json_string(r))
+            .collect();
+        format!(
+            "{{\"ops_recorded\": {}, \"compiles\": {}, \"compile_seconds\": {:.6}, \
+             \"memory_hits\": {}, \"disk_hits\": {}, \"cache_hits\": {}, \"misses\": {}, \
+             \"disk_writes\": {}, \"disk_bad_entries\": {}, \"executions\": {}, \"chunks\": {{{}}}, \
+             \"transfers_to_device\": {}, \"bytes_to_device\": {}, \"transfers_to_host\": {}, \
+             \"bytes_to_host\": {}, \"host_syncs\": {}, \"donated_buffers\": {}, \"lifted_scalars\": {}, \
+             \"cached_executables\": {}, \"live_buffers\": {}, \"live_executables\": {}, \
+             \"recompile_reasons\": [{}]}}",
+            self.ops_recorded,
+            self.compiles,
+            self.compile_seconds,
+            self.memory_hits,
+            self.disk_hits,
+            self.cache_hits(),
+            self.misses,
+            self.disk_writes,
+            self.disk_bad_entries,
+            self.executions,
+            chunks.join(", "),
+            self.transfers_to_device,
+            self.bytes_to_device,
+            self.transfers_to_host,
+            self.bytes_to_host,
+            self.host_syncs,
+            self.donated_buffers,
+            self.lifted_scalars,
+            self.cached_executables,
+            self.live_buffers,
+            self.live_executables,
+            reasons.join(", ")
+        )
+    }
+
     /// A human-readable report.
     pub fn report(&self) -> String {
         let chunks: Vec<String> = self
@@ -177,4 +223,21 @@ impl Metrics {
         }
         s
     }
+}
+
+/// `s` as a JSON string literal.
+fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }

@@ -1,0 +1,132 @@
+"""Matmuls, softmax, losses, normalization, embedding, index ops and
+attention against PyTorch CPU (values and gradients), in every mode."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from helpers import check, check_grad, rand
+
+pytestmark = pytest.mark.usefixtures("mode", "no_fallbacks")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_matmuls(dtype):
+    tol = dict(rtol=3e-2, atol=5e-2) if dtype == torch.bfloat16 else dict(rtol=1e-4, atol=1e-4)
+    a, b = rand(5, 7, dtype=dtype), rand(7, 3, dtype=dtype)
+    check(torch.mm, a, b, **tol)
+    check(lambda a, b: torch.mm(b.t(), a.t()), a, b, **tol)
+    check(lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2), rand(3, dtype=dtype), a, b, **tol)
+    check(torch.bmm, rand(2, 5, 7, dtype=dtype), rand(2, 7, 3, dtype=dtype), **tol)
+    check(torch.matmul, rand(2, 1, 5, 7, dtype=dtype), rand(3, 7, 4, dtype=dtype), **tol)
+    check(torch.matmul, rand(7, dtype=dtype), rand(7, 3, dtype=dtype), **tol)
+    check(torch.matmul, rand(5, 7, dtype=dtype), rand(7, dtype=dtype), **tol)
+    check(torch.dot, rand(7, dtype=dtype), rand(7, dtype=dtype), **tol)
+    check(lambda x, w, b: F.linear(x, w, b), rand(2, 4, 7, dtype=dtype), rand(3, 7, dtype=dtype), rand(3, dtype=dtype), **tol)
+
+
+def test_matmul_gradients():
+    check_grad(lambda a, b: a @ b, rand(4, 5), rand(5, 3), rtol=1e-4, atol=1e-4)
+    check_grad(lambda x, w, b: F.linear(x, w, b), rand(2, 3, 5), rand(4, 5), rand(4), rtol=1e-4, atol=1e-4)
+    check_grad(lambda a, b: torch.bmm(a, b.transpose(1, 2)), rand(2, 3, 4), rand(2, 5, 4), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_softmax(dim):
+    x = rand(4, 5, 6) * 3
+    check_grad(lambda x: F.softmax(x, dim), x)
+    check_grad(lambda x: F.log_softmax(x, dim), x)
+    check(lambda x: F.softmax(x, dim, dtype=torch.float32), x.to(torch.float16), rtol=1e-3, atol=1e-3)
+    check(lambda x: F.softmax(x.transpose(0, 2), dim), x)
+
+
+def test_cross_entropy_and_nll():
+    logits, target = rand(6, 5) * 2, torch.randint(0, 5, (6,))
+    for reduction in ("mean", "sum", "none"):
+        check_grad(lambda x: F.cross_entropy(x, target.to(x.device), reduction=reduction), logits)
+    w = rand(5, low=0.5, high=2.0)
+    check_grad(lambda x: F.cross_entropy(x, target.to(x.device), weight=w.to(x.device)), logits)
+    t = target.clone()
+    t[1] = -100
+    check_grad(lambda x: F.cross_entropy(x, t.to(x.device)), logits)
+    check_grad(lambda x: F.cross_entropy(x, target.to(x.device), ignore_index=3, reduction="sum"), logits)
+    check_grad(lambda x: F.nll_loss(F.log_softmax(x, 0), target[0].to(x.device)), logits[0])
+    check_grad(lambda x: F.cross_entropy(x, target.to(x.device), label_smoothing=0.1), logits)
+
+
+def test_mse_loss():
+    for reduction in ("mean", "sum", "none"):
+        check_grad(lambda a, b: F.mse_loss(a, b, reduction=reduction), rand(4, 3), rand(4, 3))
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm(affine):
+    x = rand(3, 4, 8)
+    w, b = rand(8), rand(8)
+    if affine:
+        check_grad(lambda x, w, b: F.layer_norm(x, (8,), w, b, eps=1e-5), x, w, b, rtol=1e-4, atol=1e-4)
+        check_grad(lambda x, w, b: F.layer_norm(x, (4, 8), w.expand(4, 8), None), x, w, b, rtol=1e-4, atol=1e-4)
+    else:
+        check_grad(lambda x: F.layer_norm(x, (8,)), x, rtol=1e-4, atol=1e-4)
+    check(lambda x: F.layer_norm(x, (8,)), x.to(torch.bfloat16), rtol=3e-2, atol=3e-2)
+
+
+def test_embedding():
+    w = rand(10, 4)
+    idx = torch.tensor([[1, 3, 3], [9, 0, 1]])
+    check_grad(lambda w: F.embedding(idx.to(w.device), w), w)
+    check_grad(lambda w: F.embedding(idx.to(w.device), w, padding_idx=3), w)
+    check_grad(lambda w: F.embedding(idx.to(w.device), w, scale_grad_by_freq=True), w)
+
+
+def test_index_ops():
+    x = rand(5, 6)
+    i = torch.tensor([4, 0, 0, 2])
+    check(lambda x, i: x.index_select(0, i), x, i)
+    check(lambda x, i: x.index_select(1, i), x, i)
+    check(lambda x, i: x.t().index_select(0, i), x, i)
+    g = torch.randint(0, 6, (5, 3))
+    check(lambda x, g: torch.gather(x, 1, g), x, g)
+    check(lambda x, g, s: x.scatter(1, g[:, :1], s[:, :1]), x, g, rand(5, 3))
+    check(lambda x, g, s: x.scatter_add(1, g, s), x, g, rand(5, 3))
+    check(lambda x, g: x.scatter(1, g[:, :1], 2.5), x, g)
+    check_grad(lambda x: torch.gather(x, 1, g.to(x.device)), x)
+    check_grad(lambda x: x.index_select(0, i.to(x.device)), x)
+    check(lambda x, i: x[i], x, i)
+    check(lambda x, i: x[:, i], x, i)
+
+
+def test_cat_and_stack():
+    a, b = rand(2, 3), rand(4, 3)
+    check(lambda a, b: torch.cat([a, b]), a, b)
+    check(lambda a, b: torch.cat([a.t(), b.t()], dim=1), a, b)
+    check(lambda a, b: torch.cat([a, b.to(torch.float64)]), a, b)
+    check(lambda a: torch.cat([a, a[:0], a]), a)
+    check(lambda a: torch.stack([a, a * 2], dim=1), a)
+    check_grad(lambda a, b: torch.cat([a, b], 0) * 2, a, b)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_scaled_dot_product_attention(causal):
+    q, k, v = rand(2, 4, 6, 8), rand(2, 4, 6, 8), rand(2, 4, 6, 8)
+    check_grad(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal), q, k, v, rtol=1e-4, atol=1e-4)
+    mask = rand(6, 6) > 0
+    mask[:, 0] = True
+    check_grad(
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask.to(q.device)), q, k, v, rtol=1e-4, atol=1e-4
+    )
+    bias = rand(2, 1, 6, 6)
+    check_grad(
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.device)), q, k, v, rtol=1e-4, atol=1e-4
+    )
+
+
+def test_multi_head_attention_module():
+    mha = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+    x = rand(3, 5, 8)
+
+    def run(x):
+        m = mha.to(x.device)
+        out, weights = m(x, x, x)
+        return out.sum() + weights.sum()
+
+    check_grad(lambda x: run(x), x, rtol=1e-4, atol=1e-4)

@@ -1,0 +1,194 @@
+"""Elementwise kernels against PyTorch CPU: every dtype they accept,
+broadcasting, Python scalars, non-contiguous inputs, in every mode."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from helpers import FLOATS, INTS, check, check_grad, rand
+
+pytestmark = pytest.mark.usefixtures("mode", "no_fallbacks")
+
+UNARY = {
+    "neg": torch.neg,
+    "abs": torch.abs,
+    "exp": torch.exp,
+    "log": lambda x: torch.log(x.abs() + 0.5),
+    "log1p": lambda x: torch.log1p(x.abs()),
+    "sqrt": lambda x: torch.sqrt(x.abs()),
+    "rsqrt": lambda x: torch.rsqrt(x.abs() + 0.1),
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+    "sin": torch.sin,
+    "cos": torch.cos,
+    "floor": torch.floor,
+    "ceil": torch.ceil,
+    "round": torch.round,
+    "sign": torch.sign,
+    "erf": torch.erf,
+    "relu": torch.relu,
+    "gelu": F.gelu,
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "silu": F.silu,
+    "reciprocal": lambda x: torch.reciprocal(x.abs() + 0.5),
+    "square": torch.square,
+}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary_float(name, dtype):
+    check(UNARY[name], rand(3, 7, dtype=dtype) * 3)
+
+
+@pytest.mark.parametrize("dtype", INTS)
+@pytest.mark.parametrize("name", ["neg", "abs", "sign", "relu", "square"])
+def test_unary_int(name, dtype):
+    if dtype == torch.uint8 and name in ("neg", "abs", "sign"):
+        pytest.skip("uint8 neg wraps; not a PyTorch-meaningful case")
+    check(UNARY[name], rand(4, 5, dtype=dtype))
+
+
+@pytest.mark.parametrize("name", ["exp", "tanh", "sqrt", "gelu"])
+def test_unary_non_contiguous(name):
+    f = UNARY[name]
+    check(lambda x: f(x.t()), rand(5, 6))
+    check(lambda x: f(x[:, 1::2]), rand(4, 9))
+
+
+def test_unary_in_place_and_out():
+    check(lambda x: x.exp_(), rand(3, 4))
+    check(lambda x: x.t().neg_(), rand(3, 4))
+    check(lambda x, o: torch.tanh(x, out=o), rand(3, 4), torch.empty(3, 4))
+
+
+BINARY = {
+    "add": torch.add,
+    "sub": torch.sub,
+    "mul": torch.mul,
+    "div": torch.div,
+    "maximum": torch.maximum,
+    "minimum": torch.minimum,
+    "atan2": torch.atan2,
+    "pow": lambda a, b: torch.pow(a.abs() + 0.5, b),
+    "remainder": lambda a, b: torch.remainder(a, b.abs() + 0.5),
+    "floor_divide": lambda a, b: torch.div(a, b.abs() + 0.5, rounding_mode="floor"),
+    "trunc_divide": lambda a, b: torch.div(a, b.abs() + 0.5, rounding_mode="trunc"),
+}
+
+SHAPES = [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 4), (3, 1)), ((5,), ())]
+
+
+@pytest.mark.parametrize("shapes", SHAPES, ids=str)
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_broadcasting(name, shapes):
+    a, b = shapes
+    check(BINARY[name], rand(*a), rand(*b))
+
+
+@pytest.mark.parametrize("dtype", FLOATS + INTS)
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "maximum", "minimum"])
+def test_binary_dtypes(name, dtype):
+    check(BINARY[name], rand(3, 5, dtype=dtype), rand(5, dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", INTS)
+def test_integer_division_modes(dtype):
+    a, b = rand(4, 6, dtype=dtype), rand(4, 6, dtype=dtype, low=1, high=7)
+    check(lambda a, b: torch.div(a, b), a, b)  # true division promotes to float
+    check(lambda a, b: torch.div(a, b, rounding_mode="floor"), a, b)
+    check(lambda a, b: torch.div(a, b, rounding_mode="trunc"), a, b)
+    check(lambda a, b: torch.remainder(a, b), a, b)
+
+
+@pytest.mark.parametrize(
+    "a_dtype,b_dtype",
+    [(torch.int64, torch.float32), (torch.int32, torch.float16), (torch.float16, torch.float32),
+     (torch.bfloat16, torch.float16), (torch.uint8, torch.int8), (torch.bool, torch.int32)],
+    ids=str,
+)
+def test_type_promotion(a_dtype, b_dtype):
+    check(torch.add, rand(3, 4, dtype=a_dtype), rand(4, dtype=b_dtype))
+    check(torch.mul, rand(3, 4, dtype=a_dtype), rand(3, 4, dtype=b_dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.int32, torch.uint8])
+def test_python_scalars(dtype):
+    x = rand(3, 4, dtype=dtype)
+    check(lambda x: x + 2, x)
+    check(lambda x: x * 2.5, x)  # int * float -> default float dtype
+    check(lambda x: 3 - x, x)
+    check(lambda x: x / 4, x)
+    check(lambda x: torch.add(x, x, alpha=2), x)
+    check(lambda x: x.sub(x * 3, alpha=3), x)
+
+
+def test_python_scalar_does_not_promote_half():
+    check(lambda x: x * 1e-3 + 1, rand(8, dtype=torch.float16))
+    check(lambda x: x * 0.5, rand(8, dtype=torch.bfloat16))
+
+
+def test_zero_dim_cpu_tensor_operand():
+    check(lambda x: x * torch.tensor(2.5), rand(3, 4))  # a CPU 0-d tensor is allowed, as on CUDA
+    check(lambda x: x + torch.tensor(3), rand(3, dtype=torch.int32))
+
+
+@pytest.mark.parametrize("op", ["eq", "ne", "lt", "le", "gt", "ge"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bfloat16, torch.bool])
+def test_comparisons(op, dtype):
+    f = getattr(torch, op)
+    a, b = rand(4, 5, dtype=dtype), rand(5, dtype=dtype)
+    check(f, a, b)
+    check(lambda a: f(a, 1), a)
+
+
+@pytest.mark.parametrize("op", ["logical_and", "logical_or", "logical_xor"])
+def test_logical(op):
+    f = getattr(torch, op)
+    check(f, rand(4, 5, dtype=torch.bool), rand(5, dtype=torch.bool))
+    check(f, rand(4, 5), rand(4, 5, dtype=torch.int32))
+    check(torch.logical_not, rand(6, dtype=torch.int32))
+
+
+@pytest.mark.parametrize("op", ["bitwise_and", "bitwise_or", "bitwise_xor"])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.bool])
+def test_bitwise(op, dtype):
+    check(getattr(torch, op), rand(3, 4, dtype=dtype), rand(3, 4, dtype=dtype))
+    check(torch.bitwise_not, rand(3, 4, dtype=dtype))
+
+
+def test_where_clamp_and_friends():
+    x, y = rand(3, 4), rand(4)
+    check(lambda x, y: torch.where(x > 0, x, y), x, y)
+    check(lambda x: torch.where(x > 0, x, 0.0), x)
+    check(lambda x: x.clamp(-0.5, 0.5), x)
+    check(lambda x: x.clamp(min=0.1), x)
+    check(lambda x: x.clamp_(max=0.2), x)
+    check(lambda x: x.clamp(-3, 3), rand(3, 4, dtype=torch.int64))
+    check(lambda x, y: torch.addcmul(x, x, y, value=0.5), x, y)
+    check(lambda x, y: torch.addcdiv(x, x, y.abs() + 1, value=-2), x, y)
+    check(lambda x, y: torch.lerp(x, y, 0.3), x, y)
+    check(lambda x, y: torch.lerp(x, y, torch.sigmoid(x)), x, y)
+    check(lambda x: x.masked_fill(x > 0, -1.0), x)
+    check(lambda x: x.masked_fill_(x < 0, torch.tensor(7.0)), x)
+    check(lambda x: torch.triu(x, 1), rand(2, 4, 5))
+    check(lambda x: torch.tril(x, -1), rand(5, 4))
+    check(lambda x: x.tril_(), rand(4, 4))
+
+
+def test_nan_and_inf_tests():
+    x = torch.tensor([0.0, float("nan"), float("inf"), -float("inf"), 2.0])
+    for f in (torch.isnan, torch.isinf, torch.isposinf, torch.isneginf, torch.isfinite):
+        check(f, x)
+    check(torch.isnan, torch.arange(4))
+    check(lambda x: torch.maximum(x, torch.zeros_like(x)), x)  # NaN propagates as on CPU
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("name", ["tanh", "sigmoid", "gelu", "gelu_tanh", "relu", "silu", "exp", "sqrt", "log"])
+def test_activation_gradients(name, dtype):
+    check_grad(UNARY[name], rand(4, 6, dtype=dtype))
+
+
+def test_binary_gradients_with_broadcasting():
+    check_grad(lambda a, b: (a * b + a / (b.abs() + 1)).pow(2), rand(3, 4), rand(4))
+    check_grad(lambda a, b: torch.where(a > b, a, b) - torch.maximum(a, b) * 0.5, rand(3, 4), rand(3, 4))

@@ -1,0 +1,143 @@
+"""Views and writes through views behave exactly as on the CPU: every view
+shares its base's storage, and an in-place op on a view changes the base."""
+
+import pytest
+import torch
+from helpers import assert_same, check, rand
+
+pytestmark = pytest.mark.usefixtures("mode")
+
+
+def both(x):
+    return x.clone(), x.to("tpu")
+
+
+def same(a_tpu, a_cpu):
+    assert_same(a_tpu, a_cpu)
+
+
+@pytest.mark.usefixtures("no_fallbacks")
+def test_slicing_assignment():
+    c, t = both(rand(4, 6))
+    for x in (c, t):
+        x[1:3, ::2] = 7.0
+        x[0] = x[3] * 2
+        x[:, -1] += 1
+        x[2, 1:4] = torch.arange(3.0).to(x.device)
+    same(t, c)
+
+
+@pytest.mark.usefixtures("no_fallbacks")
+def test_assignment_from_cpu_into_a_tpu_view():
+    c, t = both(rand(3, 4))
+    src = rand(4)
+    c[1] = src
+    t[1] = src  # copy_ from the CPU into a view
+    same(t, c)
+
+
+@pytest.mark.usefixtures("no_fallbacks")
+def test_transpose_contiguous_and_views_of_views():
+    c, t = both(rand(3, 4, 5))
+    for x in (c, t):
+        y = x.transpose(0, 2).contiguous()
+        assert y.is_contiguous()
+    check(lambda x: x.transpose(0, 2).contiguous(), c)
+    check(lambda x: x.permute(1, 2, 0)[1:, ::2].reshape(-1), c)
+    check(lambda x: x[1].t()[2:, 1], c)
+    check(lambda x: x.unsqueeze(1).expand(3, 2, 4, 5).contiguous(), c)
+    check(lambda x: x.narrow(2, 1, 3).select(0, 2).flatten(), c)
+    check(lambda x: x.view(3, 20)[:, 5:15].view(3, 2, 5), c)
+    check(lambda x: torch.diagonal(x, dim1=1, dim2=2), c)
+    check(lambda x: x.unfold(2, 2, 1), c)
+
+
+@pytest.mark.usefixtures("no_fallbacks")
+def test_in_place_on_views_changes_the_base():
+    c, t = both(rand(4, 5))
+    for x in (c, t):
+        x.view(-1)[3:9].mul_(-2)
+        x.t()[1].zero_()
+        x[:, 2:4].add_(torch.ones(4, 2, device=x.device))
+        x.diagonal().fill_(9)
+        v = x[1:3]
+        v[:, 0] = v[:, 1]
+        x.unsqueeze(0)[0, 3].clamp_(max=0)
+    same(t, c)
+
+
+@pytest.mark.usefixtures("no_fallbacks")
+def test_detach_and_data_share_storage():
+    c, t = both(rand(3))
+    for x in (c, t):
+        x.requires_grad_(True)
+        x.detach().mul_(2)
+        x.data.add_(1)
+    same(t.detach(), c.detach())
+    p = torch.nn.Parameter(rand(2, 2).to("tpu"))
+    new = rand(2, 2)
+    p.data = new.to("tpu")
+    assert_same(p.detach(), new)
+
+
+@pytest.mark.usefixtures("no_fallbacks")
+def test_resize_and_set():
+    c, t = both(torch.arange(6.0))
+    for x in (c, t):
+        x.resize_(2, 3)
+    same(t, c)
+    for x in (c, t):
+        x.resize_(4, 4)  # grows: the new elements are uninitialized, so only compare the old ones
+    same(t.view(-1)[:6], c.view(-1)[:6])
+    a, b = both(rand(5))
+    s_c, s_t = torch.empty(0), torch.empty(0, device="tpu")
+    s_c.set_(a)
+    s_t.set_(b)
+    same(s_t, s_c)
+    s_t.add_(1)  # shares b's storage now
+    same(b, a + 1)
+    s_t.set_(b.untyped_storage(), 1, (2, 2), (1, 2))
+    same(s_t, (a + 1).as_strided((2, 2), (1, 2), 1))
+
+
+@pytest.mark.usefixtures("no_fallbacks")
+def test_advanced_indexing():
+    x = rand(5, 6, 7)
+    i, j = torch.tensor([0, 4, -1, 2]), torch.tensor([[1, 2], [4, 0]])
+    check(lambda x, i: x[i], x, i)
+    check(lambda x, i: x[:, i], x, i)
+    check(lambda x, i, j: x[i[:2], :, j[0]], x, i, j)  # not adjacent: the index dims go first
+    check(lambda x, j: x[j, j], x, j)
+    check(lambda x, j: x[1:, j], x, j)
+    check(lambda x, i: x[i.cpu()], x, i)  # CPU indices are allowed, as with CUDA
+
+
+@pytest.mark.usefixtures("no_fallbacks")
+def test_index_put_and_index_add():
+    x = rand(5, 6)
+    i = torch.tensor([0, 3, 3, -1])
+    check(lambda x, i: x.index_put_((i,), torch.tensor(2.0).to(x.device)), x, i)
+    check(lambda x, i, v: x.index_put((i, i), v, accumulate=True), x, i, rand(4))
+    check(lambda x, i, v: x.index_put_((i[:2],), v), x, i, rand(2, 6))
+    check(lambda x, i, v: x.index_add(1, i.abs(), v, alpha=2), x, i, rand(5, 4))
+
+    def setitem(x, i):
+        x[:, i[:2]] = -1.0
+        return x
+
+    check(setitem, x, i)
+
+
+def test_boolean_masks_count_their_nonzero_fallback():
+    import eagertpu
+
+    x = rand(4, 5)
+    before = eagertpu.fallbacks().get("aten::nonzero", 0)
+    check(lambda x: x[x > 0], x)
+
+    def setmask(x):
+        x[x < 0] = 0.0
+        return x
+
+    check(setmask, x)
+    assert eagertpu.fallbacks().get("aten::nonzero", 0) > before
