@@ -62,10 +62,19 @@ fn geometry(byte_offset: u64, nbytes: u64, dtype: DType) -> FfiResult<(i64, i64)
 fn contents(s: &mut Storage, dtype: DType, n: i64) -> FfiResult<Tensor> {
     match &s.value {
         Some(v) if v.dtype() == dtype => Ok(v.clone()),
-        Some(v) => Err(Failure::invalid(format!(
-            "a {} tpu storage read as {dtype}: reinterpreting storage dtypes is not supported",
-            v.dtype()
-        ))),
+        // Another dtype's view of the same bytes (`torch.save` reads every
+        // storage as bytes; `Tensor.view(dtype)`): reinterpreted through the
+        // host, a sync. Rare enough not to need a device-side bitcast yet.
+        Some(v) => {
+            let bytes = usize::try_from(v.numel())
+                .map_err(|_| Failure::invalid("a storage with a negative size".to_string()))?
+                * v.dtype().size_in_bytes();
+            let mut host = vec![0u8; bytes];
+            v.read_bytes(&mut host)?;
+            let wanted = n as usize * dtype.size_in_bytes();
+            host.resize(wanted, 0);
+            Ok(Device::get(s.device)?.tensor_from_bytes(dtype, &[n], &host)?)
+        }
         None => {
             let v = Device::get(s.device)?.zeros(&[n], dtype)?;
             s.value = Some(v.clone());

@@ -135,7 +135,9 @@ Handle full(int64_t device, at::IntArrayRef sizes, const at::Scalar& v, at::Scal
 }
 
 Handle read(const at::Tensor& t) {
-  TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, "expected a tpu tensor, got one on ", t.device());
+  TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1,
+              "Expected all tensors to be on the same device, but found at least two devices, tpu and ", t.device(),
+              " (a ", t.scalar_type(), t.sizes(), " tensor on ", t.device(), ")");
   if (t.numel() == 0) return full(device_index(t), t.sizes(), 0, t.scalar_type());
   Handle h;
   auto addr = reinterpret_cast<uint64_t>(t.const_data_ptr());

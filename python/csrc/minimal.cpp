@@ -45,6 +45,16 @@ at::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArr
 
 at::Tensor view(const at::Tensor& self, c10::IntArrayRef size) { return at::native::view(self, size); }
 
+// `param.data = tpu_tensor` (what Module.to does) keeps the Parameter object,
+// so weights tied before `.to("tpu")` stay tied: a strided CPU tensor and a
+// tpu tensor can take each other's metadata.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](const at::Tensor& t) {
+    return t.layout() == at::kStrided && (t.is_cpu() || t.device().type() == c10::DeviceType::PrivateUse1);
+  };
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set()) || (dense(self) && dense(from));
+}
+
 at::Tensor unfold(const at::Tensor& self, int64_t dim, int64_t size, int64_t step) {
   return at::native::unfold(self, dim, size, step);
 }
@@ -178,6 +188,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("as_strided", etpu::as_strided);
   m.impl("view", etpu::view);
   m.impl("unfold", etpu::unfold);
+  m.impl("_has_compatible_shallow_copy_type", etpu::has_compatible_shallow_copy_type);
   m.impl("_reshape_alias", etpu::reshape_alias);
   m.impl("resize_", etpu::resize_);
   m.impl("set_.source_Storage", etpu::set_source_storage);

@@ -217,6 +217,28 @@ at::Tensor& index_fill_tensor(at::Tensor& self, int64_t dim, const at::Tensor& i
   return index_fill_scalar(self, dim, index, value.item());
 }
 
+// nonzero and masked_select have data-dependent shapes: as on CUDA they read
+// the mask on the host (a counted host sync, not a fallback), then gather on
+// the device.
+at::Tensor nonzero_kernel(const at::Tensor& self) {
+  at::Tensor mask = self.ne(0).cpu();
+  return at::nonzero(mask).to(self.device());
+}
+
+at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected a bool mask, got ", mask.scalar_type());
+  auto shape = at::infer_size(self.sizes(), mask.sizes());
+  at::Tensor flat_mask = mask.expand(shape).reshape(-1);
+  at::Tensor idx = nonzero_kernel(flat_mask).view(-1);
+  return self.expand(shape).reshape(-1).index_select(0, idx);
+}
+
+bool equal(const at::Tensor& self, const at::Tensor& other) {
+  if (self.sizes() != other.sizes() || self.scalar_type() != other.scalar_type()) return false;
+  if (self.numel() == 0) return true;
+  return self.eq(other).all().item<bool>();
+}
+
 at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
   OpScope s;
   double st = step.toDouble(), a = start.toDouble(), b = end.toDouble();
@@ -246,4 +268,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_fill_.int_Scalar", index_fill_scalar);
   m.impl("index_fill_.int_Tensor", index_fill_tensor);
   m.impl("arange.start_out", arange_out);
+  m.impl("nonzero", nonzero_kernel);
+  m.impl("masked_select", masked_select);
+  m.impl("equal", equal);
 }

@@ -26,7 +26,31 @@ def current_device() -> int:
 
 def set_device(device) -> None:
     global _current
-    _current = torch.device(device).index or 0 if not isinstance(device, int) else device
+    _current = _index(device)
+
+
+class device:
+    """`with torch.tpu.device(i):` makes `i` the current tpu device in the block."""
+
+    def __init__(self, device):
+        self.index = _index(device)
+        self.previous = None
+
+    def __enter__(self):
+        self.previous = current_device()
+        set_device(self.index)
+
+    def __exit__(self, *exc):
+        set_device(self.previous)
+        return False
+
+
+def _index(device) -> int:
+    if device is None:
+        return current_device()
+    if isinstance(device, int):
+        return device
+    return torch.device(device).index or 0
 
 
 def synchronize(device=None) -> None:
@@ -57,11 +81,14 @@ def _is_in_bad_fork() -> bool:
 
 def memory_allocated(device=None) -> int:
     """Bytes of tensor storage allocated on `device` (all devices if None)."""
-    index = -1 if device is None else (torch.device(device).index or 0 if not isinstance(device, int) else device)
-    return _lib.storage_stats(index)[1]
+    return _lib.storage_stats(-1 if device is None else _index(device))[1]
 
 
 def memory_stats(device=None) -> dict:
-    index = -1 if device is None else (torch.device(device).index or 0 if not isinstance(device, int) else device)
-    count, nbytes = _lib.storage_stats(index)
+    count, nbytes = _lib.storage_stats(-1 if device is None else _index(device))
     return {"allocated_bytes.all.current": nbytes, "allocation.all.current": count}
+
+
+def get_amp_supported_dtype() -> list:
+    """Autocast's lower-precision dtypes on tpu."""
+    return [torch.bfloat16, torch.float16]

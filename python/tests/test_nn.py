@@ -1,6 +1,8 @@
 """Matmuls, softmax, losses, normalization, embedding, index ops and
 attention against PyTorch CPU (values and gradients), in every mode."""
 
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -125,7 +127,7 @@ def test_multi_head_attention_module():
     x = rand(3, 5, 8)
 
     def run(x):
-        m = mha.to(x.device)
+        m = copy.deepcopy(mha).to(x.device)
         out, weights = m(x, x, x)
         return out.sum() + weights.sum()
 

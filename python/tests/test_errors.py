@@ -1,0 +1,142 @@
+"""Bad input raises a clear RuntimeError naming the op, the shapes or dtypes
+and the user's line; the next op works. Ops without a tpu kernel run on the
+CPU: counted, warned about once, refused under EAGERTPU_FALLBACK=error."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import eagertpu
+
+HERE = os.path.abspath(__file__)
+
+
+def next_op_works():
+    x = torch.arange(4.0, device="tpu")
+    assert (x * 2).sum().item() == 12.0
+
+
+def test_shape_mismatch(mode):
+    a, b = torch.ones(3, 4, device="tpu"), torch.ones(5, 4, device="tpu")
+    with pytest.raises(RuntimeError, match=r"size of tensor a \(3\) must match the size of tensor b \(5\)"):
+        a + b
+    with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(3x4 and 5x4\)"):
+        a @ b
+    next_op_works()
+
+
+def test_device_mix_raises_as_on_cuda(mode):
+    t, c = torch.ones(3, device="tpu"), torch.ones(3)
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        t + c
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.mm(t.view(3, 1), c.view(1, 3))
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.special.bessel_j0(t) + c  # through the CPU fallback as well
+    assert_same_scalar = (t * torch.tensor(2.0)).sum().item()  # a CPU 0-d tensor is fine, as on CUDA
+    assert assert_same_scalar == 6.0
+    next_op_works()
+
+
+def test_unsupported_dtype(mode):
+    with pytest.raises(RuntimeError, match="dtype ComplexFloat is not supported on tpu"):
+        torch.zeros(3, dtype=torch.complex64, device="tpu")
+    with pytest.raises(RuntimeError, match="not supported on tpu"):
+        torch.ones(2, dtype=torch.complex128).to("tpu")
+    next_op_works()
+
+
+def test_out_of_range_index_in_debug_mode_raises_at_the_line():
+    x = torch.ones(4, 3, device="tpu")
+    i = torch.tensor([0, 7], device="tpu")
+    with eagertpu.mode("debug"):
+        with pytest.raises(RuntimeError) as e:
+            x.index_select(0, i)
+    msg = str(e.value)
+    assert "index_select" in msg and "index 7 is out of range for dim 0 of size 4" in msg, msg
+    assert f"{HERE}:" in msg, msg  # the test's own line, not torch's
+    next_op_works()
+
+
+@pytest.mark.parametrize("mode_name", ["strict", "fused"])
+def test_deferred_failure_surfaces_at_sync_with_op_and_line(mode_name):
+    with eagertpu.mode(mode_name):
+        huge = torch.empty(40_000_000_000, device="tpu")  # 160 GB: the op fails when it runs
+        huge.fill_(1.0)
+        line = sys._getframe().f_lineno - 1
+        y = huge + 1  # recorded after the failing op: fails with it
+        with pytest.raises(RuntimeError) as e:
+            eagertpu.sync()
+        msg = str(e.value)
+        assert "fill" in msg or "full" in msg, msg
+        assert f"{HERE}:{line}" in msg, msg
+        del y, huge
+        eagertpu.sync()  # reported once, then cleared
+        next_op_works()
+
+
+def run_python(code, **env):
+    r = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=300,
+    )
+    return r
+
+
+def test_fallback_is_counted_warned_once_and_correct():
+    r = run_python(
+        """
+        import warnings, torch, eagertpu
+        x = torch.linspace(0.1, 3, 7)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            for _ in range(3):
+                y = torch.special.bessel_j0(x.to("tpu"))
+        assert y.device.type == "tpu", y.device
+        torch.testing.assert_close(y.cpu(), torch.special.bessel_j0(x))
+        fb = eagertpu.fallbacks()
+        assert fb == {"aten::special_bessel_j0.out": 3}, fb
+        msgs = [str(m.message) for m in w if "no tpu kernel" in str(m.message)]
+        assert len(msgs) == 1 and "special_bessel_j0" in msgs[0], msgs
+        assert "special_bessel_j0" in eagertpu.metrics_report()
+        print("ok")
+        """
+    )
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
+
+
+def test_fallback_is_an_error_when_asked():
+    r = run_python(
+        """
+        import torch, eagertpu
+        x = torch.ones(3, device="tpu")
+        try:
+            torch.special.bessel_j0(x)
+        except RuntimeError as e:
+            assert "special_bessel_j0" in str(e) and "EAGERTPU_FALLBACK" in str(e), e
+            print("raised")
+        assert (x + 1).sum().item() == 6.0  # the process keeps working
+        """,
+        EAGERTPU_FALLBACK="error",
+    )
+    assert r.returncode == 0 and r.stdout.strip() == "raised", r.stdout + r.stderr
+
+
+def test_host_syncs_are_reported_by_call_site():
+    before = eagertpu.host_syncs()
+    x = torch.ones(3, device="tpu")
+    for _ in range(5):
+        x.sum().item()
+        line = sys._getframe().f_lineno - 1
+    site = f"{HERE}:{line}"
+    assert eagertpu.host_syncs().get(site, 0) - before.get(site, 0) == 5, eagertpu.host_syncs()
+    assert site in eagertpu.metrics_report()
+    m = eagertpu.metrics()
+    assert isinstance(m["compiles"], int) and m["host_syncs_by_site"][site] >= 5

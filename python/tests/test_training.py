@@ -1,0 +1,130 @@
+"""Unchanged PyTorch training loops on tpu: 20 steps in every mode, losses
+matching the same loop on the CPU, and no op falling back to the CPU."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+pytestmark = pytest.mark.usefixtures("mode", "no_fallbacks")
+
+STEPS = 20
+
+
+def train(model, make_opt, batches, device, loss_fn):
+    model = copy.deepcopy(model).to(device)
+    opt = make_opt(model.parameters())
+    losses = []
+    for x, y in batches:
+        opt.zero_grad()
+        loss = loss_fn(model(x.to(device)), y.to(device))
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, model
+
+
+def compare(model, make_opt, batches, loss_fn=F.cross_entropy, rtol=1e-3, atol=1e-4):
+    cpu, cpu_model = train(model, make_opt, batches, "cpu", loss_fn)
+    tpu, tpu_model = train(model, make_opt, batches, "tpu", loss_fn)
+    assert cpu[-1] < cpu[0], "the CPU run does not learn: a useless test"
+    torch.testing.assert_close(torch.tensor(tpu), torch.tensor(cpu), rtol=rtol, atol=atol)
+    for (name, p), q in zip(tpu_model.named_parameters(), cpu_model.parameters()):
+        torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=rtol * 10, atol=atol * 10, msg=lambda m: f"{name}: {m}")
+
+
+def mlp():
+    return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 32), nn.GELU(), nn.Linear(32, 4))
+
+
+def classification(n_in, classes, batch=32):
+    """One batch, seen every step, labelled by a random linear teacher."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(batch, n_in, generator=g)
+    y = (x @ torch.randn(n_in, classes, generator=g)).argmax(1)
+    return [(x, y)] * STEPS
+
+
+def test_mlp_sgd():
+    compare(mlp(), lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), classification(16, 4))
+
+
+def test_mlp_adamw():
+    compare(mlp(), lambda p: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.1), classification(16, 4))
+
+
+def test_mlp_adamw_foreach_off_and_amsgrad():
+    compare(mlp(), lambda p: torch.optim.AdamW(p, lr=1e-2, foreach=False, amsgrad=True), classification(16, 4))
+
+
+def test_mlp_regression_with_clipping_and_scheduler():
+    model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1))
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(32, 8, generator=g)
+    batches = [(x, x.sum(1, keepdim=True).sin())] * STEPS
+
+    def make_opt(params):
+        return torch.optim.Adam(params, lr=1e-2)
+
+    def loss_fn(out, y):
+        return F.mse_loss(out, y)
+
+    compare(model, make_opt, batches, loss_fn)
+
+
+class Encoder(nn.Module):
+    def __init__(self, vocab=40, width=32, classes=5):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width, padding_idx=0)
+        layer = nn.TransformerEncoderLayer(width, 4, 64, dropout=0.0, activation="gelu", batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(width)
+        self.head = nn.Linear(width, classes)
+
+    def forward(self, tokens):
+        h = self.encoder(self.embed(tokens), src_key_padding_mask=tokens == 0)
+        return self.head(self.norm(h).mean(1))
+
+
+def test_transformer_encoder():
+    g = torch.Generator().manual_seed(3)
+    tokens = torch.randint(1, 40, (8, 10), generator=g)
+    tokens[:, 7:] = 0  # padding
+    batches = [(tokens, tokens[:, 0] % 5)] * STEPS
+    compare(Encoder(), lambda p: torch.optim.AdamW(p, lr=3e-3), batches, rtol=2e-3, atol=2e-4)
+
+
+class CausalLM(nn.Module):
+    def __init__(self, vocab=32, width=32, seq=12):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.pos = nn.Parameter(torch.randn(seq, width) * 0.02)
+        # No in-projection bias: the key bias's gradient is zero in exact
+        # arithmetic (softmax ignores a per-row constant), so Adam would turn
+        # rounding noise into full-size steps on both devices.
+        self.attn = nn.MultiheadAttention(width, 4, batch_first=True, bias=False)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(approximate="tanh"), nn.Linear(4 * width, width))
+        self.ln1, self.ln2 = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.head = nn.Linear(width, vocab, bias=False)
+        self.head.weight = self.embed.weight  # tied
+
+    def forward(self, tokens):
+        h = self.embed(tokens) + self.pos
+        a = self.ln1(h)
+        mask = torch.triu(torch.ones(tokens.shape[1], tokens.shape[1], dtype=torch.bool, device=h.device), 1)
+        h = h + self.attn(a, a, a, attn_mask=mask, need_weights=False)[0]
+        h = h + self.mlp(self.ln2(h))
+        return self.head(h)
+
+
+def test_causal_lm_with_tied_weights():
+    g = torch.Generator().manual_seed(4)
+    t = torch.randint(0, 32, (4, 13), generator=g)
+    batches = [(t[:, :-1], t[:, 1:])] * STEPS
+
+    def loss_fn(logits, y):
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+    compare(CausalLM(), lambda p: torch.optim.AdamW(p, lr=3e-3), batches, loss_fn, rtol=2e-3, atol=2e-4)
