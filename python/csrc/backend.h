@@ -115,6 +115,9 @@ inline Handle div(const Handle& a, const Handle& b) { return binary("div", a, b)
 // The device index of a `tpu` tensor.
 inline int64_t device_index(const at::Tensor& t) { return t.device().index() < 0 ? 0 : t.device().index(); }
 
+// The default tpu generator of a device (ops_random.cpp).
+const at::Generator& default_generator(c10::DeviceIndex index);
+
 // Counts a host sync at the current origin (for the report by call site).
 void note_host_sync();
 

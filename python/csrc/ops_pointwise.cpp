@@ -60,6 +60,42 @@ UNARY_KERNEL(sgn, "sign")  // real dtypes only: complex tensors are not supporte
 UNARY_KERNEL(erf, "erf")
 UNARY_KERNEL(logical_not, "logical_not")
 
+// erfinv: Giles' single-precision polynomial ("Approximating the erfinv
+// function", 2010), then Newton steps on erf(x) = y for full precision (one
+// for float32, two for float64). |y| = 1 gives +-inf, |y| > 1 NaN.
+Handle polynomial(const Handle& w, std::initializer_list<double> coefficients) {
+  auto c = coefficients.begin();
+  Handle p = binary_scalar("add", mul(w, 0.0), *c++);
+  for (; c != coefficients.end(); ++c) p = binary_scalar("add", mul(p, w), *c);
+  return p;
+}
+
+at::Tensor& erfinv_out(const at::Tensor& self, at::Tensor& out) {
+  OpScope s;
+  at::ScalarType t = out.scalar_type();
+  TORCH_CHECK(at::isFloatingType(t), "erfinv: expected a floating point result, got ", t);
+  at::ScalarType wide = t == at::kDouble ? at::kDouble : at::kFloat;
+  Handle y = cast(read(self), wide);
+  Handle w = unary("neg", unary("log", mul(binary_scalar("sub", y, 1.0, true), binary_scalar("add", y, 1.0))));
+  Handle central = polynomial(binary_scalar("sub", w, 2.5),
+                              {2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
+                               -0.00125372503, -0.00417768164, 0.246640727, 1.50140941});
+  Handle tail = polynomial(binary_scalar("sub", unary("sqrt", w), 3.0),
+                           {-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+                            -0.0076224613, 0.00943887047, 1.00167406, 2.83297682});
+  Handle x = mul(where(binary_scalar("lt", w, 5.0), central, tail), y);
+  const double two_over_sqrt_pi = 2.0 / std::sqrt(M_PI);
+  for (int step = 0; step < (wide == at::kDouble ? 2 : 1); step++) {
+    Handle err = sub(unary("erf", x), y);
+    Handle slope = mul(unary("exp", unary("neg", mul(x, x))), two_over_sqrt_pi);
+    Handle refined = sub(x, div(err, slope));
+    x = where(binary_scalar("lt", unary("abs", y), 1.0), refined, x);  // keep +-inf and NaN
+  }
+  at::native::resize_output(out, self.sizes());
+  write(out, x);
+  return out;
+}
+
 // isnan/isinf/isposinf/isneginf: always false for integer inputs.
 at::Tensor bool_like(const at::Tensor& self) { return at::empty(self.sizes(), self.options().dtype(at::kBool)); }
 
@@ -376,6 +412,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sgn.out", sgn_out);
   m.impl("erf.out", erf_out);
   m.impl("logical_not.out", logical_not_out);
+  m.impl("erfinv.out", erfinv_out);
   m.impl("isnan", isnan);
   m.impl("isinf", isinf);
   m.impl("isposinf.out", isposinf_out);

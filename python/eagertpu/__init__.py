@@ -49,23 +49,35 @@ def _register() -> None:
 
 
 def _autoload() -> None:
-    """The `torch.backends` entry point: registration must never break `import torch`."""
-    try:
-        _register()
-    except Exception as e:  # noqa: BLE001 - reported, not raised
-        warnings.warn(f"eagertpu: the tpu backend did not load: {e}", stacklevel=2)
+    """The `torch.backends` entry point: importing this module registered the
+    device already (or warned why it could not)."""
 
 
-_register()
+# Registration must never break `import torch` (which imports this module
+# through the entry point): a failure is a warning here, and an error at the
+# first use of this API.
+_load_error = None
+try:
+    _register()
+except Exception as e:  # noqa: BLE001 - reported, then raised on use
+    _load_error = e
+    warnings.warn(f"eagertpu: the tpu backend did not load: {e}", stacklevel=2)
+
+
+def _loaded() -> None:
+    if _load_error is not None:
+        raise RuntimeError(f"the eagertpu backend did not load: {_load_error}") from _load_error
 
 
 def sync() -> None:
     """Runs everything recorded on `tpu` and waits; raises the first failure."""
+    _loaded()
     _lib.check(_lib.ffi.eagertpu_sync())
 
 
 def set_mode(name: str) -> None:
     """`"debug"`, `"strict"` or `"fused"` for the whole process; pending work runs first."""
+    _loaded()
     if name not in _lib.MODES:
         raise ValueError(f"unknown mode {name!r}: expected one of {sorted(_lib.MODES)}")
     _lib.check(_lib.ffi.eagertpu_set_mode(_lib.MODES[name]))

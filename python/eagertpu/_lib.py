@@ -69,6 +69,11 @@ def backend():
         _backend.etpu_py_sync_sites.restype = ctypes.c_size_t
         _backend.etpu_py_sync_sites.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
         _backend.etpu_py_add_internal_dir.argtypes = [ctypes.c_char_p]
+        _backend.etpu_py_manual_seed.argtypes = [ctypes.c_int64, ctypes.c_uint64]
+        _backend.etpu_py_initial_seed.argtypes = [ctypes.c_int64]
+        _backend.etpu_py_initial_seed.restype = ctypes.c_uint64
+        _backend.etpu_py_get_rng_state.argtypes = [ctypes.c_int64, ctypes.c_void_p]
+        _backend.etpu_py_set_rng_state.argtypes = [ctypes.c_int64, ctypes.c_void_p]
     return _backend
 
 

@@ -1,12 +1,13 @@
 """`torch.tpu`: the device module of the `tpu` backend, in the shape of
 `torch.cuda` (device_count, is_available, synchronize, manual_seed, memory)."""
 
+import os
+
 import torch
 
 from . import _lib
 
 _current = 0
-_seed = 0
 
 
 def is_available() -> bool:
@@ -59,16 +60,52 @@ def synchronize(device=None) -> None:
 
 
 def manual_seed(seed: int) -> None:
-    global _seed
-    _seed = int(seed)
+    """Seeds the current tpu device's generator (`torch.manual_seed` seeds all)."""
+    _lib.backend().etpu_py_manual_seed(current_device(), int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
 
 
 def manual_seed_all(seed: int) -> None:
-    manual_seed(seed)
+    _lib.backend().etpu_py_manual_seed(-1, int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+
+
+def seed() -> None:
+    """Seeds the current device's generator with a non-deterministic number."""
+    manual_seed(int.from_bytes(os.urandom(8), "little"))
+
+
+def seed_all() -> None:
+    manual_seed_all(int.from_bytes(os.urandom(8), "little"))
 
 
 def initial_seed() -> int:
-    return _seed
+    return _lib.backend().etpu_py_initial_seed(current_device())
+
+
+def get_rng_state(device="tpu") -> torch.Tensor:
+    """The generator's state: a CPU uint8 tensor (seed and draw counter)."""
+    import ctypes
+
+    buf = (ctypes.c_uint8 * 16)()
+    _lib.backend().etpu_py_get_rng_state(_index(device), buf)
+    return torch.tensor(list(buf), dtype=torch.uint8)
+
+
+def set_rng_state(state: torch.Tensor, device="tpu") -> None:
+    import ctypes
+
+    data = bytes(state.to(torch.uint8).cpu().tolist())
+    if len(data) != 16:
+        raise ValueError(f"a tpu generator state has 16 bytes, got {len(data)}")
+    _lib.backend().etpu_py_set_rng_state(_index(device), (ctypes.c_uint8 * 16).from_buffer_copy(data))
+
+
+def get_rng_state_all() -> list:
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state_all(states) -> None:
+    for i, state in enumerate(states):
+        set_rng_state(state, i)
 
 
 def is_initialized() -> bool:

@@ -175,6 +175,13 @@ def test_where_clamp_and_friends():
     check(lambda x: x.tril_(), rand(4, 4))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_erfinv(dtype):
+    y = torch.linspace(-0.999999, 0.999999, 2001, dtype=dtype)
+    check(torch.erfinv, y, rtol=1e-5 if dtype == torch.float32 else 1e-12, atol=1e-6 if dtype == torch.float32 else 1e-12)
+    check(torch.erfinv, torch.tensor([-1.0, 1.0, 0.0, 1.5], dtype=dtype))
+
+
 def test_nan_and_inf_tests():
     x = torch.tensor([0.0, float("nan"), float("inf"), -float("inf"), 2.0])
     for f in (torch.isnan, torch.isinf, torch.isposinf, torch.isneginf, torch.isfinite):

@@ -1,0 +1,327 @@
+// Convolutions (plain and transposed, any groups), pooling and batch norm:
+// what CNNs need. A convolution is one StableHLO convolution; its gradients
+// are convolutions too (the runtime builds them). Max pooling returns the
+// flat index of each maximum, so its backward is one scatter-add.
+#include <ATen/OpMathType.h>
+#include <ATen/native/Resize.h>
+#include <torch/library.h>
+
+#include "backend.h"
+
+namespace etpu {
+namespace {
+
+struct ConvArgs {
+  std::vector<int64_t> stride, padding, dilation;
+  int64_t groups;
+  size_t nspatial() const { return stride.size(); }
+};
+
+ConvArgs conv_args(const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,
+                   at::IntArrayRef dilation, int64_t groups) {
+  size_t n = weight.dim() - 2;
+  auto expand = [n](at::IntArrayRef v, int64_t fill) {
+    std::vector<int64_t> out(v.begin(), v.end());
+    if (out.size() == 1 && n > 1) out.assign(n, out[0]);
+    if (out.empty()) out.assign(n, fill);
+    TORCH_CHECK(out.size() == n, "convolution: expected ", n, " values per spatial dim, got ", v);
+    return out;
+  };
+  return {expand(stride, 1), expand(padding, 0), expand(dilation, 1), groups};
+}
+
+Handle conv(const Handle& x, const Handle& w, const ConvArgs& a) {
+  Handle h;
+  check(etpu_conv(x.get(), w.get(), a.stride.data(), a.padding.data(), a.dilation.data(), a.nspatial(), a.groups,
+                  origin(), h.out()));
+  return h;
+}
+
+Handle conv_grad_input(const Handle& g, const Handle& w, at::IntArrayRef input_sizes, const ConvArgs& a) {
+  Handle h;
+  check(etpu_conv_backward_input(g.get(), w.get(), input_sizes.data(), input_sizes.size(), a.stride.data(),
+                                 a.padding.data(), a.dilation.data(), a.nspatial(), a.groups, origin(), h.out()));
+  return h;
+}
+
+Handle conv_grad_weight(const Handle& g, const Handle& x, at::IntArrayRef weight_sizes, const ConvArgs& a) {
+  Handle h;
+  check(etpu_conv_backward_weight(g.get(), x.get(), weight_sizes.data(), weight_sizes.size(), a.stride.data(),
+                                  a.padding.data(), a.dilation.data(), a.nspatial(), a.groups, origin(), h.out()));
+  return h;
+}
+
+// Output sizes of a transposed convolution of `input` by `weight`.
+std::vector<int64_t> transposed_sizes(const at::Tensor& input, const at::Tensor& weight, const ConvArgs& a,
+                                      at::IntArrayRef output_padding) {
+  std::vector<int64_t> out{input.size(0), weight.size(1) * a.groups};
+  for (size_t i = 0; i < a.nspatial(); i++) {
+    int64_t op = output_padding.empty() ? 0 : output_padding[output_padding.size() == 1 ? 0 : i];
+    out.push_back((input.size(i + 2) - 1) * a.stride[i] - 2 * a.padding[i] + a.dilation[i] * (weight.size(i + 2) - 1) +
+                  op + 1);
+  }
+  return out;
+}
+
+// bias [C] as [1, C, 1, ...] for a rank-`rank` result.
+Handle bias_view(const at::Tensor& bias, int64_t rank) {
+  std::vector<int64_t> shape(rank, 1);
+  shape[1] = bias.size(0);
+  return reshape(read(bias), shape);
+}
+
+at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                       at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+                       at::IntArrayRef output_padding, int64_t groups) {
+  OpScope s;
+  TORCH_CHECK(input.dim() == weight.dim() && input.dim() >= 3, "convolution: expected a batched input of rank ",
+              weight.dim(), " for a weight of shape ", weight.sizes(), ", got input of shape ", input.sizes());
+  TORCH_CHECK(input.scalar_type() == weight.scalar_type(), "convolution: input (", input.scalar_type(),
+              ") and weight (", weight.scalar_type(), ") must have the same dtype");
+  ConvArgs a = conv_args(weight, stride, padding, dilation, groups);
+  Handle y = transposed ? conv_grad_input(read(input), read(weight), transposed_sizes(input, weight, a, output_padding), a)
+                        : conv(read(input), read(weight), a);
+  if (bias.has_value() && bias->defined()) y = add(y, bias_view(*bias, input.dim()));
+  at::Tensor out = at::empty(dims_of(y), input.options());
+  write(out, y);
+  return out;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
+    at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups,
+    std::array<bool, 3> output_mask) {
+  OpScope s;
+  ConvArgs a = conv_args(weight, stride, padding, dilation, groups);
+  Handle g = read(grad_output);
+  at::Tensor gi, gw, gb;
+  if (output_mask[0]) {
+    // transposed: y = conv_grad_input(x, w), so dx = conv(dy, w).
+    Handle h = transposed ? conv(g, read(weight), a) : conv_grad_input(g, read(weight), input.sizes(), a);
+    gi = at::empty(input.sizes(), input.options());
+    write(gi, h);
+  }
+  if (output_mask[1]) {
+    // transposed: <dy, y> = <x, conv(dy, w)>, so dw is conv's weight gradient
+    // with x as the output gradient and dy as the input.
+    Handle h = transposed ? conv_grad_weight(read(input), g, weight.sizes(), a)
+                          : conv_grad_weight(g, read(input), weight.sizes(), a);
+    gw = at::empty(weight.sizes(), weight.options());
+    write(gw, h);
+  }
+  if (output_mask[2]) {
+    std::vector<int64_t> dims{0};
+    for (int64_t d = 2; d < grad_output.dim(); d++) dims.push_back(d);
+    gb = at::empty({grad_output.size(1)}, grad_output.options());
+    write(gb, reduce("sum", g, dims, false));
+  }
+  return {gi, gw, gb};
+}
+
+// ---------------------------------------------------------------- pooling ----
+
+std::vector<int64_t> pool_arg(at::IntArrayRef v, size_t n, at::IntArrayRef fallback, const char* what) {
+  if (v.empty()) return fallback.vec();
+  std::vector<int64_t> out(v.begin(), v.end());
+  if (out.size() == 1) out.assign(n, out[0]);
+  TORCH_CHECK(out.size() == n, "pooling: ", what, " must have 1 or ", n, " values, got ", v);
+  return out;
+}
+
+std::tuple<at::Tensor&, at::Tensor&> max_pool2d_with_indices_out(const at::Tensor& self, at::IntArrayRef kernel_size,
+                                                                 at::IntArrayRef stride, at::IntArrayRef padding,
+                                                                 at::IntArrayRef dilation, bool ceil_mode,
+                                                                 at::Tensor& out, at::Tensor& indices) {
+  OpScope s;
+  auto k = pool_arg(kernel_size, 2, {}, "kernel_size");
+  auto st = pool_arg(stride, 2, k, "stride");
+  auto p = pool_arg(padding, 2, {0, 0}, "padding");
+  auto d = pool_arg(dilation, 2, {1, 1}, "dilation");
+  Handle values, idx;
+  check(etpu_max_pool(read(self).get(), k.data(), st.data(), p.data(), d.data(), 2, ceil_mode, origin(), values.out(),
+                      idx.out()));
+  write(out, values);
+  write(indices, idx);
+  return {out, indices};
+}
+
+// The gradient lands where each window's maximum was: a scatter-add into the
+// flattened spatial plane.
+at::Tensor& max_pool2d_backward_out(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef kernel_size,
+                                    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                                    bool ceil_mode, const at::Tensor& indices, at::Tensor& grad_input) {
+  OpScope s;
+  int64_t planes = self.numel() / (self.size(-1) * self.size(-2));
+  int64_t plane = self.size(-1) * self.size(-2), outs = grad_output.size(-1) * grad_output.size(-2);
+  Handle zeros = full(device_index(self), {planes, plane}, 0, self.scalar_type());
+  Handle g = reshape(read(grad_output), {planes, outs});
+  Handle idx = reshape(read(indices), {planes, outs});
+  write(grad_input, reshape(scatter(zeros, 1, idx, g, /*add=*/true), self.sizes()));
+  return grad_input;
+}
+
+Handle avg_pool(const Handle& x, const std::vector<int64_t>& k, const std::vector<int64_t>& st,
+                const std::vector<int64_t>& p, bool ceil_mode, bool count_include_pad, int64_t divisor) {
+  Handle h;
+  check(etpu_avg_pool(x.get(), k.data(), st.data(), p.data(), k.size(), ceil_mode, count_include_pad, divisor,
+                      origin(), h.out()));
+  return h;
+}
+
+at::Tensor& avg_pool2d_out(const at::Tensor& self, at::IntArrayRef kernel_size, at::IntArrayRef stride,
+                           at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                           std::optional<int64_t> divisor_override, at::Tensor& out) {
+  OpScope s;
+  auto k = pool_arg(kernel_size, 2, {}, "kernel_size");
+  auto st = pool_arg(stride, 2, k, "stride");
+  auto p = pool_arg(padding, 2, {0, 0}, "padding");
+  write(out, avg_pool(read(self), k, st, p, ceil_mode, count_include_pad, divisor_override.value_or(0)));
+  return out;
+}
+
+// Each output's gradient, divided by its window's divisor, is spread over the
+// window: a transposed depthwise convolution with a kernel of ones. The
+// divisors come from pooling ones: avg(ones) = count / divisor, and a sum
+// pool (divisor 1) of ones gives the count.
+at::Tensor& avg_pool2d_backward_out(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef kernel_size,
+                                    at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode,
+                                    bool count_include_pad, std::optional<int64_t> divisor_override,
+                                    at::Tensor& grad_input) {
+  OpScope s;
+  auto k = pool_arg(kernel_size, 2, {}, "kernel_size");
+  auto st = pool_arg(stride, 2, k, "stride");
+  auto p = pool_arg(padding, 2, {0, 0}, "padding");
+  int64_t dev = device_index(self), h = self.size(-2), w = self.size(-1);
+  int64_t planes = self.numel() / (h * w);
+  Handle ones = full(dev, {1, 1, h, w}, 1, self.scalar_type());
+  Handle avg = avg_pool(ones, k, st, p, ceil_mode, count_include_pad, divisor_override.value_or(0));
+  Handle count = avg_pool(ones, k, st, p, ceil_mode, count_include_pad, 1);
+  Handle scale = div(avg, binary("maximum", count, full(dev, {}, 1, self.scalar_type())));
+  int64_t oh = grad_output.size(-2), ow = grad_output.size(-1);
+  Handle g = mul(reshape(read(grad_output), {planes, 1, oh, ow}), scale);
+  Handle kernel = full(dev, {1, 1, k[0], k[1]}, 1, self.scalar_type());
+  ConvArgs a{st, p, {1, 1}, 1};
+  int64_t sizes[4] = {planes, 1, h, w};
+  write(grad_input, reshape(conv_grad_input(g, kernel, at::IntArrayRef(sizes, 4), a), self.sizes()));
+  return grad_input;
+}
+
+// ------------------------------------------------------------- batch norm ----
+
+std::vector<int64_t> stat_dims(const at::Tensor& x) {
+  std::vector<int64_t> d{0};
+  for (int64_t i = 2; i < x.dim(); i++) d.push_back(i);
+  return d;
+}
+
+// [C] as [1, C, 1, ...]
+Handle channel(const Handle& v, const at::Tensor& x) {
+  std::vector<int64_t> shape(x.dim(), 1);
+  shape[1] = x.size(1);
+  return reshape(v, shape);
+}
+
+bool has(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(const at::Tensor& input,
+                                                                 const std::optional<at::Tensor>& weight,
+                                                                 const std::optional<at::Tensor>& bias,
+                                                                 const std::optional<at::Tensor>& running_mean,
+                                                                 const std::optional<at::Tensor>& running_var,
+                                                                 bool training, double momentum, double eps) {
+  OpScope s;
+  TORCH_CHECK(input.dim() >= 2, "batch_norm: expected an input with at least 2 dims, got shape ", input.sizes());
+  at::ScalarType st = at::toOpMathType(input.scalar_type());
+  Handle x = cast(read(input), st);
+  auto dims = stat_dims(input);
+  int64_t c = input.size(1);
+  Handle mean, var;
+  if (training) {
+    mean = reduce("mean", x, dims, false);
+    Handle xc = sub(x, channel(mean, input));
+    var = reduce("mean", mul(xc, xc), dims, false);
+    int64_t n = input.numel() / c;
+    if (has(running_mean)) {
+      Handle rm = read(*running_mean);
+      write(*running_mean, add(mul(rm, 1.0 - momentum), mul(mean, momentum)));
+    }
+    if (has(running_var)) {
+      double unbias = n > 1 ? static_cast<double>(n) / static_cast<double>(n - 1) : 1.0;
+      Handle rv = read(*running_var);
+      write(*running_var, add(mul(rv, 1.0 - momentum), mul(var, momentum * unbias)));
+    }
+  } else {
+    TORCH_CHECK(has(running_mean) && has(running_var), "batch_norm: running_mean and running_var are needed in eval");
+    mean = cast(read(*running_mean), st);
+    var = cast(read(*running_var), st);
+  }
+  Handle invstd = unary("rsqrt", binary_scalar("add", var, eps));
+  Handle y = mul(sub(x, channel(mean, input)), channel(invstd, input));
+  if (has(weight)) y = mul(y, channel(cast(read(*weight), st), input));
+  if (has(bias)) y = add(y, channel(cast(read(*bias), st), input));
+  at::Tensor out = at::empty_like(input, at::MemoryFormat::Contiguous);
+  write(out, y);
+  at::Tensor save_mean = at::empty({training ? c : 0}, input.options().dtype(st));
+  at::Tensor save_invstd = at::empty({training ? c : 0}, input.options().dtype(st));
+  if (training) {
+    write(save_mean, mean);
+    write(save_invstd, invstd);
+  }
+  return {out, save_mean, save_invstd};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
+    const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_invstd, bool train, double eps,
+    std::array<bool, 3> output_mask) {
+  OpScope s;
+  at::ScalarType st = at::toOpMathType(input.scalar_type());
+  auto dims = stat_dims(input);
+  Handle x = cast(read(input), st), g = cast(read(grad_out), st);
+  Handle mean, invstd;
+  if (train) {
+    mean = read(*save_mean);
+    invstd = read(*save_invstd);
+  } else {
+    mean = cast(read(*running_mean), st);
+    invstd = unary("rsqrt", binary_scalar("add", cast(read(*running_var), st), eps));
+  }
+  Handle xhat = mul(sub(x, channel(mean, input)), channel(invstd, input));
+  Handle w = has(weight) ? channel(cast(read(*weight), st), input) : full(device_index(input), {}, 1, st);
+  at::Tensor gi, gw, gb;
+  if (output_mask[0]) {
+    Handle scale = mul(w, channel(invstd, input));
+    gi = at::empty_like(input, at::MemoryFormat::Contiguous);
+    if (train) {
+      Handle centered = sub(sub(g, reduce("mean", g, dims, true)), mul(xhat, reduce("mean", mul(g, xhat), dims, true)));
+      write(gi, mul(centered, scale));
+    } else {
+      write(gi, mul(g, scale));
+    }
+  }
+  if (output_mask[1]) {
+    gw = at::empty({input.size(1)}, input.options());
+    write(gw, reduce("sum", mul(g, xhat), dims, false));
+  }
+  if (output_mask[2]) {
+    gb = at::empty({input.size(1)}, input.options());
+    write(gb, reduce("sum", g, dims, false));
+  }
+  return {gi, gw, gb};
+}
+
+}  // namespace
+}  // namespace etpu
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  using namespace etpu;
+  m.impl("convolution_overrideable", convolution);
+  m.impl("convolution_backward_overrideable", convolution_backward);
+  m.impl("max_pool2d_with_indices.out", max_pool2d_with_indices_out);
+  m.impl("max_pool2d_with_indices_backward.grad_input", max_pool2d_backward_out);
+  m.impl("avg_pool2d.out", avg_pool2d_out);
+  m.impl("avg_pool2d_backward.grad_input", avg_pool2d_backward_out);
+  m.impl("native_batch_norm", native_batch_norm);
+  m.impl("native_batch_norm_backward", native_batch_norm_backward);
+}

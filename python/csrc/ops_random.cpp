@@ -1,0 +1,297 @@
+// Random ops on the device, from a counter-based generator: each draw takes
+// the next counter of the tpu generator (seeded by torch.manual_seed) and
+// hashes (seed, counter) into a Threefry key, so draws are reproducible, never
+// overlap, and the key reaches the program as a parameter (no recompiles).
+#include <ATen/core/GeneratorForPrivateuseone.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/GeneratorImpl.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <mutex>
+
+#include "backend.h"
+
+namespace etpu {
+
+namespace {
+
+uint64_t splitmix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+constexpr uint64_t kDefaultSeed = 67280421310721ull;  // PyTorch's default seed
+
+}  // namespace
+
+// The tpu generator: a seed and a counter of draws (its whole state).
+class TpuGenerator final : public c10::GeneratorImpl {
+ public:
+  explicit TpuGenerator(c10::DeviceIndex index = 0)
+      : c10::GeneratorImpl(c10::Device(c10::DeviceType::PrivateUse1, index < 0 ? 0 : index),
+                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)) {}
+
+  void set_current_seed(uint64_t seed) override {
+    seed_ = seed;
+    counter_ = 0;
+  }
+  void set_offset(uint64_t offset) override { counter_ = offset; }
+  uint64_t get_offset() const override { return counter_; }
+  uint64_t current_seed() const override { return seed_; }
+  uint64_t seed() override {
+    uint64_t s = c10::detail::getNonDeterministicRandom();
+    set_current_seed(s);
+    return s;
+  }
+
+  // State: 16 bytes, the seed then the counter (a CPU uint8 tensor, as CUDA's).
+  void set_state(const c10::TensorImpl& state) override {
+    TORCH_CHECK(state.numel() == 16 && state.dtype() == caffe2::TypeMeta::Make<uint8_t>(),
+                "tpu generator state: expected a uint8 tensor of 16 bytes, got ", state.numel(), " elements of ",
+                state.dtype().name());
+    const auto* p = static_cast<const uint8_t*>(state.data());
+    memcpy(&seed_, p, 8);
+    memcpy(&counter_, p + 8, 8);
+  }
+  c10::intrusive_ptr<c10::TensorImpl> get_state() const override {
+    at::Tensor t = at::empty({16}, at::TensorOptions().dtype(at::kByte));
+    memcpy(t.data_ptr<uint8_t>(), &seed_, 8);
+    memcpy(t.data_ptr<uint8_t>() + 8, &counter_, 8);
+    return t.getIntrusivePtr();
+  }
+
+  // The key of the next draw.
+  std::pair<uint64_t, uint64_t> next_key() {
+    uint64_t c = counter_++;
+    return {splitmix64(seed_ ^ splitmix64(c)), c};
+  }
+
+  static c10::DeviceType device_type() { return c10::DeviceType::PrivateUse1; }
+
+ private:
+  TpuGenerator* clone_impl() const override {
+    auto* g = new TpuGenerator(device().index());
+    g->seed_ = seed_;
+    g->counter_ = counter_;
+    return g;
+  }
+
+  uint64_t seed_ = kDefaultSeed;
+  uint64_t counter_ = 0;
+};
+
+const at::Generator& default_generator(c10::DeviceIndex index) {
+  static std::mutex mu;
+  static std::vector<at::Generator> generators;
+  std::lock_guard<std::mutex> lock(mu);
+  size_t i = index < 0 ? 0 : static_cast<size_t>(index);
+  while (generators.size() <= i)
+    generators.push_back(at::make_generator<TpuGenerator>(static_cast<c10::DeviceIndex>(generators.size())));
+  return generators[i];
+}
+
+namespace {
+
+at::Generator make_generator(c10::DeviceIndex index) { return at::make_generator<TpuGenerator>(index); }
+
+// Uniform [0, 1) samples of `shape` in float32 (float64 for double outputs).
+Handle uniform(const at::Tensor& like, at::IntArrayRef shape, std::optional<at::Generator> gen) {
+  at::Generator g = gen.has_value() && gen->defined() ? *gen : default_generator(device_index(like));
+  std::pair<uint64_t, uint64_t> key;
+  {
+    std::lock_guard<std::mutex> lock(g.mutex());
+    key = at::check_generator<TpuGenerator>(g)->next_key();
+  }
+  at::ScalarType t = like.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  Handle h;
+  check(etpu_rand_uniform(device_index(like), key.first, key.second, shape.data(), shape.size(), dtype_code(t),
+                          origin(), h.out()));
+  return h;
+}
+
+void check_float(const at::Tensor& self, const char* op) {
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), op, ": expected a floating point tensor, got ",
+              self.scalar_type());
+}
+
+at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
+  OpScope s;
+  check_float(self, "uniform_");
+  TORCH_CHECK(from <= to, "uniform_: expects from <= to, got from=", from, " to=", to);
+  if (self.numel() == 0) return self;
+  write(self, binary_scalar("add", mul(uniform(self, self.sizes(), gen), to - from), from));
+  return self;
+}
+
+// Box-Muller over two uniform draws.
+Handle standard_normal(const at::Tensor& like, at::IntArrayRef shape, std::optional<at::Generator> gen) {
+  std::vector<int64_t> two{2};
+  two.insert(two.end(), shape.begin(), shape.end());
+  Handle u = uniform(like, two, gen);
+  std::vector<int64_t> dims(shape.begin(), shape.end());
+  Handle u1 = reshape(slice(u, 0, 0, 1, 1), dims), u2 = reshape(slice(u, 0, 1, 2, 1), dims);
+  Handle radius = unary("sqrt", mul(unary("log", binary_scalar("sub", u1, 1.0, /*reversed=*/true)), -2.0));
+  return mul(radius, unary("cos", mul(u2, 2.0 * M_PI)));
+}
+
+at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
+  OpScope s;
+  check_float(self, "normal_");
+  TORCH_CHECK(std >= 0.0, "normal_ expects std >= 0.0, but found std ", std);
+  if (self.numel() == 0) return self;
+  write(self, binary_scalar("add", mul(standard_normal(self, self.sizes(), gen), std), mean));
+  return self;
+}
+
+at::Tensor& bernoulli_scalar(at::Tensor& self, double p, std::optional<at::Generator> gen) {
+  OpScope s;
+  TORCH_CHECK(p >= 0 && p <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", p);
+  if (self.numel() == 0) return self;
+  write(self, binary_scalar("lt", uniform(self, self.sizes(), gen), p));
+  return self;
+}
+
+at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p, std::optional<at::Generator> gen) {
+  OpScope s;
+  if (self.numel() == 0) return self;
+  Handle prob = cast(read_operand(p, device_index(self)), at::kFloat);
+  write(self, binary("lt", uniform(self, self.sizes(), gen), prob));
+  return self;
+}
+
+at::Tensor bernoulli(const at::Tensor& self, std::optional<at::Generator> gen) {
+  at::Tensor out = at::empty_like(self);
+  return bernoulli_tensor(out, self, gen);
+}
+
+// Integers in [from, to): floor(u * range) + from, drawn in float64 so every
+// integer of a large range is reachable.
+at::Tensor& random_from(at::Tensor& self, int64_t from, std::optional<int64_t> to, std::optional<at::Generator> gen) {
+  OpScope s;
+  int64_t hi = to.value_or(0);
+  if (!to.has_value()) {
+    switch (self.scalar_type()) {
+      case at::kBool: hi = 2; break;
+      case at::kByte: hi = 256; break;
+      case at::kChar: hi = 128; break;
+      case at::kShort: hi = 1 << 15; break;
+      case at::kInt: hi = int64_t{1} << 31; break;
+      case at::kHalf: hi = (1 << 11) + 1; break;
+      case at::kBFloat16: hi = (1 << 8) + 1; break;
+      case at::kFloat: hi = (1 << 24) + 1; break;
+      default: hi = int64_t{1} << 53; break;
+    }
+  }
+  TORCH_CHECK(from < hi, "random_ expects 'from' to be less than 'to', but got from=", from, " >= to=", hi);
+  if (self.numel() == 0) return self;
+  at::Tensor wide = at::empty(self.sizes(), self.options().dtype(at::kDouble));
+  Handle u = uniform(wide, self.sizes(), gen);
+  Handle v = binary_scalar("add", unary("floor", mul(u, static_cast<double>(hi - from))), static_cast<double>(from));
+  write(self, v);
+  return self;
+}
+
+at::Tensor& random_to(at::Tensor& self, int64_t to, std::optional<at::Generator> gen) {
+  return random_from(self, 0, to, gen);
+}
+
+at::Tensor& random_all(at::Tensor& self, std::optional<at::Generator> gen) {
+  return random_from(self, 0, std::nullopt, gen);
+}
+
+at::Tensor& exponential_(at::Tensor& self, double lambd, std::optional<at::Generator> gen) {
+  OpScope s;
+  check_float(self, "exponential_");
+  TORCH_CHECK(lambd > 0.0, "exponential_ expects lambda > 0.0, but found lambda=", lambd);
+  if (self.numel() == 0) return self;
+  Handle u = uniform(self, self.sizes(), gen);
+  write(self, mul(unary("log", binary_scalar("sub", u, 1.0, /*reversed=*/true)), -1.0 / lambd));
+  return self;
+}
+
+std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p, std::optional<bool> train) {
+  OpScope s;
+  at::Tensor out = at::empty_like(input);
+  at::Tensor mask = at::empty(input.sizes(), input.options().dtype(at::kBool));
+  if (!train.value_or(true) || p == 0 || input.numel() == 0) {
+    write(out, read(input));
+    write(mask, full(device_index(input), {}, 1, at::kBool));
+    return {out, mask};
+  }
+  TORCH_CHECK(p >= 0 && p <= 1, "dropout probability has to be between 0 and 1, but got ", p);
+  Handle keep = binary_scalar("ge", uniform(input, input.sizes(), std::nullopt), p);
+  double scale = p == 1 ? 0.0 : 1.0 / (1.0 - p);
+  Handle zero = full(device_index(input), {}, 0, input.scalar_type());
+  write(out, mul(where(keep, read(input), zero), scale));
+  write(mask, keep);
+  return {out, mask};
+}
+
+at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mask, double scale) {
+  OpScope s;
+  at::Tensor out = at::empty_like(grad);
+  Handle zero = full(device_index(grad), {}, 0, grad.scalar_type());
+  write(out, mul(where(read(mask), read(grad), zero), scale));
+  return out;
+}
+
+}  // namespace
+}  // namespace etpu
+
+REGISTER_GENERATOR_PRIVATEUSE1(etpu::make_generator)
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  using namespace etpu;
+  m.impl("uniform_", uniform_);
+  m.impl("normal_", normal_);
+  m.impl("bernoulli_.float", bernoulli_scalar);
+  m.impl("bernoulli_.Tensor", bernoulli_tensor);
+  m.impl("bernoulli", bernoulli);
+  m.impl("random_.from", random_from);
+  m.impl("random_.to", random_to);
+  m.impl("random_", random_all);
+  m.impl("exponential_", exponential_);
+  m.impl("native_dropout", native_dropout);
+  m.impl("native_dropout_backward", native_dropout_backward);
+}
+
+extern "C" {
+
+// torch.tpu.manual_seed / get_rng_state / set_rng_state (device -1: all).
+void etpu_py_manual_seed(int64_t device, uint64_t seed) {
+  int64_t n = 0;
+  if (eagertpu_device_count(&n) != ETPU_OK) n = 1;
+  for (int64_t i = 0; i < n; i++) {
+    if (device >= 0 && i != device) continue;
+    at::Generator g = etpu::default_generator(static_cast<c10::DeviceIndex>(i));
+    std::lock_guard<std::mutex> lock(g.mutex());
+    g.set_current_seed(seed);
+  }
+}
+
+uint64_t etpu_py_initial_seed(int64_t device) {
+  return etpu::default_generator(static_cast<c10::DeviceIndex>(device)).current_seed();
+}
+
+// 16 bytes of state into `out`.
+void etpu_py_get_rng_state(int64_t device, uint8_t* out) {
+  at::Generator g = etpu::default_generator(static_cast<c10::DeviceIndex>(device));
+  std::lock_guard<std::mutex> lock(g.mutex());
+  uint64_t seed = g.current_seed(), offset = g.get_offset();
+  memcpy(out, &seed, 8);
+  memcpy(out + 8, &offset, 8);
+}
+
+void etpu_py_set_rng_state(int64_t device, const uint8_t* state) {
+  at::Generator g = etpu::default_generator(static_cast<c10::DeviceIndex>(device));
+  std::lock_guard<std::mutex> lock(g.mutex());
+  uint64_t seed, offset;
+  memcpy(&seed, state, 8);
+  memcpy(&offset, state + 8, 8);
+  g.set_current_seed(seed);
+  g.set_offset(offset);
+}
+}

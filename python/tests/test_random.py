@@ -1,0 +1,134 @@
+"""Random ops on the device: reproducible under torch.manual_seed, right
+statistics, no recompiles per draw, and the nn.init functions."""
+
+import math
+
+import pytest
+import torch
+import torch.nn as nn
+
+import eagertpu
+
+pytestmark = pytest.mark.usefixtures("mode", "no_fallbacks")
+
+
+def draw():
+    return (
+        torch.rand(1000, device="tpu"),
+        torch.randn(1000, device="tpu"),
+        torch.randint(0, 10, (1000,), device="tpu"),
+        torch.empty(1000, device="tpu").bernoulli_(0.3),
+    )
+
+
+def test_manual_seed_reproduces_draws():
+    torch.manual_seed(123)
+    a = [t.cpu() for t in draw()]
+    torch.manual_seed(123)
+    b = [t.cpu() for t in draw()]
+    for x, y in zip(a, b):
+        assert torch.equal(x, y)
+    torch.manual_seed(124)
+    c = [t.cpu() for t in draw()]
+    assert not torch.equal(a[0], c[0]) and not torch.equal(a[1], c[1])
+    assert not torch.equal(a[0], a[1])  # successive draws differ
+
+
+def test_generator_state_and_explicit_generators():
+    torch.manual_seed(5)
+    state = torch.tpu.get_rng_state()
+    x = torch.randn(50, device="tpu").cpu()
+    torch.tpu.set_rng_state(state)
+    assert torch.equal(torch.randn(50, device="tpu").cpu(), x)
+    g = torch.Generator(device="tpu")
+    g.manual_seed(9)
+    y = torch.rand(20, device="tpu", generator=g).cpu()
+    g.manual_seed(9)
+    assert torch.equal(torch.rand(20, device="tpu", generator=g).cpu(), y)
+    assert torch.tpu.initial_seed() == 5
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_distributions(dtype):
+    n = 200_000
+    u = torch.empty(n, device="tpu", dtype=dtype).uniform_(-2, 3).cpu().double()
+    assert u.min() >= -2 and u.max() < 3
+    assert abs(u.mean() - 0.5) < 0.03 and abs(u.var() - 25 / 12) < 0.05
+    z = torch.empty(n, device="tpu", dtype=dtype).normal_(1.5, 2.0).cpu().double()
+    assert abs(z.mean() - 1.5) < 0.03 and abs(z.std() - 2.0) < 0.03
+    assert torch.isfinite(z).all()
+    # the tails are normal: P(|z - mean| > 2 std) ~ 4.55%
+    tail = ((z - 1.5).abs() > 4.0).double().mean()
+    assert abs(tail - 0.0455) < 0.005
+    b = torch.empty(n, device="tpu", dtype=dtype).bernoulli_(0.3).cpu().double()
+    assert set(b.unique().tolist()) <= {0.0, 1.0} and abs(b.mean() - 0.3) < 0.01
+
+
+def test_integers_and_probabilities():
+    r = torch.randint(3, 9, (100_000,), device="tpu").cpu()
+    assert r.dtype == torch.int64 and r.min() == 3 and r.max() == 8
+    counts = torch.bincount(r - 3).double() / r.numel()
+    assert (counts - 1 / 6).abs().max() < 0.01
+    p = torch.tensor([0.0, 0.25, 1.0]).repeat(20000).to("tpu")
+    b = torch.bernoulli(p).cpu().view(-1, 3)
+    assert b[:, 0].sum() == 0 and b[:, 2].min() == 1 and abs(b[:, 1].mean() - 0.25) < 0.01
+    e = torch.empty(100_000, device="tpu").exponential_(2.0).cpu()
+    assert e.min() >= 0 and abs(e.mean() - 0.5) < 0.01
+
+
+def test_draws_do_not_recompile():
+    torch.rand(64, device="tpu").sum().item()
+    before = eagertpu.metrics()["compiles"]
+    for _ in range(10):
+        torch.rand(64, device="tpu").sum().item()
+    assert eagertpu.metrics()["compiles"] == before
+
+
+def test_dropout():
+    x = torch.ones(100_000, device="tpu")
+    drop = nn.Dropout(0.25)
+    y = drop(x).cpu()
+    kept = y != 0
+    assert abs(kept.double().mean() - 0.75) < 0.01
+    assert torch.allclose(y[kept], torch.tensor(1 / 0.75))
+    drop.eval()
+    assert torch.equal(drop(x).cpu(), x.cpu())
+    # backward uses the same mask
+    x = torch.ones(1000, device="tpu", requires_grad=True)
+    y = nn.functional.dropout(x, 0.5)
+    y.sum().backward()
+    assert torch.equal((x.grad != 0).cpu(), (y != 0).cpu())
+
+
+def test_nn_init_statistics():
+    w = torch.empty(512, 256, device="tpu")
+    nn.init.uniform_(w, -0.1, 0.1)
+    c = w.cpu()
+    assert c.min() >= -0.1 and c.max() < 0.1 and abs(c.std() - 0.2 / math.sqrt(12)) < 2e-3
+    nn.init.normal_(w, 0.0, 0.02)
+    assert abs(w.cpu().std() - 0.02) < 5e-4
+    nn.init.kaiming_normal_(w, nonlinearity="relu")
+    assert abs(w.cpu().std() - math.sqrt(2 / 256)) < 2e-3
+    nn.init.kaiming_uniform_(w, a=math.sqrt(5))  # nn.Linear's default
+    bound = 1 / math.sqrt(256)
+    assert w.cpu().abs().max() <= bound and abs(w.cpu().std() - bound / math.sqrt(3)) < 1e-3
+    nn.init.xavier_uniform_(w)
+    assert abs(w.cpu().std() - math.sqrt(2 / (512 + 256))) < 1e-3
+    nn.init.trunc_normal_(w, std=0.02, a=-0.04, b=0.04)
+    c = w.cpu()
+    assert c.abs().max() <= 0.04 and 0.015 < c.std() < 0.02
+    nn.init.zeros_(w)
+    assert w.cpu().abs().max() == 0
+    nn.init.constant_(w, 0.5)
+    assert (w.cpu() == 0.5).all()
+    nn.init.ones_(w)
+    assert (w.cpu() == 1).all()
+
+
+def test_modules_initialize_on_tpu_like_on_cpu():
+    torch.manual_seed(0)
+    m = nn.Linear(300, 200, device="tpu")
+    bound = 1 / math.sqrt(300)
+    w = m.weight.detach().cpu()
+    assert w.abs().max() <= bound and abs(w.std() - bound / math.sqrt(3)) < 2e-3
+    assert m.bias.detach().cpu().abs().max() <= bound
