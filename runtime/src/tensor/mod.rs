@@ -13,6 +13,7 @@ mod index;
 mod layout;
 mod nn;
 mod ops;
+mod random;
 mod reduce;
 
 use std::panic::Location;
