@@ -16,6 +16,34 @@ use crate::shape::{Shape, ShapeDisplay, TensorType, check_shape};
 /// Spatial dims a convolution or a pooling may have (1-d, 2-d or 3-d).
 pub(crate) const MAX_SPATIAL: usize = 3;
 
+/// Padded sizes and kernel spans stay below this, so the lowering's sums of
+/// a few of them never overflow an i64.
+const MAX_EXTENT: i128 = 1 << 62;
+
+/// The padded size `size + 2 * padding` and the span `dilation * (kernel - 1)
+/// + 1` of spatial dim `i`, computed without overflow; an error from 2^62 on.
+pub(crate) fn extents(
+    op: &'static str,
+    i: usize,
+    size: i64,
+    k: i64,
+    p: i64,
+    d: i64,
+) -> Result<(i64, i64)> {
+    let padded = i128::from(size) + 2 * i128::from(p);
+    let span = i128::from(d) * (i128::from(k) - 1) + 1;
+    if padded >= MAX_EXTENT || span >= MAX_EXTENT {
+        return Err(Error::Invalid {
+            op,
+            message: format!(
+                "got size {size} with padding {p} and a kernel of {k} with dilation {d} in spatial \
+                 dim {i}, expected a padded size and a kernel span below 2^62"
+            ),
+        });
+    }
+    Ok((padded as i64, span as i64))
+}
+
 /// Each of `values` is at least `min`; `what` names the list in the error.
 pub(crate) fn at_least(op: &'static str, what: &str, values: &[i64], min: i64) -> Result<()> {
     if values.iter().any(|v| *v < min) {
@@ -91,7 +119,7 @@ pub(crate) fn conv_output(
             expected: format!("input and output channels divisible by groups {g}"),
         });
     }
-    if w[1] * g != c {
+    if i128::from(w[1]) * i128::from(g) != i128::from(c) {
         return Err(Error::ShapeMismatch {
             op,
             got: format!("input {xs} and weight {ws} with groups {g}"),
@@ -112,8 +140,7 @@ pub(crate) fn conv_output(
                 expected: "a kernel of at least 1 in every spatial dim".into(),
             });
         }
-        let padded = size + 2 * p;
-        let span = d * (k - 1) + 1;
+        let (padded, span) = extents(op, i, size, k, p, d)?;
         if padded < span {
             return Err(Error::ShapeMismatch {
                 op,
@@ -266,6 +293,16 @@ mod tests {
             &[t(&[1, 4, 5]), t(&[6, 4, 3])],
         );
         has(&e, &["conv1d", "groups 0", "at least 1"]);
+        let e = err(
+            Op::Conv(spec(&[i64::MAX], &[i64::MAX], &[i64::MAX], i64::MAX)),
+            &[t(&[1, i64::MAX, 5]), t(&[i64::MAX, 2, i64::MAX])],
+        );
+        has(&e, &["conv1d", "groups 9223372036854775807"]);
+        let e = err(
+            Op::Conv(spec(&[i64::MAX], &[i64::MAX / 2], &[i64::MAX], 1)),
+            &[t(&[1, 2, 5]), t(&[3, 2, i64::MAX])],
+        );
+        has(&e, &["conv1d", "below 2^62"]);
     }
 
     #[test]

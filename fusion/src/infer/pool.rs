@@ -4,7 +4,7 @@
 //! and in ceil mode a last window only if it starts inside the input or its
 //! left padding.
 
-use super::conv::{MAX_SPATIAL, at_least};
+use super::conv::{MAX_SPATIAL, at_least, extents};
 use super::{arity, float_only, unsupported};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -39,15 +39,23 @@ fn check_lists(op: &'static str, lists: &[(&str, &[i64])]) -> Result<usize> {
     Ok(n)
 }
 
-/// Output size of one spatial dim (PyTorch's `pooling_output_shape`).
-fn pooled_size(size: i64, k: i64, s: i64, p: i64, d: i64, ceil_mode: bool) -> i64 {
-    let span = d * (k - 1) + 1;
+/// Output size of one spatial dim (PyTorch's `pooling_output_shape`), from
+/// its padded size and kernel span (both below 2^62).
+fn pooled_size(size: i64, padded: i64, span: i64, s: i64, p: i64, ceil_mode: bool) -> i64 {
+    let (size, padded, span, s, p) = (
+        size as i128,
+        padded as i128,
+        span as i128,
+        s as i128,
+        p as i128,
+    );
     let extra = if ceil_mode { s - 1 } else { 0 };
-    let mut out = (size + 2 * p - span + extra).div_euclid(s) + 1;
+    let mut out = (padded - span + extra).div_euclid(s) + 1;
     if ceil_mode && (out - 1) * s >= size + p {
         out -= 1;
     }
-    out
+    // At most padded + 1.
+    out as i64
 }
 
 /// The output shape of pooling `x` with `spec`.
@@ -67,13 +75,14 @@ pub(crate) fn pool_output(op: &'static str, x: &TensorType, spec: &PoolSpec) -> 
     at_least(op, "padding", &spec.padding, 0)?;
     for i in 0..n {
         let (k, p, d) = (spec.kernel[i], spec.padding[i], spec.dilation[i]);
-        if 2 * p > d * (k - 1) + 1 {
+        let (twice_p, span) = extents(op, i, 0, k, p, d)?;
+        if twice_p > span {
             return Err(Error::Invalid {
                 op,
                 message: format!(
                     "got padding {p} for a kernel of {k} with dilation {d} in spatial dim {i}, \
                      expected at most half the effective kernel size ({})",
-                    (d * (k - 1) + 1) / 2
+                    span / 2
                 ),
             });
         }
@@ -99,7 +108,8 @@ pub(crate) fn pool_output(op: &'static str, x: &TensorType, spec: &PoolSpec) -> 
             spec.padding[i],
             spec.dilation[i],
         );
-        let o = pooled_size(size, k, s, p, d, spec.ceil_mode);
+        let (padded, span) = extents(op, i, size, k, p, d)?;
+        let o = pooled_size(size, padded, span, s, p, spec.ceil_mode);
         if size < 1 || o < 1 {
             return Err(Error::ShapeMismatch {
                 op,
@@ -273,5 +283,17 @@ mod tests {
             .unwrap_err()
             .to_string();
         has(&e, &["max_pool1d", "bool"]);
+        let huge = PoolSpec {
+            kernel: [i64::MAX].into_iter().collect(),
+            stride: [i64::MAX].into_iter().collect(),
+            padding: [i64::MAX / 2].into_iter().collect(),
+            dilation: [i64::MAX].into_iter().collect(),
+            ceil_mode: true,
+        };
+        let e = Op::MaxPool(huge)
+            .infer(&[t(&[1, 2, 3])])
+            .unwrap_err()
+            .to_string();
+        has(&e, &["max_pool1d", "below 2^62"]);
     }
 }
