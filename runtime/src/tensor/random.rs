@@ -1,7 +1,7 @@
 //! Counter-based random numbers: a draw is a pure function of its key.
 //!
 //! The same key gives the same samples on every call, in every mode and on
-//! every device; a different key gives independent ones. Keys reach the
+//! every device of a plugin; a different key gives independent ones. Keys reach the
 //! program as parameters (never compiled in, even 0 or 1), so drawing with a
 //! new key every step compiles nothing new. Splitting and advancing keys is
 //! the caller's business (PyTorch's generator keeps a seed and an offset).
