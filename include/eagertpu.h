@@ -183,6 +183,52 @@ etpu_status etpu_argreduce(const char* op, etpu_tensor x, int64_t dim, bool has_
 etpu_status etpu_var(etpu_tensor x, const int64_t* dims, size_t ndims, int64_t correction,
                      bool keepdim, const char* origin, etpu_tensor* out);
 
+/* ---------------------------------------------- convolution, pooling, rng ---- */
+/* Lists of spatial attributes (stride, padding, dilation, kernel) hold
+ * `nspatial` values each; NULL takes PyTorch's default: stride 1 for a
+ * convolution and the kernel for a pooling, padding 0, dilation 1. A pooling's
+ * kernel is required. Shapes follow torch.nn.functional. */
+
+/* Samples uniform in [0, 1) of shape dims[0..rank] and a float `dtype`, from
+ * the Threefry generator keyed by (key0, key1): the same key gives the same
+ * samples, in every mode. Keys are program parameters: a new key never
+ * compiles a new program. */
+etpu_status etpu_rand_uniform(int64_t device, uint64_t key0, uint64_t key1, const int64_t* dims,
+                              size_t rank, int32_t dtype, const char* origin, etpu_tensor* out);
+/* conv{1,2,3}d without bias: x [N, C, *spatial] or [C, *spatial],
+ * w [O, C / groups, *kernel]; nspatial is w's rank minus 2. */
+etpu_status etpu_conv(etpu_tensor x, etpu_tensor w, const int64_t* stride, const int64_t* padding,
+                      const int64_t* dilation, size_t nspatial, int64_t groups, const char* origin,
+                      etpu_tensor* out);
+/* The gradient of etpu_conv with respect to x, whose sizes are
+ * input_sizes[0..rank]. */
+etpu_status etpu_conv_backward_input(etpu_tensor grad_out, etpu_tensor w,
+                                     const int64_t* input_sizes, size_t rank,
+                                     const int64_t* stride, const int64_t* padding,
+                                     const int64_t* dilation, size_t nspatial, int64_t groups,
+                                     const char* origin, etpu_tensor* out);
+/* The gradient of etpu_conv with respect to w, whose sizes are
+ * weight_sizes[0..rank]. */
+etpu_status etpu_conv_backward_weight(etpu_tensor grad_out, etpu_tensor x,
+                                      const int64_t* weight_sizes, size_t rank,
+                                      const int64_t* stride, const int64_t* padding,
+                                      const int64_t* dilation, size_t nspatial, int64_t groups,
+                                      const char* origin, etpu_tensor* out);
+/* Max pooling over the trailing nspatial dims (implicit -inf padding): the max
+ * of each window to `values` and, unless `indices` is NULL, its int64 flat
+ * index within the spatial plane (max_pool2d_with_indices). NaN is the max;
+ * ties take the first index. The backward is a scatter_add at the indices. */
+etpu_status etpu_max_pool(etpu_tensor x, const int64_t* kernel, const int64_t* stride,
+                          const int64_t* padding, const int64_t* dilation, size_t nspatial,
+                          bool ceil_mode, const char* origin, etpu_tensor* values,
+                          etpu_tensor* indices);
+/* Average pooling over the trailing nspatial dims (zero padding);
+ * divisor_override 0: none. */
+etpu_status etpu_avg_pool(etpu_tensor x, const int64_t* kernel, const int64_t* stride,
+                          const int64_t* padding, size_t nspatial, bool ceil_mode,
+                          bool count_include_pad, int64_t divisor_override /* 0: none */,
+                          const char* origin, etpu_tensor* out);
+
 #ifdef __cplusplus
 }
 #endif

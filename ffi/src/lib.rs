@@ -14,6 +14,7 @@
 //! against that table, so the two cannot drift apart.
 
 mod handles;
+mod nn;
 mod ops;
 mod storage;
 mod types;
@@ -229,6 +230,7 @@ pub fn all_signatures() -> Vec<Signature> {
     v.extend(runtime_api::signatures());
     v.extend(handles::signatures());
     v.extend(ops::signatures());
+    v.extend(nn::signatures());
     v.extend(storage::signatures());
     v
 }

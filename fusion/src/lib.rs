@@ -16,6 +16,8 @@ pub mod shape;
 pub use dtype::{Category, DType, ResultType};
 pub use error::{Error, Result};
 pub use graph::{Def, Graph, Node, ValueId};
-pub use op::{ArgReduceOp, BinaryOp, F64, IndexOperand, Op, ReduceOp, Reduction, UnaryOp};
+pub use op::{
+    ArgReduceOp, BinaryOp, ConvSpec, F64, IndexOperand, Op, PoolSpec, ReduceOp, Reduction, UnaryOp,
+};
 pub use scalar::Scalar;
 pub use shape::{Dims, Shape, TensorType};

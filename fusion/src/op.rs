@@ -191,6 +191,53 @@ impl std::hash::Hash for F64 {
     }
 }
 
+/// The attributes of an N-d convolution (`torch.nn.functional.conv{1,2,3}d`),
+/// one entry per spatial dim in each list.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ConvSpec {
+    pub stride: Shape,
+    /// Zeros added on both sides of each spatial dim.
+    pub padding: Shape,
+    /// Spacing between kernel taps.
+    pub dilation: Shape,
+    /// Input and output channels split into this many independent convolutions.
+    pub groups: i64,
+}
+
+impl ConvSpec {
+    /// Number of spatial dims: the length of the lists (0 if they disagree).
+    pub fn spatial(&self) -> usize {
+        let n = self.stride.len();
+        if self.padding.len() == n && self.dilation.len() == n {
+            n
+        } else {
+            0
+        }
+    }
+}
+
+/// The attributes of N-d pooling over the trailing spatial dims of
+/// `[N, C, *spatial]` or `[C, *spatial]`, one entry per spatial dim.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PoolSpec {
+    pub kernel: Shape,
+    pub stride: Shape,
+    /// Implicit padding on both sides (never part of a max; zeros for an average).
+    pub padding: Shape,
+    /// Spacing between window taps (1 for average pooling).
+    pub dilation: Shape,
+    /// Output sizes round up, adding a last partial window when it starts
+    /// inside the input or its left padding (PyTorch's rule).
+    pub ceil_mode: bool,
+}
+
+impl PoolSpec {
+    /// Number of spatial dims.
+    pub fn spatial(&self) -> usize {
+        self.kernel.len()
+    }
+}
+
 /// One operation. Inputs (in order) are listed per variant.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Op {
@@ -211,6 +258,11 @@ pub enum Op {
         steps: i64,
         dtype: DType,
     },
+    /// (key0, key1: 0-d int64) samples uniform in `[0, 1)` of `shape` and a
+    /// float `dtype`, from the counter-based Threefry generator keyed by
+    /// (key0, key1): equal keys give equal samples in every mode. The keys are
+    /// operands, not attributes, so a new key never compiles a new program.
+    RandUniform { shape: Shape, dtype: DType },
 
     // ------------------------------------------------------------ elementwise
     /// (x)
@@ -313,6 +365,33 @@ pub enum Op {
     },
     /// (logits [N, C] or [C], target: int [N] or []) softmax cross-entropy.
     CrossEntropy { reduction: Reduction },
+
+    // ------------------------------------------------------------ convolution
+    /// (x [N, C, *spatial], weight [O, C / groups, *kernel]) the convolution of
+    /// `torch.nn.functional.conv{1,2,3}d`, without bias: [N, O, *out].
+    Conv(ConvSpec),
+    /// (grad_out [N, O, *out], weight) the gradient of `Conv` with respect to
+    /// its input, of shape `input`.
+    ConvBackwardInput { spec: ConvSpec, input: Shape },
+    /// (grad_out [N, O, *out], x) the gradient of `Conv` with respect to its
+    /// weight, of shape `weight`.
+    ConvBackwardWeight { spec: ConvSpec, weight: Shape },
+
+    // ---------------------------------------------------------------- pooling
+    /// (x [N, C, *spatial] or [C, *spatial]) the max of each window; NaN wins.
+    MaxPool(PoolSpec),
+    /// (x) where `MaxPool` found each max: int64 flat indices within each
+    /// spatial plane (`max_pool2d_with_indices`); the first index on ties, the
+    /// last NaN when there are NaNs, as PyTorch.
+    MaxPoolIndices(PoolSpec),
+    /// (x) the mean of each window: divided by `divisor_override` if given, else
+    /// by the window's size clipped to the padded input (`count_include_pad`)
+    /// or by its number of input elements.
+    AvgPool {
+        pool: PoolSpec,
+        count_include_pad: bool,
+        divisor_override: Option<i64>,
+    },
 }
 
 impl Op {
@@ -322,6 +401,7 @@ impl Op {
             Op::Full { .. } => "full",
             Op::Arange { .. } => "arange",
             Op::Linspace { .. } => "linspace",
+            Op::RandUniform { .. } => "rand",
             Op::Unary(u) => match u {
                 UnaryOp::Neg => "neg",
                 UnaryOp::Abs => "abs",
@@ -404,6 +484,26 @@ impl Op {
             Op::LogSoftmax { .. } => "log_softmax",
             Op::LayerNorm { .. } => "layer_norm",
             Op::CrossEntropy { .. } => "cross_entropy",
+            Op::Conv(spec) => match spec.spatial() {
+                1 => "conv1d",
+                2 => "conv2d",
+                3 => "conv3d",
+                _ => "convolution",
+            },
+            Op::ConvBackwardInput { .. } => "conv_backward_input",
+            Op::ConvBackwardWeight { .. } => "conv_backward_weight",
+            Op::MaxPool(pool) | Op::MaxPoolIndices(pool) => match pool.spatial() {
+                1 => "max_pool1d",
+                2 => "max_pool2d",
+                3 => "max_pool3d",
+                _ => "max_pool",
+            },
+            Op::AvgPool { pool, .. } => match pool.spatial() {
+                1 => "avg_pool1d",
+                2 => "avg_pool2d",
+                3 => "avg_pool3d",
+                _ => "avg_pool",
+            },
         }
     }
 

@@ -9,7 +9,8 @@
 //! - ready inputs become parameters; a parameter nothing outside the chunk
 //!   holds any more is donated to an output of its type (updated in place);
 //! - scalars other than 0, 1 and -1 become 0-d parameters, so a learning rate
-//!   or step count that changes every step never changes the program;
+//!   or step count that changes every step never changes the program; RNG
+//!   keys always do, whatever their value;
 //! - a node's output leaves the device only if something outside the trace
 //!   still holds it; nodes nothing needs are dropped.
 //!
@@ -43,6 +44,9 @@ struct TraceNode {
     output: Weak<Value>,
     ty: TensorType,
     origin: Origin,
+    /// A scalar (`Op::Full`) that is a parameter whatever its value, even 0,
+    /// 1 or -1: an RNG key. Its value is no part of the op's signature either.
+    lift: bool,
 }
 
 impl TraceNode {
@@ -58,7 +62,11 @@ impl TraceNode {
     /// Op and input types: what the window compares to find the loop.
     fn signature(&self) -> u64 {
         let mut h = FxHasher::default();
-        self.op.hash(&mut h);
+        match &self.op {
+            // A key changes every step; the loop still repeats.
+            Op::Full { ty, .. } if self.lift => ty.hash(&mut h),
+            op => op.hash(&mut h),
+        }
         for v in &self.inputs {
             v.ty.hash(&mut h);
         }
@@ -76,6 +84,10 @@ pub(crate) struct Recorder<'a> {
 impl Recorder<'_> {
     /// Records `op` over `inputs`; checks them first (`Op::infer`).
     pub fn node(&mut self, op: Op, inputs: &[&Arc<Value>]) -> Result<Arc<Value>> {
+        self.push(op, inputs, false)
+    }
+
+    fn push(&mut self, op: Op, inputs: &[&Arc<Value>], lift: bool) -> Result<Arc<Value>> {
         let types: SmallVec<[TensorType; 3]> = inputs.iter().map(|v| v.ty.clone()).collect();
         let ty = op.infer(&types)?;
         let out = Value::pending(ty.clone(), self.trace.len());
@@ -85,9 +97,21 @@ impl Recorder<'_> {
             output: Arc::downgrade(&out),
             ty,
             origin: self.origin.clone(),
+            lift,
         });
         Counters::add(&self.counters.ops_recorded, 1);
         Ok(out)
+    }
+
+    /// A 0-d int64 value holding `value` that reaches the program as a
+    /// parameter whatever its value (an RNG key: a key of 0 or 1 must not
+    /// compile a program of its own).
+    pub fn key(&mut self, value: i64) -> Result<Arc<Value>> {
+        let op = Op::Full {
+            value: Scalar::Int(value),
+            ty: TensorType::scalar(DType::I64),
+        };
+        self.push(op, &[], true)
     }
 
     /// A 0-d value holding `value` as `dtype` (a scalar operand).
@@ -382,7 +406,7 @@ impl Stream {
         for l in launches {
             let node = &l.node;
             let id = match &node.op {
-                Op::Full { value, ty } if !is_key_constant(*value) => {
+                Op::Full { value, ty } if node.lift || !is_key_constant(*value) => {
                     let buffer = self.scalar_buffer(rt, st, *value, ty.dtype)?;
                     let p = graph.param(TensorType::scalar(ty.dtype));
                     params.push(Param {

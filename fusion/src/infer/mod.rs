@@ -3,8 +3,11 @@
 //! Every mode runs it when an op is recorded, so bad input fails at the
 //! caller's line even when execution is deferred.
 
+mod conv;
 mod elementwise;
 mod layout;
+mod pool;
+mod random;
 mod reduce;
 mod view;
 
@@ -41,6 +44,7 @@ impl Op {
                 check_shape(op, &[*steps])?;
                 Ok(TensorType::new(*dtype, &[*steps]))
             }
+            Op::RandUniform { shape, dtype } => random::rand_uniform(op, shape, *dtype, inputs),
             Op::Unary(u) => elementwise::unary(op, *u, inputs),
             Op::Binary(b) => elementwise::binary(op, *b, inputs),
             Op::Where => elementwise::where_(op, inputs),
@@ -100,6 +104,18 @@ impl Op {
                 ..
             } => reduce::layer_norm(op, *normalized_dims, *weight, *bias, inputs),
             Op::CrossEntropy { reduction } => reduce::cross_entropy(op, *reduction, inputs),
+            Op::Conv(spec) => conv::conv(op, spec, inputs),
+            Op::ConvBackwardInput { spec, input } => conv::backward_input(op, spec, input, inputs),
+            Op::ConvBackwardWeight { spec, weight } => {
+                conv::backward_weight(op, spec, weight, inputs)
+            }
+            Op::MaxPool(pool) => pool::max_pool(op, pool, false, inputs),
+            Op::MaxPoolIndices(pool) => pool::max_pool(op, pool, true, inputs),
+            Op::AvgPool {
+                pool,
+                divisor_override,
+                ..
+            } => pool::avg_pool(op, pool, *divisor_override, inputs),
         }
     }
 }

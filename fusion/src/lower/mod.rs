@@ -10,11 +10,14 @@
 //! which StableHLO ops to emit; conversions and broadcasts are no-ops when the
 //! value already has the wanted type.
 
+mod conv;
 mod create;
 mod elementwise;
 mod index;
 mod layout;
 mod nn;
+mod pool;
+mod random;
 mod reduce;
 mod view;
 
@@ -44,13 +47,41 @@ pub struct V {
     pub ty: TensorType,
 }
 
-impl fmt::Display for V {
+impl fmt::Display for Name {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.name {
+        match *self {
             Name::Ssa(id) => write!(f, "%{id}"),
             Name::Result(id, i) => write!(f, "%{id}#{i}"),
             Name::Arg(n) => write!(f, "%arg{n}"),
         }
+    }
+}
+
+impl fmt::Display for V {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.name.fmt(f)
+    }
+}
+
+/// A value of an unsigned integer type `DType` has no name for (`ui32`,
+/// `ui64`). Only `stablehlo.rng_bit_generator` needs them (its state and bits
+/// are unsigned); such a value is bitcast to the signed type of its width
+/// right away, so no other op ever sees one.
+pub struct Unsigned {
+    name: Name,
+    /// The signed type of the same width and shape (`i64` for `ui64`).
+    pub signed: TensorType,
+}
+
+impl Unsigned {
+    /// `tensor<2xui64>`.
+    fn mlir(&self) -> String {
+        let mut s = String::from("tensor<");
+        for d in &self.signed.shape {
+            let _ = write!(s, "{d}x");
+        }
+        let _ = write!(s, "u{}>", self.signed.dtype.mlir());
+        s
     }
 }
 
@@ -221,6 +252,106 @@ impl Emitter {
                 ty: t.clone(),
             })
             .collect()
+    }
+
+    /// Writes one op line from MLIR text: operands as (name, type), results
+    /// as types. Returns the id its results are named by.
+    fn raw_line(
+        &mut self,
+        name: &str,
+        operands: &[(String, String)],
+        attrs: &str,
+        results: &[String],
+    ) -> u32 {
+        let id = self.fresh();
+        self.line_start();
+        if results.len() == 1 {
+            let _ = write!(self.out, "%{id} = \"{name}\"(");
+        } else {
+            let _ = write!(self.out, "%{id}:{} = \"{name}\"(", results.len());
+        }
+        let names: Vec<&str> = operands.iter().map(|(n, _)| n.as_str()).collect();
+        let types: Vec<&str> = operands.iter().map(|(_, t)| t.as_str()).collect();
+        self.out.push_str(&names.join(", "));
+        self.out.push(')');
+        if !attrs.is_empty() {
+            let _ = write!(self.out, " {{{attrs}}}");
+        }
+        let _ = write!(self.out, " : ({}) -> ", types.join(", "));
+        if results.len() == 1 {
+            self.out.push_str(&results[0]);
+        } else {
+            let _ = write!(self.out, "({})", results.join(", "));
+        }
+        self.out.push('\n');
+        id
+    }
+
+    /// Emits an op over unsigned values; each result is given by the signed
+    /// type of its width and shape.
+    pub fn unsigned_op(
+        &mut self,
+        name: &str,
+        operands: &[&Unsigned],
+        attrs: &str,
+        results: &[TensorType],
+    ) -> Vec<Unsigned> {
+        let ops: Vec<(String, String)> = operands
+            .iter()
+            .map(|u| (u.name.to_string(), u.mlir()))
+            .collect();
+        let mut out: Vec<Unsigned> = results
+            .iter()
+            .map(|t| Unsigned {
+                name: Name::Ssa(0),
+                signed: t.clone(),
+            })
+            .collect();
+        let types: Vec<String> = out.iter().map(Unsigned::mlir).collect();
+        let id = self.raw_line(name, &ops, attrs, &types);
+        let many = out.len() > 1;
+        for (i, u) in out.iter_mut().enumerate() {
+            u.name = if many {
+                Name::Result(id, i as u8)
+            } else {
+                Name::Ssa(id)
+            };
+        }
+        out
+    }
+
+    /// `x`, a signed integer value, reinterpreted as the unsigned type of its
+    /// width (`stablehlo.bitcast_convert`).
+    pub fn to_unsigned(&mut self, x: &V) -> Unsigned {
+        debug_assert!(x.ty.dtype.is_int() && x.ty.dtype.is_signed());
+        let u = Unsigned {
+            name: Name::Ssa(0),
+            signed: x.ty.clone(),
+        };
+        let id = self.raw_line(
+            "stablehlo.bitcast_convert",
+            &[(x.to_string(), x.ty.mlir())],
+            "",
+            &[u.mlir()],
+        );
+        Unsigned {
+            name: Name::Ssa(id),
+            ..u
+        }
+    }
+
+    /// `x` reinterpreted as the signed type of its width.
+    pub fn from_unsigned(&mut self, x: &Unsigned) -> V {
+        let id = self.raw_line(
+            "stablehlo.bitcast_convert",
+            &[(x.name.to_string(), x.mlir())],
+            "",
+            &[x.signed.mlir()],
+        );
+        V {
+            name: Name::Ssa(id),
+            ty: x.signed.clone(),
+        }
     }
 
     // ------------------------------------------------------------- helpers
@@ -572,5 +703,27 @@ fn lower_op(e: &mut Emitter, op: &Op, inputs: &[V], out: TensorType) -> V {
         Op::CrossEntropy { reduction } => {
             nn::cross_entropy(e, &inputs[0], &inputs[1], *reduction, out)
         }
+        Op::RandUniform { .. } => random::rand_uniform(e, &inputs[0], &inputs[1], out),
+        Op::Conv(spec) => conv::conv(e, &inputs[0], &inputs[1], spec, out),
+        Op::ConvBackwardInput { spec, .. } => {
+            conv::backward_input(e, &inputs[0], &inputs[1], spec, out)
+        }
+        Op::ConvBackwardWeight { spec, .. } => {
+            conv::backward_weight(e, &inputs[0], &inputs[1], spec, out)
+        }
+        Op::MaxPool(pool) => pool::max_pool(e, &inputs[0], pool, out),
+        Op::MaxPoolIndices(pool) => pool::max_pool_indices(e, &inputs[0], pool, out),
+        Op::AvgPool {
+            pool,
+            count_include_pad,
+            divisor_override,
+        } => pool::avg_pool(
+            e,
+            &inputs[0],
+            pool,
+            *count_include_pad,
+            *divisor_override,
+            out,
+        ),
     }
 }

@@ -16,7 +16,7 @@ pub(super) fn accumulator(d: DType) -> DType {
 }
 
 /// The lowest and highest values of `d` (the identities of max and min).
-fn extremes(d: DType) -> (Scalar, Scalar) {
+pub(super) fn extremes(d: DType) -> (Scalar, Scalar) {
     match d {
         DType::Bool => (Scalar::Bool(false), Scalar::Bool(true)),
         DType::U8 => (Scalar::Int(0), Scalar::Int(u8::MAX as i64)),

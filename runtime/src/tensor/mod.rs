@@ -6,6 +6,7 @@
 //! failures never panic and leave the runtime usable. Ops are `#[track_caller]`:
 //! errors that surface later name the line that called the op.
 
+mod conv;
 mod create;
 mod device;
 mod elementwise;
@@ -13,6 +14,8 @@ mod index;
 mod layout;
 mod nn;
 mod ops;
+mod pool;
+mod random;
 mod reduce;
 
 use std::panic::Location;

@@ -1,0 +1,66 @@
+//! Inference for the counter-based random ops.
+
+use super::{arity, check_shape, unsupported};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::shape::TensorType;
+
+/// (key0, key1: 0-d int64) -> `dtype[shape]`, a float dtype.
+pub(super) fn rand_uniform(
+    op: &'static str,
+    shape: &[i64],
+    dtype: DType,
+    inputs: &[TensorType],
+) -> Result<TensorType> {
+    arity(op, inputs, 2)?;
+    for (name, k) in ["key0", "key1"].iter().zip(inputs) {
+        if k.dtype != DType::I64 || k.rank() != 0 {
+            return Err(Error::ShapeMismatch {
+                op,
+                got: format!("{name} {k}"),
+                expected: "a 0-d int64 key".into(),
+            });
+        }
+    }
+    if !dtype.is_float() {
+        return Err(unsupported(op, dtype, "a floating-point dtype"));
+    }
+    check_shape(op, shape)?;
+    Ok(TensorType::new(dtype, shape))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::dtype::DType;
+    use crate::op::Op;
+    use crate::shape::TensorType;
+
+    #[test]
+    fn keys_must_be_int64_scalars_and_the_dtype_a_float() {
+        let key = TensorType::scalar(DType::I64);
+        let op = |dtype| Op::RandUniform {
+            shape: [2, 3].into_iter().collect(),
+            dtype,
+        };
+        let ok = op(DType::BF16).infer(&[key.clone(), key.clone()]).unwrap();
+        assert_eq!(ok, TensorType::new(DType::BF16, &[2, 3]));
+        let e = op(DType::I32)
+            .infer(&[key.clone(), key.clone()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("rand") && e.contains("int32") && e.contains("floating"),
+            "{e}"
+        );
+        let e = op(DType::F32)
+            .infer(&[key.clone(), TensorType::new(DType::I64, &[2])])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("key1 int64[2]") && e.contains("0-d int64"),
+            "{e}"
+        );
+        let e = op(DType::F32).infer(&[key]).unwrap_err().to_string();
+        assert!(e.contains("got 1 inputs, expected 2"), "{e}");
+    }
+}
