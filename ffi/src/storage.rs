@@ -49,7 +49,7 @@ fn find(map: &mut BTreeMap<u64, Storage>, address: u64) -> FfiResult<(u64, &mut 
 /// A view's element offset, and the storage's element count, for `dtype`.
 fn geometry(byte_offset: u64, nbytes: u64, dtype: DType) -> FfiResult<(i64, i64)> {
     let size = dtype.size_in_bytes() as u64;
-    if byte_offset % size != 0 {
+    if !byte_offset.is_multiple_of(size) {
         return Err(Failure::invalid(format!(
             "a {dtype} view at byte offset {byte_offset} is not aligned to its {size}-byte elements"
         )));
@@ -236,7 +236,7 @@ c_api! {
         let Some(v) = source else { return Ok(()) };
         let dtype = v.dtype();
         let size = dtype.size_in_bytes();
-        if nbytes % size != 0 || d.nbytes as usize % size != 0 {
+        if !nbytes.is_multiple_of(size) || !(d.nbytes as usize).is_multiple_of(size) {
             return Err(Failure::invalid(format!(
                 "copying {nbytes} bytes of a {dtype} storage into one of {} bytes: not whole {size}-byte elements",
                 d.nbytes

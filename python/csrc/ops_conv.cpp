@@ -201,8 +201,14 @@ at::Tensor& avg_pool2d_backward_out(const at::Tensor& grad_output, const at::Ten
   Handle g = mul(reshape(read(grad_output), {planes, 1, oh, ow}), scale);
   Handle kernel = full(dev, {1, 1, k[0], k[1]}, 1, self.scalar_type());
   ConvArgs a{st, p, {1, 1}, 1};
-  int64_t sizes[4] = {planes, 1, h, w};
-  write(grad_input, reshape(conv_grad_input(g, kernel, at::IntArrayRef(sizes, 4), a), self.sizes()));
+  // ceil_mode adds windows that overhang the input: spread over an input
+  // extended to hold them, then cropped.
+  int64_t eh = std::max(h, (oh - 1) * st[0] + k[0] - 2 * p[0]), ew = std::max(w, (ow - 1) * st[1] + k[1] - 2 * p[1]);
+  int64_t sizes[4] = {planes, 1, eh, ew};
+  Handle spread = conv_grad_input(g, kernel, at::IntArrayRef(sizes, 4), a);
+  if (eh != h) spread = slice(spread, 2, 0, h, 1);
+  if (ew != w) spread = slice(spread, 3, 0, w, 1);
+  write(grad_input, reshape(spread, self.sizes()));
   return grad_input;
 }
 

@@ -241,7 +241,10 @@ at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mas
 }  // namespace
 }  // namespace etpu
 
-REGISTER_GENERATOR_PRIVATEUSE1(etpu::make_generator)
+namespace {
+at::Generator make_tpu_generator(c10::DeviceIndex index) { return etpu::make_generator(index); }
+}  // namespace
+REGISTER_GENERATOR_PRIVATEUSE1(make_tpu_generator)
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   using namespace etpu;

@@ -52,7 +52,8 @@ def test_generator_state_and_explicit_generators():
 def test_distributions(dtype):
     n = 200_000
     u = torch.empty(n, device="tpu", dtype=dtype).uniform_(-2, 3).cpu().double()
-    assert u.min() >= -2 and u.max() < 3
+    # half types round a draw just below `to` up to it, as on CPU and CUDA
+    assert u.min() >= -2 and (u.max() < 3 if dtype in (torch.float32, torch.float64) else u.max() <= 3)
     assert abs(u.mean() - 0.5) < 0.03 and abs(u.var() - 25 / 12) < 0.05
     z = torch.empty(n, device="tpu", dtype=dtype).normal_(1.5, 2.0).cpu().double()
     assert abs(z.mean() - 1.5) < 0.03 and abs(z.std() - 2.0) < 0.03

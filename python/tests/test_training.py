@@ -128,3 +128,52 @@ def test_causal_lm_with_tied_weights():
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
 
     compare(CausalLM(), lambda p: torch.optim.AdamW(p, lr=3e-3), batches, loss_fn, rtol=2e-3, atol=2e-4)
+
+
+class SmallCNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+        )
+        self.head = nn.Sequential(nn.Flatten(), nn.Linear(16 * 4 * 4, 10))
+
+    def forward(self, x):
+        return self.head(self.features(x))
+
+
+def test_small_cnn_with_batch_norm():
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(16, 1, 16, 16, generator=g)
+    y = torch.randint(0, 10, (16,), generator=g)
+    model = SmallCNN()
+    compare(model, lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9), [(x, y)] * STEPS, rtol=2e-3, atol=2e-4)
+    # the running statistics were updated the same way
+    cpu, cpu_model = train(model, lambda p: torch.optim.SGD(p, lr=0.05), [(x, y)] * 3, "cpu", F.cross_entropy)
+    tpu, tpu_model = train(model, lambda p: torch.optim.SGD(p, lr=0.05), [(x, y)] * 3, "tpu", F.cross_entropy)
+    bn_cpu, bn_tpu = cpu_model.features[1], tpu_model.features[1]
+    torch.testing.assert_close(bn_tpu.running_mean.cpu(), bn_cpu.running_mean, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(bn_tpu.running_var.cpu(), bn_cpu.running_var, rtol=1e-4, atol=1e-5)
+    assert bn_tpu.num_batches_tracked.item() == 3
+    tpu_model.eval()
+    cpu_model.eval()
+    torch.testing.assert_close(tpu_model(x.to("tpu")).detach().cpu(), cpu_model(x).detach(), rtol=1e-3, atol=1e-4)
+
+
+def test_dropout_model_learns():
+    """Dropout draws differ from the CPU's generator, so only learning is compared."""
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(64, 16, generator=g)
+    y = (x @ torch.randn(16, 4, generator=g)).argmax(1)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Dropout(0.2), nn.Linear(64, 4)).to("tpu")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(40):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x.to("tpu")), y.to("tpu"))
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0] / 3, losses

@@ -407,7 +407,8 @@ impl Stream {
             let node = &l.node;
             let id = match &node.op {
                 Op::Full { value, ty } if node.lift || !is_key_constant(*value) => {
-                    let buffer = self.scalar_buffer(rt, st, *value, ty.dtype)?;
+                    // A random key never repeats: not worth a cache slot.
+                    let buffer = self.scalar_buffer(rt, st, *value, ty.dtype, !node.lift)?;
                     let p = graph.param(TensorType::scalar(ty.dtype));
                     params.push(Param {
                         value: None,
@@ -503,6 +504,7 @@ impl Stream {
         st: &mut StreamState,
         value: Scalar,
         dtype: DType,
+        cache: bool,
     ) -> Result<Arc<Buffer>> {
         let (bits, len) = host::scalar_bits(value, dtype);
         let key = (dtype, bits);
@@ -513,6 +515,9 @@ impl Stream {
         let buffer = Arc::new(Buffer::from_host(&self.device, dtype, &[], bytes)?);
         Counters::add(&rt.counters.transfers_to_device, 1);
         Counters::add(&rt.counters.bytes_to_device, bytes.len() as u64);
+        if !cache {
+            return Ok(buffer);
+        }
         if st.scalars.len() >= SCALAR_CACHE {
             st.scalars.clear();
         }

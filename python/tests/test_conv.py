@@ -1,0 +1,80 @@
+"""Convolutions, pooling and batch norm against PyTorch CPU (values and
+gradients), in every mode."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from helpers import check, check_grad, rand
+
+pytestmark = pytest.mark.usefixtures("mode", "no_fallbacks")
+
+TOL = dict(rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [dict(), dict(stride=2, padding=1), dict(padding=2, dilation=2), dict(stride=(2, 1), padding=(0, 1), groups=2)],
+    ids=str,
+)
+def test_conv2d(kw):
+    x, w, b = rand(2, 4, 9, 8), rand(6, 4 // kw.get("groups", 1), 3, 3), rand(6)
+    check_grad(lambda x, w, b: F.conv2d(x, w, b, **kw), x, w, b, **TOL)
+
+
+def test_conv1d_depthwise_and_3d():
+    check_grad(lambda x, w: F.conv1d(x, w, padding=1, groups=3), rand(2, 3, 10), rand(3, 1, 3), **TOL)
+    check_grad(lambda x, w, b: F.conv3d(x, w, b, stride=2), rand(1, 2, 5, 6, 5), rand(3, 2, 2, 2, 2), rand(3), **TOL)
+    check(lambda x, w: F.conv2d(x, w), rand(3, 7, 7), rand(2, 3, 3, 3), **TOL)  # unbatched
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(stride=2, padding=1, output_padding=1), dict(stride=2, groups=2)], ids=str)
+def test_conv_transpose2d(kw):
+    x, w, b = rand(2, 4, 5, 5), rand(4, 6 // kw.get("groups", 1), 3, 3), rand(6)
+    check_grad(lambda x, w, b: F.conv_transpose2d(x, w, b, **kw), x, w, b, **TOL)
+
+
+@pytest.mark.parametrize(
+    "kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1), dict(kernel_size=3, stride=2, ceil_mode=True)],
+    ids=str,
+)
+def test_max_pool2d(kw):
+    check_grad(lambda x: F.max_pool2d(x, **kw), rand(2, 3, 9, 8))
+    check(lambda x: tuple(F.max_pool2d(x, return_indices=True, **kw)), rand(2, 3, 9, 8))
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(kernel_size=2),
+        dict(kernel_size=3, stride=2, padding=1),
+        dict(kernel_size=3, stride=2, padding=1, count_include_pad=False),
+        dict(kernel_size=3, stride=2, ceil_mode=True),
+        dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+        dict(kernel_size=2, divisor_override=3),
+    ],
+    ids=str,
+)
+def test_avg_pool2d(kw):
+    check_grad(lambda x: F.avg_pool2d(x, **kw), rand(2, 3, 9, 8), **TOL)
+
+
+def test_adaptive_avg_pool_to_one():
+    check_grad(lambda x: F.adaptive_avg_pool2d(x, 1), rand(2, 3, 5, 4), **TOL)
+
+
+def test_batch_norm_training_updates_running_stats():
+    x, w, b = rand(4, 3, 5, 5), rand(3), rand(3)
+    rm, rv = rand(3), rand(3).abs() + 0.5
+
+    def f(x, w, b, rm, rv):
+        return F.batch_norm(x, rm, rv, w, b, training=True, momentum=0.2, eps=1e-5)
+
+    check(f, x, w, b, rm, rv, **TOL)  # compares the running stats after the call too
+    check_grad(lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True), x, w, b, **TOL)
+
+
+def test_batch_norm_eval_and_1d():
+    x, w, b = rand(4, 3, 5), rand(3), rand(3)
+    rm, rv = rand(3), rand(3).abs() + 0.5
+    check_grad(lambda x, w, b: F.batch_norm(x, rm.to(x.device), rv.to(x.device), w, b, training=False), x, w, b, **TOL)
+    check_grad(lambda x: F.batch_norm(x.transpose(1, 2), None, None, training=True), rand(4, 6, 3), **TOL)
