@@ -67,11 +67,13 @@ test-rust: setup-test
 test-python: build
 	EAGERTPU_CACHE_DIR=$(TEST_CACHE) $(VPY) -m pytest -q python/tests
 
-# Debug-mode latency next to raw PJRT, then every workload in every mode
-# (target/bench/debug.json, target/bench/modes.json).
-bench: setup
+# Debug-mode latency next to raw PJRT, every workload in every mode, and the
+# same workloads through PyTorch next to PyTorch CPU eager
+# (target/bench/debug.json, modes.json, torch.json).
+bench: build
 	$(CARGO) bench --bench debug_latency
 	$(CARGO) bench --bench modes
+	$(VPY) benches/torch_bench.py
 
 # Which plugin is found and what it reports.
 info: build
