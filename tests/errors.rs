@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use eagertpu::{DType, Tensor};
+use eagertpu::{DType, Reduction, Tensor};
 
 /// After an error, the runtime still computes correctly.
 fn next_op_works() {
@@ -121,4 +121,129 @@ fn many_errors_in_a_row_leave_the_runtime_working() {
         assert!(a.to_vec::<u8>().is_err());
     }
     next_op_works();
+}
+
+/// Reductions, softmax and matmul refuse bad dims and dtypes, naming the op.
+#[test]
+fn bad_reduction_and_nn_input_is_an_error_naming_the_op() {
+    let x = Host::random(DType::F32, &[2, 3, 4], 1).tensor();
+    let ints = Host::random(DType::I32, &[2, 3], 2).tensor();
+    let range = &["out of range"][..];
+    assert_err(x.sum(&[3], false), "sum", &["dim 3", "out of range"]);
+    assert_err(x.sum(&[-4], true), "sum", &["dim -4", "out of range"]);
+    assert_err(x.sum(&[0, -3], false), "sum", &["more than once"]);
+    assert_err(x.mean(&[5], false), "mean", range);
+    assert_err(x.prod(&[3], false), "prod", range);
+    assert_err(x.max(&[7], false), "amax", range);
+    assert_err(x.min(&[-9], false), "amin", range);
+    assert_err(x.var(&[3], 1, false), "var", range);
+    assert_err(
+        x.logsumexp(&[1, 1], false),
+        "logsumexp",
+        &["more than once"],
+    );
+    assert_err(
+        Tensor::scalar(1.0f32).unwrap().sum(&[1], false),
+        "sum",
+        range,
+    );
+    assert_err(ints.mean(&[0], false), "mean", &["int32", "floating"]);
+    assert_err(x.argmax(Some(3), false), "argmax", range);
+    assert_err(x.argmin(Some(-4), true), "argmin", range);
+    assert_err(x.softmax(3), "softmax", range);
+    assert_err(x.log_softmax(-4), "log_softmax", range);
+    assert_err(ints.softmax(0), "softmax", &["int32"]);
+
+    let m = |s: &[i64], d| Host::random(d, s, 3).tensor();
+    let (f, d, b) = (DType::F32, DType::F64, DType::Bool);
+    let dims = &["(3)", "(4)"][..];
+    assert_err(m(&[2, 3], f).matmul(&m(&[4, 5], f)), "matmul", dims);
+    assert_err(m(&[3], f).matmul(&m(&[4], f)), "matmul", dims);
+    assert_err(
+        m(&[2, 3, 4], f).matmul(&m(&[3, 4, 5], f)),
+        "matmul",
+        &["broadcast"],
+    );
+    assert_err(
+        m(&[2, 3], f).matmul(&m(&[3, 2], d)),
+        "matmul",
+        &["float32", "float64"],
+    );
+    assert_err(m(&[2, 3], b).matmul(&m(&[3, 2], b)), "matmul", &["bool"]);
+    assert_err(m(&[], f).matmul(&m(&[3], f)), "matmul", &["1-d"]);
+
+    let ln =
+        |x: &Tensor, n: &[i64], w: Option<&Tensor>, b: Option<&Tensor>| x.layer_norm(n, w, b, 1e-5);
+    let shape = &["normalized_shape"][..];
+    assert_err(ln(&x, &[3], None, None), "layer_norm", shape);
+    assert_err(ln(&x, &[2, 3, 4, 1], None, None), "layer_norm", shape);
+    assert_err(ln(&x, &[], None, None), "layer_norm", shape);
+    assert_err(
+        ln(&x, &[4], Some(&m(&[3], f)), None),
+        "layer_norm",
+        &["weight"],
+    );
+    assert_err(
+        ln(&x, &[4], None, Some(&m(&[4], d))),
+        "layer_norm",
+        &["float64"],
+    );
+    assert_err(ln(&ints, &[3], None, None), "layer_norm", &["int32"]);
+
+    let logits = m(&[4, 3], f);
+    let target = |v: &[i64]| Tensor::from_slice(v, &[v.len() as i64]).unwrap();
+    let ce = "cross_entropy";
+    assert_err(
+        logits.cross_entropy(&m(&[4], f)),
+        ce,
+        &["target", "float32"],
+    );
+    assert_err(
+        logits.cross_entropy(&target(&[0, 1, 2, 0, 1])),
+        ce,
+        &["target"],
+    );
+    assert_err(
+        logits.cross_entropy(&m(&[4, 3], DType::I64)),
+        ce,
+        &["target"],
+    );
+    assert_err(
+        m(&[2, 4, 3], f).cross_entropy(&target(&[0, 1])),
+        ce,
+        &["input"],
+    );
+    assert_err(ints.cross_entropy(&target(&[0, 1])), ce, &["int32"]);
+    // In debug mode class indices are checked on the host: C and negative
+    // ones (other than the ignored -100) are out of range, and the next op
+    // still works.
+    let _debug = in_mode(eagertpu::Mode::Debug);
+    assert_err(
+        logits.cross_entropy(&target(&[0, 3, 1, 2])),
+        ce,
+        &["out of range", "3"],
+    );
+    let r = logits.cross_entropy_with(&target(&[0, 1, -5, 2]), Reduction::None);
+    assert_err(r, ce, &["out of range", "-5"]);
+    let r = m(&[3], f).cross_entropy(&Tensor::scalar(3i64).unwrap());
+    assert_err(r, ce, &["out of range", "3"]);
+    // The next op works: mean cross-entropy over the rows not ignored.
+    let h = Host::random(f, &[4, 3], 3);
+    let (mut total, mut n) = (0.0, 0.0);
+    for (row, t) in [(0usize, 0usize), (1, 2), (3, 1)] {
+        let v = &h.data[row * 3..row * 3 + 3];
+        let lse = v.iter().map(|x| x.exp()).sum::<f64>().ln();
+        total += lse - v[t];
+        n += 1.0;
+    }
+    let got = logits
+        .cross_entropy(&target(&[0, 2, -100, 1]))
+        .unwrap()
+        .item::<f32>()
+        .unwrap();
+    assert!(
+        (got as f64 - total / n).abs() < 1e-5,
+        "cross_entropy after an error: {got}, expected {}",
+        total / n
+    );
 }

@@ -330,3 +330,28 @@ macro_rules! all_modes {
         }
     };
 }
+
+/// Asserts `r` failed naming `op` and every word of `words`, and that the
+/// next op still works.
+pub fn assert_err<T: std::fmt::Debug>(r: eagertpu::Result<T>, op: &str, words: &[&str]) {
+    let e = err_text(r);
+    assert!(e.contains(op), "expected an error naming {op}: {e}");
+    for w in words {
+        assert!(e.contains(w), "expected {w:?} in: {e}");
+    }
+    // The next op works: a row sum, checked against the host.
+    let x = Host::random(DType::F32, &[2, 3], 7);
+    let got = x
+        .tensor()
+        .sum(&[1], false)
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap();
+    for (r, g) in got.iter().enumerate() {
+        let want: f64 = x.data[r * 3..r * 3 + 3].iter().sum();
+        assert!(
+            (*g as f64 - want).abs() < 1e-5,
+            "sum after an error: row {r} = {g}, expected {want}"
+        );
+    }
+}

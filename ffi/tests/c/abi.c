@@ -197,7 +197,15 @@ static void storages(void) {
   etpu_tensor bad = 0;
   CHECK(etpu_view_read(base + 2, ETPU_F32, col, col_stride, 1, "x", &bad) == ETPU_INVALID_ARGUMENT, "misaligned");
   CHECK(etpu_view_read(base + 4096, ETPU_F32, col, col_stride, 1, "x", &bad) == ETPU_INVALID_ARGUMENT, "outside");
-  CHECK(etpu_view_read(base, ETPU_I32, col, col_stride, 1, "x", &bad) == ETPU_INVALID_ARGUMENT, "dtype");
+  /* Another dtype reads the same bytes (as torch.save and Tensor.view(dtype) do). */
+  OK(etpu_view_read(base, ETPU_I32, col, col_stride, 1, "abi.c:storages", &bad));
+  int32_t bits[2];
+  CHECK(etpu_tensor_to_host(bad, bits, sizeof bits) == ETPU_OK, "read bits: %s", eagertpu_last_error());
+  int32_t one_bits;
+  memcpy(&one_bits, &want[0], 4);
+  CHECK(bits[0] == one_bits, "float 1.0 read as int32: %d, expected %d", bits[0], one_bits);
+  OK(etpu_tensor_free(bad));
+  bad = 0;
   CHECK(etpu_view_write(base, ETPU_F32, d32, s32, 2, c10, "x") == ETPU_INVALID_ARGUMENT, "shape");
   CHECK(etpu_storage_new(0, base + 8, 4) == ETPU_INVALID_ARGUMENT, "overlap");
   OK(etpu_storage_free(base));
