@@ -117,7 +117,8 @@ etpu_status etpu_storage_dtype(uint64_t address, int32_t* out);
 etpu_status etpu_view_read(uint64_t address, int32_t dtype, const int64_t* sizes,
                            const int64_t* strides, size_t rank, const char* origin,
                            etpu_tensor* out);
-/* `value` must have the view's dtype and shape. */
+/* `value` is converted to the view's dtype and broadcast to its shape (as PyTorch
+ * writes a result into an out= tensor); a shape that does not broadcast is an error. */
 etpu_status etpu_view_write(uint64_t address, int32_t dtype, const int64_t* sizes,
                             const int64_t* strides, size_t rank, etpu_tensor value,
                             const char* origin);

@@ -94,6 +94,36 @@ fn is_whole(sizes: &[i64], strides: &[i64], offset: i64, n: i64) -> bool {
     offset == 0 && numel == n && contiguous
 }
 
+/// `value` converted to `dtype` and broadcast to `sizes`, as PyTorch writes a
+/// result into an `out=` tensor or a view.
+///
+/// # Safety
+/// `origin` must be NULL or a NUL-terminated string.
+unsafe fn fit(
+    value: Tensor,
+    dtype: DType,
+    sizes: &[i64],
+    origin: *const c_char,
+) -> FfiResult<Tensor> {
+    let mut v = value;
+    // SAFETY: `origin` as the caller guarantees.
+    unsafe {
+        if v.dtype() != dtype {
+            v = at(origin, || v.to_dtype(dtype))?;
+        }
+        if v.shape() != sizes {
+            v = at(origin, || v.broadcast_to(sizes)).map_err(|e| {
+                Failure::invalid(format!(
+                    "writing a {} value into a {dtype}{sizes:?} view: {}",
+                    v.ty(),
+                    e.message
+                ))
+            })?;
+        }
+    }
+    Ok(v)
+}
+
 /// Reads the view arguments.
 ///
 /// # Safety
@@ -182,8 +212,8 @@ c_api! {
         unsafe { put_tensor(out, view) }
     }
 
-    /// Writes `value` (of the view's dtype and shape) into the view,
-    /// rebuilding the storage's contents.
+    /// Writes `value` into the view, rebuilding the storage's contents;
+    /// `value` is converted to the view's dtype and broadcast to its shape.
     fn etpu_view_write(
         address: u64,
         dtype: i32,
@@ -197,12 +227,8 @@ c_api! {
         let value = get(value, "value")?;
         // SAFETY: pointers as documented.
         let (sizes, strides) = unsafe { view_args(sizes, strides, rank)? };
-        if value.dtype() != dtype || value.shape() != sizes {
-            return Err(Failure::invalid(format!(
-                "writing a {:?} value into a {dtype}{sizes:?} view: expected the view's dtype and shape",
-                value.ty().to_string()
-            )));
-        }
+        // SAFETY: `origin` as documented.
+        let value = unsafe { fit(value, dtype, sizes, origin)? };
         let mut map = storages();
         let (byte_offset, s) = find(&mut map, address)?;
         let (offset, n) = geometry(byte_offset, s.nbytes, dtype)?;

@@ -167,20 +167,10 @@ void write(const at::Tensor& out, const Handle& value) {
   TORCH_CHECK(out.device().type() == c10::DeviceType::PrivateUse1, "expected a tpu tensor to write, got ",
               out.device());
   if (out.numel() == 0) return;
-  Handle converted;
-  const Handle* v = &value;
-  if (dtype_of(value) != dtype_code(out.scalar_type())) {
-    converted = cast(value, out.scalar_type());
-    v = &converted;
-  }
-  Handle expanded;
-  if (dims_of(*v) != out.sizes().vec()) {
-    expanded = expand(*v, out.sizes());
-    v = &expanded;
-  }
+  // The runtime converts the value to out's dtype and broadcasts it.
   auto addr = reinterpret_cast<uint64_t>(out.const_data_ptr());
   check(etpu_view_write(addr, dtype_code(out.scalar_type()), out.sizes().data(), out.strides().data(), out.dim(),
-                        v->get(), origin()));
+                        value.get(), origin()));
 }
 
 // ------------------------------------------------------------------ ops ----

@@ -117,6 +117,8 @@ inline int64_t device_index(const at::Tensor& t) { return t.device().index() < 0
 
 // The default tpu generator of a device (ops_random.cpp).
 const at::Generator& default_generator(c10::DeviceIndex index);
+// A new tpu generator (`torch.Generator(device="tpu")`).
+at::Generator new_generator(c10::DeviceIndex index);
 
 // Counts a host sync at the current origin (for the report by call site).
 void note_host_sync();

@@ -158,6 +158,7 @@ struct TpuHooks final : at::PrivateUse1HooksInterface {
   at::Device getDeviceFromPtr(void*) const override { return c10::Device(c10::DeviceType::PrivateUse1, 0); }
   c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
   const at::Generator& getDefaultGenerator(c10::DeviceIndex index) const override { return default_generator(index); }
+  at::Generator getNewGenerator(c10::DeviceIndex index) const override { return new_generator(index); }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
     // Grow (or shrink) a storage: a new allocation holding the old bytes.
     c10::DataPtr fresh = allocator.allocate(newsize);

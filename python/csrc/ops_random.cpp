@@ -2,7 +2,6 @@
 // the next counter of the tpu generator (seeded by torch.manual_seed) and
 // hashes (seed, counter) into a Threefry key, so draws are reproducible, never
 // overlap, and the key reaches the program as a parameter (no recompiles).
-#include <ATen/core/GeneratorForPrivateuseone.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/GeneratorImpl.h>
 #include <torch/library.h>
@@ -93,9 +92,9 @@ const at::Generator& default_generator(c10::DeviceIndex index) {
   return generators[i];
 }
 
-namespace {
+at::Generator new_generator(c10::DeviceIndex index) { return at::make_generator<TpuGenerator>(index); }
 
-at::Generator make_generator(c10::DeviceIndex index) { return at::make_generator<TpuGenerator>(index); }
+namespace {
 
 // Uniform [0, 1) samples of `shape` in float32 (float64 for double outputs).
 Handle uniform(const at::Tensor& like, at::IntArrayRef shape, std::optional<at::Generator> gen) {
@@ -241,10 +240,6 @@ at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mas
 }  // namespace
 }  // namespace etpu
 
-namespace {
-at::Generator make_tpu_generator(c10::DeviceIndex index) { return etpu::make_generator(index); }
-}  // namespace
-REGISTER_GENERATOR_PRIVATEUSE1(make_tpu_generator)
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   using namespace etpu;

@@ -24,12 +24,26 @@ impl fmt::Display for Origin {
 
 thread_local! {
     static FOREIGN: RefCell<Option<Arc<str>>> = const { RefCell::new(None) };
+    /// The last foreign origin seen: a loop calls ops from the same line over
+    /// and over, so its string is shared instead of copied per op.
+    static LAST: RefCell<Option<Arc<str>>> = const { RefCell::new(None) };
 }
 
 /// Runs `f` with every op it records attributed to `origin` (for callers
 /// outside Rust, such as the C ABI).
 pub fn with_origin<R>(origin: &str, f: impl FnOnce() -> R) -> R {
-    let previous = FOREIGN.with(|o| o.borrow_mut().replace(Arc::from(origin)));
+    let shared = LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        match &*last {
+            Some(s) if **s == *origin => s.clone(),
+            _ => {
+                let s: Arc<str> = Arc::from(origin);
+                *last = Some(s.clone());
+                s
+            }
+        }
+    });
+    let previous = FOREIGN.with(|o| o.borrow_mut().replace(shared));
     let out = f();
     FOREIGN.with(|o| *o.borrow_mut() = previous);
     out
