@@ -59,6 +59,18 @@ pub enum Error {
         size: i64,
     },
 
+    /// Found on the device after the op ran (strict and fused mode): XLA
+    /// clamped the index, so results computed from it are wrong.
+    #[error(
+        "{op}: an index was out of range for dim {dim} of size {size} (found at the next sync: \
+         the device clamped it, so results computed from it are wrong)"
+    )]
+    IndexOutOfRangeOnDevice {
+        op: &'static str,
+        dim: usize,
+        size: i64,
+    },
+
     #[error(
         "{op}: cannot reshape a tensor of shape {} ({} elements) to {} ({} elements)",
         ShapeDisplay(.from),
@@ -93,6 +105,7 @@ impl Error {
             | Error::DTypeMismatch { op, .. }
             | Error::BadDim { op, .. }
             | Error::IndexOutOfRange { op, .. }
+            | Error::IndexOutOfRangeOnDevice { op, .. }
             | Error::Reshape { op, .. }
             | Error::Arity { op, .. }
             | Error::Invalid { op, .. } => op,

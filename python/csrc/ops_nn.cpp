@@ -122,16 +122,28 @@ Handle weighted_one_hot(const at::Tensor& self, const at::Tensor& target, const 
   return where(hit, w, full(dev, {}, 0, self.scalar_type()));
 }
 
+// Picks each row's target log-probability with a gather (whose index check
+// makes an out-of-range target an error, as on CPU: at the op in debug mode,
+// at the next sync otherwise); ignored targets pick class 0 and weigh 0.
 std::tuple<at::Tensor&, at::Tensor&> nll_loss_forward_out(const at::Tensor& self, const at::Tensor& target,
                                                           const std::optional<at::Tensor>& weight,
                                                           int64_t reduction, int64_t ignore_index,
                                                           at::Tensor& output, at::Tensor& total_weight) {
   OpScope s;
-  int64_t classes = self.size(-1);
-  Handle hot = weighted_one_hot(self, target, weight, classes, ignore_index);
-  int64_t last = self.dim() - 1;
-  Handle loss = unary("neg", reduce("sum", mul(hot, read(self)), {last}, false));  // [N] or []
-  Handle tw = reduce("sum", hot, {}, false);
+  int64_t dev = device_index(self);
+  std::vector<int64_t> rows = target.sizes().vec();  // [N] or []
+  Handle t = read_as(target, at::kLong);
+  Handle ignored = binary_scalar("eq", t, ignore_index);
+  Handle safe = where(ignored, full(dev, {}, 0, at::kLong), t);
+  std::vector<int64_t> col = rows;
+  col.push_back(1);
+  Handle picked = reshape(gather(read(self), self.dim() - 1, reshape(safe, col)), rows);
+  Handle w = weight.has_value() && weight->defined()
+                 ? reshape(index_select(read_as(*weight, self.scalar_type()), 0, reshape(safe, {target.numel()})), rows)
+                 : full(dev, rows, 1, self.scalar_type());
+  w = where(ignored, full(dev, {}, 0, self.scalar_type()), w);
+  Handle loss = unary("neg", mul(picked, w));  // [N] or []
+  Handle tw = reduce("sum", w, {}, false);
   write(total_weight, tw);
   if (reduction == at::Reduction::None) {
     write(output, loss);

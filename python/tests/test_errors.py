@@ -79,6 +79,31 @@ def test_deferred_failure_surfaces_at_sync_with_op_and_line(mode_name):
         next_op_works()
 
 
+@pytest.mark.parametrize("mode_name", ["strict", "fused"])
+def test_out_of_range_indices_fail_at_the_next_sync(mode_name):
+    x = torch.ones(4, 3, device="tpu")
+    with eagertpu.mode(mode_name):
+        y = x[torch.tensor([0, 9], device="tpu")] * 2  # the device clamps 9: checked there
+        line = sys._getframe().f_lineno - 1
+        with pytest.raises(RuntimeError) as e:
+            y.cpu()
+        msg = str(e.value)
+        assert "index_select" in msg and "out of range for dim 0 of size 4" in msg and f"{HERE}:{line}" in msg, msg
+        next_op_works()
+
+
+def test_out_of_range_targets_raise_in_every_mode(mode):
+    logits = torch.randn(3, 5, device="tpu")
+    target = torch.tensor([1, 5, 0], device="tpu")
+    with pytest.raises(RuntimeError, match=r"out of range .*size 5|index 5 is out of range"):
+        torch.nn.functional.cross_entropy(logits, target).item()
+    ignored = torch.tensor([1, -100, 0], device="tpu")
+    loss = torch.nn.functional.cross_entropy(logits, ignored)
+    expected = torch.nn.functional.cross_entropy(logits.cpu(), ignored.cpu())
+    assert abs(loss.item() - expected.item()) < 1e-5
+    next_op_works()
+
+
 def run_python(code, **env):
     r = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],

@@ -37,6 +37,8 @@ use crate::value::{Blame, Completion, Value, lock};
 
 pub use crate::origin::Origin;
 
+mod checks;
+
 struct TraceNode {
     op: Op,
     inputs: SmallVec<[Arc<Value>; 3]>,
@@ -137,6 +139,8 @@ struct StreamState {
     scalars: HashMap<(DType, u64), Arc<Buffer>, FxBuild>,
     /// Launched chunks not yet known to be done (for `sync`).
     outstanding: Vec<Arc<Completion>>,
+    /// Index checks not yet read (strict and fused mode).
+    index: checks::IndexChecks,
 }
 
 /// A device and its op stream.
@@ -175,6 +179,7 @@ impl Stream {
                 window: Window::new(window),
                 scalars: HashMap::default(),
                 outstanding: vec![],
+                index: checks::IndexChecks::default(),
             }),
         }
     }
@@ -201,6 +206,9 @@ impl Stream {
                 return Err(e);
             }
         };
+        if rt.effective_mode() != Mode::Debug {
+            self.record_index_checks(rt, &mut st, before)?;
+        }
         match rt.effective_mode() {
             Mode::Debug => self.flush(rt, &mut st, CutReason::EveryOp, true)?,
             Mode::Strict => self.flush(rt, &mut st, CutReason::EveryOp, false)?,
@@ -237,14 +245,21 @@ impl Stream {
 
     /// Waits for `value`, launching its chunk first if it is pending.
     pub fn read(&self, rt: &Runtime, value: &Value) -> Result<Arc<Buffer>> {
-        if value.is_pending() {
-            let mut st = lock(&self.state);
-            if value.is_pending() {
-                self.flush(rt, &mut st, CutReason::HostRead, false)?;
-            }
-        }
+        let checks = self.prepare_read(rt, value)?;
         Counters::add(&rt.counters.host_syncs, 1);
-        value.wait()
+        let buffer = value.wait()?;
+        self.take_index_error(rt, checks)?;
+        Ok(buffer)
+    }
+
+    /// Launches `value`'s chunk if it is pending (and any pending index
+    /// check); takes the index checks to read with it.
+    fn prepare_read(&self, rt: &Runtime, value: &Value) -> Result<checks::IndexChecks> {
+        let mut st = lock(&self.state);
+        if value.is_pending() || !st.index.is_empty() {
+            self.flush(rt, &mut st, CutReason::HostRead, false)?;
+        }
+        Ok(std::mem::take(&mut st.index))
     }
 
     /// Copies `value` to the host with `copy`, launching its chunk first if it
@@ -256,18 +271,16 @@ impl Stream {
         value: &Value,
         copy: impl FnOnce(&Buffer) -> Result<T>,
     ) -> Result<T> {
-        if value.is_pending() {
-            let mut st = lock(&self.state);
-            if value.is_pending() {
-                self.flush(rt, &mut st, CutReason::HostRead, false)?;
-            }
-        }
+        let checks = self.prepare_read(rt, value)?;
         Counters::add(&rt.counters.host_syncs, 1);
         let (buffer, done) = value
             .buffer()?
             .ok_or_else(|| Error::Internal("reading a value that was never launched".into()))?;
         match copy(&buffer) {
-            Ok(out) => Ok(out),
+            Ok(out) => {
+                self.take_index_error(rt, checks)?;
+                Ok(out)
+            }
             Err(e) => Err(match value.wait() {
                 Err(chunk_error) => chunk_error,
                 Ok(_) => {
@@ -281,10 +294,13 @@ impl Stream {
     /// Launches everything pending and waits for every launched chunk;
     /// returns the first failure.
     pub fn sync(&self, rt: &Runtime) -> Result<()> {
-        let outstanding = {
+        let (outstanding, checks) = {
             let mut st = lock(&self.state);
             self.flush(rt, &mut st, CutReason::Sync, false)?;
-            std::mem::take(&mut st.outstanding)
+            (
+                std::mem::take(&mut st.outstanding),
+                std::mem::take(&mut st.index),
+            )
         };
         let mut first = Ok(());
         for c in outstanding {
@@ -294,7 +310,8 @@ impl Stream {
                 first = Err(e);
             }
         }
-        first
+        first?;
+        self.take_index_error(rt, checks)
     }
 
     /// Cuts the trace and launches it; with `wait`, waits for it and returns

@@ -1,0 +1,172 @@
+//! Index checks on the device, for strict and fused mode.
+//!
+//! XLA clamps an out-of-range gather or scatter index instead of failing. Debug
+//! mode checks indices on the host before running each op; strict and fused
+//! mode cannot (the indices are on the device, often not computed yet), so each
+//! index op records a few more ops that compute whether any of its indices is
+//! out of range, folded into one running int32 flag: 0 while every index was
+//! in range, else the number of the first op that had one out of range. The
+//! flag is read with the next host read or `sync()` (one 4-byte read), and a
+//! set flag is an error naming that op and the line that recorded it, as CUDA
+//! reports a device-side assert at the next synchronization.
+
+use std::sync::Arc;
+
+use fusion::{BinaryOp, DType, Op, ReduceOp, Scalar};
+
+use super::{Recorder, Stream, StreamState};
+use crate::context::Runtime;
+use crate::error::Result;
+use crate::host;
+use crate::metrics::Counters;
+use crate::value::{Blame, Value};
+
+/// Index ops checked between two host reads: beyond this, later ops share
+/// the last number (the error then names the last one recorded).
+const MAX_CHECKS: usize = 1 << 16;
+
+/// What a set flag blames.
+pub(super) struct IndexCheck {
+    blame: Blame,
+    dim: usize,
+    size: i64,
+}
+
+/// The running flag and the ops it covers.
+#[derive(Default)]
+pub(super) struct IndexChecks {
+    flag: Option<Arc<Value>>,
+    checks: Vec<IndexCheck>,
+}
+
+impl IndexChecks {
+    pub(super) fn is_empty(&self) -> bool {
+        self.flag.is_none()
+    }
+}
+
+impl Stream {
+    /// Records the checks of the index ops in `trace[from..]`.
+    pub(super) fn record_index_checks(
+        &self,
+        rt: &Runtime,
+        st: &mut StreamState,
+        from: usize,
+    ) -> Result<()> {
+        let end = st.trace.len();
+        for i in from..end {
+            let node = &st.trace[i];
+            let Some(ix) = node.op.index_operand() else {
+                continue;
+            };
+            let index = node.inputs[ix.index_input].clone();
+            let bounded = &node.inputs[ix.bounded_by].ty;
+            if index.ty.numel() == 0 || bounded.rank() == 0 {
+                continue;
+            }
+            let dim = if ix.dim == usize::MAX {
+                bounded.rank() - 1
+            } else {
+                ix.dim
+            };
+            let size = bounded.shape[dim];
+            let ignore = matches!(node.op, Op::CrossEntropy { .. }).then_some(-100);
+            let origin = node.origin.clone();
+            let check = IndexCheck {
+                blame: node.blame(1),
+                dim,
+                size,
+            };
+            let mut rec = Recorder {
+                trace: &mut st.trace,
+                origin,
+                counters: &rt.counters,
+            };
+            let number = st.index.checks.len().min(MAX_CHECKS - 1) as i64 + 1;
+            let flag = out_of_range(
+                &mut rec,
+                &index,
+                size,
+                ignore,
+                number,
+                st.index.flag.as_ref(),
+            )?;
+            st.index.flag = Some(flag);
+            if st.index.checks.len() < MAX_CHECKS {
+                st.index.checks.push(check);
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the flag of the index ops launched since the last read, if any
+    /// (the trace holding it must have been flushed). A set flag is the error
+    /// of the first op that had an index out of range.
+    pub(super) fn take_index_error(&self, rt: &Runtime, checks: IndexChecks) -> Result<()> {
+        let Some(flag) = checks.flag else {
+            return Ok(());
+        };
+        let buffer = flag.wait()?;
+        Counters::add(&rt.counters.transfers_to_host, 1);
+        Counters::add(&rt.counters.bytes_to_host, 4);
+        let first = host::read_i64(&buffer, &flag.ty)?
+            .first()
+            .copied()
+            .unwrap_or(0);
+        if first <= 0 {
+            return Ok(());
+        }
+        let c = &checks.checks[(first as usize - 1).min(checks.checks.len() - 1)];
+        Err(c.blame.error(
+            fusion::Error::IndexOutOfRangeOnDevice {
+                op: c.blame.op,
+                dim: c.dim,
+                size: c.size,
+            }
+            .into(),
+        ))
+    }
+}
+
+/// `number` if any element of `index` is outside `[0, size)` (other than
+/// `ignore`), folded into `previous` (which keeps the first number set).
+fn out_of_range(
+    rec: &mut Recorder,
+    index: &Arc<Value>,
+    size: i64,
+    ignore: Option<i64>,
+    number: i64,
+    previous: Option<&Arc<Value>>,
+) -> Result<Arc<Value>> {
+    let dt = index.ty.dtype;
+    let zero = rec.scalar(Scalar::Int(0), dt)?;
+    let bound = rec.scalar(Scalar::Int(size), dt)?;
+    let below = rec.node(Op::Binary(BinaryOp::Lt), &[index, &zero])?;
+    let above = rec.node(Op::Binary(BinaryOp::Ge), &[index, &bound])?;
+    let mut bad = rec.node(Op::Binary(BinaryOp::LogicalOr), &[&below, &above])?;
+    if let Some(v) = ignore {
+        let skip = rec.scalar(Scalar::Int(v), dt)?;
+        let counted = rec.node(Op::Binary(BinaryOp::Ne), &[index, &skip])?;
+        bad = rec.node(Op::Binary(BinaryOp::LogicalAnd), &[&bad, &counted])?;
+    }
+    let bad = rec.node(Op::Cast(DType::I32), &[&bad])?;
+    let any = rec.node(
+        Op::Reduce {
+            op: ReduceOp::Max,
+            dims: Default::default(),
+            keepdim: false,
+        },
+        &[&bad],
+    )?;
+    // The op's number is a parameter, like an RNG key: numbering never
+    // changes the program.
+    let key = rec.key(number)?;
+    let key = rec.node(Op::Cast(DType::I32), &[&key])?;
+    let flagged = rec.node(Op::Binary(BinaryOp::Mul), &[&any, &key])?;
+    let Some(previous) = previous else {
+        return Ok(flagged);
+    };
+    let none = rec.scalar(Scalar::Int(0), DType::I32)?;
+    let clean = rec.node(Op::Binary(BinaryOp::Eq), &[previous, &none])?;
+    rec.node(Op::Where, &[&clean, &flagged, previous])
+}
