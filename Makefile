@@ -40,7 +40,7 @@ setup: $(VENV)/.eagertpu-installed
 setup-test: setup $(VENV)/.test-deps
 
 build: setup
-	$(CARGO) build --release --workspace --bins --examples
+	$(CARGO) build --release --workspace --lib --bins --examples
 	$(VPY) python/build_backend.py
 
 # The main job: an unchanged PyTorch training script on torch.device("tpu")
