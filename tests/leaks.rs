@@ -17,7 +17,8 @@ fn round(a: &Tensor, b: &Tensor, idx: &Tensor, bad_idx: &Tensor, mode: Mode) -> 
     let g = a.index_select(0, idx).unwrap();
     let h = g.softmax(-1).unwrap();
     let _ = (f, h);
-    // Errors: at record time, and (debug mode) in the index check.
+    // Errors: at record time, and in the index check (debug mode at the op,
+    // else at the next sync).
     assert!(
         a.add(&idx.to_dtype(DType::F32).unwrap().reshape(&[1, 2]).unwrap())
             .is_err()
@@ -25,6 +26,12 @@ fn round(a: &Tensor, b: &Tensor, idx: &Tensor, bad_idx: &Tensor, mode: Mode) -> 
     assert!(a.reshape(&[7]).is_err());
     let bad = a.index_select(0, bad_idx);
     assert_eq!(bad.is_err(), mode == Mode::Debug);
+    if mode != Mode::Debug {
+        // Strict and fused mode check it on the device: the next sync fails
+        // once, naming it, and the one after is clean.
+        assert!(eagertpu::sync().is_err());
+        eagertpu::sync().unwrap();
+    }
     assert!(a.to_vec::<i32>().is_err());
     // Every fourth round reads a result (a host sync and a cut in fused mode).
     11

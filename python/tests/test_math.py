@@ -1,0 +1,174 @@
+"""The second set of math ops (python/csrc/ops_math.cpp): more unary and
+binary math, activations with their backwards, flip/roll, eye/linspace, prod,
+and the fused LSTM/GRU cells, against PyTorch CPU in every mode."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from helpers import check, check_grad, rand
+
+pytestmark = pytest.mark.usefixtures("mode", "no_fallbacks")
+
+UNARY = ["exp2", "log2", "log10", "expm1", "tan", "sinh", "cosh", "atan", "trunc", "frac", "signbit"]
+
+
+@pytest.mark.parametrize("name", UNARY)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_unary(name, dtype):
+    fn = getattr(torch, name)
+    low, high = (0.1, 4.0) if name.startswith("log") else (-1.2, 1.2)
+    x = rand(3, 7, dtype=dtype, low=low, high=high)
+    check(fn, x)
+    if name != "signbit":
+        check(lambda x: getattr(x.clone(), name + "_")(), x)
+
+
+def test_inverse_trig_and_expm1_precision():
+    x = rand(11, low=-0.99, high=0.99)
+    check(torch.asin, x)
+    check(torch.acos, x)
+    # expm1 keeps its precision near zero, where exp(x) - 1 loses it.
+    tiny = torch.tensor([1e-7, -3e-8, 1e-10, 2.5e-6], dtype=torch.float32)
+    check(torch.expm1, tiny, rtol=1e-5, atol=0)
+    check(torch.expm1, tiny.double(), rtol=1e-12, atol=0)
+    check_grad(torch.tan, rand(5, low=-1.0, high=1.0))
+    check_grad(torch.atan, rand(5))
+    check_grad(torch.expm1, rand(5))
+
+
+def test_nan_to_num_logit_xlogy():
+    x = torch.tensor([1.0, float("nan"), float("inf"), -float("inf"), -2.5])
+    check(torch.nan_to_num, x)
+    check(lambda x: torch.nan_to_num(x, nan=0.5, posinf=9.0, neginf=-9.0), x)
+    p = rand(8, low=0.01, high=0.99)
+    check(torch.logit, p)
+    check(lambda p: torch.logit(p, eps=0.05), torch.tensor([0.0, 0.01, 0.5, 0.99, 1.0]))
+    check_grad(torch.logit, p)
+    a = torch.tensor([0.0, 0.0, 1.5, 2.0, 3.0])
+    b = torch.tensor([0.0, float("nan"), 2.0, 0.5, 1.0])
+    check(torch.xlogy, a, b)
+    check(torch.special.xlogy, a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.int32])
+def test_fmod_floor_divide_hypot(dtype):
+    a = rand(4, 5, dtype=dtype) * 3
+    b = rand(4, 5, dtype=dtype)
+    b[b == 0] = 3
+    check(torch.fmod, a, b)
+    check(lambda a: torch.fmod(a, 4), a)
+    check(torch.floor_divide, a, b)
+    check(lambda a: a // 4, a)
+    if dtype.is_floating_point:
+        check(torch.hypot, a, b)
+        check(lambda a: torch.fmod(a, 2.5), a)
+
+
+def test_clamp_with_tensor_bounds():
+    x, lo, hi = rand(4, 5), rand(4, 5) - 1, rand(5) + 1
+    check(torch.clamp, x, lo, hi)
+    check(lambda x, lo: torch.clamp(x, min=lo), x, lo)
+    check(lambda x, hi: torch.clamp(x, max=hi), x, hi)
+    check(torch.clamp_min, x, lo)
+    check(torch.clamp_max, x, hi)
+    check_grad(torch.clamp, x, lo, hi)
+
+
+ACTIVATIONS = [
+    lambda x: F.hardtanh(x, -0.5, 0.7),
+    lambda x: F.relu6(x),
+    lambda x: F.leaky_relu(x, 0.1),
+    lambda x: F.elu(x),
+    lambda x: F.elu(x, alpha=0.5),
+    lambda x: F.selu(x),
+    lambda x: F.celu(x, 1.3),
+    lambda x: F.softplus(x),
+    lambda x: F.softplus(x, beta=2.0, threshold=1.0),
+    lambda x: F.mish(x),
+    lambda x: F.hardswish(x),
+    lambda x: F.hardsigmoid(x),
+    lambda x: F.logsigmoid(x),
+]
+
+
+@pytest.mark.parametrize("i", range(len(ACTIVATIONS)))
+def test_activations_forward_and_backward(i):
+    fn = ACTIVATIONS[i]
+    x = rand(4, 6) * 3
+    check_grad(fn, x)
+    check(fn, rand(3, 5, dtype=torch.bfloat16) * 3)
+
+
+def test_inplace_activations():
+    x = rand(4, 6) * 3
+    check(lambda x: F.hardtanh(x, inplace=True), x)
+    check(lambda x: F.leaky_relu(x, 0.2, inplace=True), x)
+    check(lambda x: F.elu(x, inplace=True), x)
+    check(lambda x: F.hardswish(x, inplace=True), x)
+
+
+def test_flip_roll():
+    x = rand(3, 4, 5)
+    check(lambda x: torch.flip(x, [0, 2]), x)
+    check(lambda x: torch.flip(x, [-1]), x)
+    check(lambda x: torch.roll(x, 2, 1), x)
+    check(lambda x: torch.roll(x, (-1, 7), (0, 2)), x)
+    check(lambda x: torch.roll(x, 3), x)
+    check(lambda x: x.transpose(0, 2).flip(0).roll(1, 1), x)
+    check_grad(lambda x: torch.roll(torch.flip(x, [1]), 1, 0), x)
+
+
+def test_eye_linspace():
+    check(lambda d: torch.eye(4, device=d.device), torch.zeros(1))
+    check(lambda d: torch.eye(3, 5, dtype=torch.int64, device=d.device), torch.zeros(1))
+    check(lambda d: torch.linspace(-1, 2, 7, device=d.device), torch.zeros(1))
+    check(lambda d: torch.linspace(0, 10, 1, device=d.device), torch.zeros(1))
+    check(lambda d: torch.linspace(5, 0, 6, dtype=torch.float64, device=d.device), torch.zeros(1))
+
+
+def test_prod_count_nonzero():
+    x = rand(3, 4, low=0.5, high=1.5)
+    check(torch.prod, x)
+    check(lambda x: torch.prod(x, 1), x)
+    check(lambda x: torch.prod(x, 0, keepdim=True), x)
+    check(torch.prod, torch.tensor([[2, 3], [4, -1]]))
+    check_grad(lambda x: torch.prod(x, 1), x)
+    z = rand(4, 5, dtype=torch.int64)
+    check(torch.count_nonzero, z)
+    check(lambda z: torch.count_nonzero(z, 1), z)
+    check(lambda z: torch.count_nonzero(z, (0, 1)), z)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_recurrent_layer_trains_like_cpu(kind):
+    cls = getattr(torch.nn, kind)
+    cpu = cls(5, 7, num_layers=2, batch_first=True)
+    dev = copy.deepcopy(cpu).to("tpu")
+    x, y = rand(3, 4, 5), rand(3, 4, 7)
+    opt_c = torch.optim.SGD(cpu.parameters(), lr=0.1)
+    opt_d = torch.optim.SGD(dev.parameters(), lr=0.1)
+    for _ in range(3):
+        for model, opt, dx, dy in ((cpu, opt_c, x, y), (dev, opt_d, x.to("tpu"), y.to("tpu"))):
+            opt.zero_grad()
+            out, _ = model(dx)
+            loss = F.mse_loss(out, dy)
+            loss.backward()
+            opt.step()
+    for (name, pc), pd in zip(cpu.named_parameters(), dev.parameters()):
+        torch.testing.assert_close(pd.cpu(), pc.detach(), rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("kind", ["LSTMCell", "GRUCell"])
+def test_recurrent_cell_gradients(kind):
+    cell = getattr(torch.nn, kind)(4, 6)
+    names = [n for n, _ in cell.named_parameters()]
+    weights = [p.detach().clone() for p in cell.parameters()]
+
+    def run(x, h, c, *w):
+        state = (h, c) if kind == "LSTMCell" else h
+        out = torch.func.functional_call(cell, dict(zip(names, w)), (x, state))
+        return out[0] + out[1].sin() if kind == "LSTMCell" else out
+
+    check_grad(run, rand(3, 4), rand(3, 6), rand(3, 6), *weights, rtol=1e-4, atol=1e-5)
