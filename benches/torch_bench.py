@@ -31,6 +31,9 @@ def device_of(config):
 
 
 def enter(config):
+    # Work still queued by the previous configuration must not run on this
+    # one's clock (the machine has two cores).
+    eagertpu.sync()
     if config != "cpu":
         eagertpu.set_mode(config)
 
@@ -98,7 +101,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="few repetitions (a smoke run)")
     args = parser.parse_args()
-    reps = {"chain": 3 if args.quick else 20, "mlp": 3 if args.quick else 15, "tiny_mlp": 5 if args.quick else 60}
+    reps = {"chain": 3 if args.quick else 40, "mlp": 3 if args.quick else 15, "tiny_mlp": 5 if args.quick else 60}
 
     results = {w: {c: [] for c in CONFIGS} for w in reps}
     loops = {}
@@ -113,7 +116,9 @@ def main():
         for config in CONFIGS:
             enter(config)
             results["chain"][config].append(chain_round(config, reps["chain"]))
+            eagertpu.sync()
             results["mlp"][config].append(loop_round(loops["mlp", config], reps["mlp"]))
+            eagertpu.sync()
             results["tiny_mlp"][config].append(loop_round(loops["tiny_mlp", config], reps["tiny_mlp"]))
         print(f"round {r + 1}/{args.rounds} done", flush=True)
     eagertpu.set_mode("fused")

@@ -329,3 +329,25 @@ fn a_shape_change_is_explained_once() {
         hits[0]
     );
 }
+
+#[test]
+fn a_scalar_repeated_in_a_chunk_is_one_parameter() {
+    let _m = in_mode(Mode::Fused);
+    let start: Vec<f32> = (0..16).map(|i| i as f32 * 0.25 - 2.0).collect();
+    let mut x = Tensor::from_slice(&start, &[16]).unwrap();
+    let before = metrics();
+    // 60 ops reading 0.9 and 60 reading 0.125: two scalars, one chunk.
+    for _ in 0..60 {
+        x = (&(&x * 0.9).unwrap() + 0.125).unwrap();
+    }
+    let got = x.to_vec::<f32>().unwrap();
+    let after = metrics();
+    assert_eq!(after.lifted_scalars - before.lifted_scalars, 2);
+    let want: Vec<f32> = start
+        .iter()
+        .map(|&v| (0..60).fold(v, |acc, _| acc * 0.9 + 0.125))
+        .collect();
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g - w).abs() <= 1e-5 * w.abs().max(1.0), "{got:?} vs {want:?}");
+    }
+}

@@ -60,8 +60,28 @@ bool internal_file(const char* f) {
   return false;
 }
 
+// The file:line of a frame by (code object, instruction offset): computing a
+// line number scans the code's line table, too slow to do for every op. The
+// first line number is in the key, so a code object freed and another
+// allocated at its address is not mistaken for it. Guarded by the GIL.
+struct Site {
+  const void* code;
+  int lasti;
+  int first_line;
+  bool operator==(const Site& o) const { return code == o.code && lasti == o.lasti && first_line == o.first_line; }
+};
+struct SiteHash {
+  size_t operator()(const Site& s) const {
+    return std::hash<const void*>()(s.code) ^ (static_cast<size_t>(s.lasti) * 0x9e3779b97f4a7c15ULL);
+  }
+};
+std::unordered_map<Site, std::string, SiteHash> sites;
+
 std::string compute_origin() {
   if (!Py_IsInitialized()) return "a C++ caller";
+  // A thread that never ran Python (autograd's device threads) has no frames:
+  // no need to take the GIL to find that out.
+  if (PyGILState_GetThisThreadState() == nullptr) return "autograd backward (no Python frame)";
   PyGILState_STATE gil = PyGILState_Ensure();
   std::string out;
   PyFrameObject* frame = PyEval_GetFrame();
@@ -69,13 +89,19 @@ std::string compute_origin() {
   while (frame != nullptr) {
     PyCodeObject* code = PyFrame_GetCode(frame);
     const char* file = PyUnicode_AsUTF8(code->co_filename);
-    int line = PyFrame_GetLineNumber(frame);
-    Py_DECREF(code);
     if (file != nullptr && !internal_file(file)) {
-      out = std::string(file) + ":" + std::to_string(line);
+      Site key{code, PyFrame_GetLasti(frame), code->co_firstlineno};
+      auto it = sites.find(key);
+      if (it == sites.end()) {
+        if (sites.size() > 16384) sites.clear();
+        it = sites.emplace(key, std::string(file) + ":" + std::to_string(PyFrame_GetLineNumber(frame))).first;
+      }
+      out = it->second;
+      Py_DECREF(code);
       Py_DECREF(frame);
       break;
     }
+    Py_DECREF(code);
     PyFrameObject* back = PyFrame_GetBack(frame);
     Py_DECREF(frame);
     frame = back;

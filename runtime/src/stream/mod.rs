@@ -420,19 +420,31 @@ impl Stream {
         // Parameters by value address, and how many chunk nodes read each.
         let mut param_ids: HashMap<usize, (ValueId, usize), FxBuild> = HashMap::default();
         let mut ids: Vec<ValueId> = Vec::with_capacity(launches.len());
+        let mut lifted: HashMap<(DType, u64), ValueId, FxBuild> = HashMap::default();
         for l in launches {
             let node = &l.node;
             let id = match &node.op {
                 Op::Full { value, ty } if node.lift || !is_key_constant(*value) => {
-                    // A random key never repeats: not worth a cache slot.
-                    let buffer = self.scalar_buffer(rt, st, *value, ty.dtype, !node.lift)?;
-                    let p = graph.param(TensorType::scalar(ty.dtype));
-                    params.push(Param {
-                        value: None,
-                        buffer,
-                        done: None,
-                    });
-                    Counters::add(&rt.counters.lifted_scalars, 1);
+                    // One parameter per distinct scalar: a loop of `x * 0.9`
+                    // reads one, not one per op.
+                    let key = (ty.dtype, host::scalar_bits(*value, ty.dtype).0);
+                    let p = match lifted.get(&key) {
+                        Some(p) => *p,
+                        None => {
+                            // A random key never repeats: not worth a cache slot.
+                            let buffer =
+                                self.scalar_buffer(rt, st, *value, ty.dtype, !node.lift)?;
+                            let p = graph.param(TensorType::scalar(ty.dtype));
+                            params.push(Param {
+                                value: None,
+                                buffer,
+                                done: None,
+                            });
+                            Counters::add(&rt.counters.lifted_scalars, 1);
+                            lifted.insert(key, p);
+                            p
+                        }
+                    };
                     if ty.rank() == 0 {
                         p
                     } else {
