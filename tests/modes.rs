@@ -348,6 +348,9 @@ fn a_scalar_repeated_in_a_chunk_is_one_parameter() {
         .map(|&v| (0..60).fold(v, |acc, _| acc * 0.9 + 0.125))
         .collect();
     for (g, w) in got.iter().zip(&want) {
-        assert!((g - w).abs() <= 1e-5 * w.abs().max(1.0), "{got:?} vs {want:?}");
+        assert!(
+            (g - w).abs() <= 1e-5 * w.abs().max(1.0),
+            "{got:?} vs {want:?}"
+        );
     }
 }
