@@ -123,6 +123,16 @@ etpu_status etpu_view_write(uint64_t address, int32_t dtype, const int64_t* size
                             const int64_t* strides, size_t rank, etpu_tensor value,
                             const char* origin);
 
+/* Elementwise ops from views to a view in one call (the same as view_read, the
+ * op and view_write). A view descriptor is an int64_t array:
+ * {address, dtype, rank, sizes[0..rank], strides[0..rank]}. The result is
+ * converted to out's dtype and broadcast to its shape. */
+etpu_status etpu_view_unary(const char* op, const int64_t* x, const int64_t* out, const char* origin);
+etpu_status etpu_view_binary(const char* op, const int64_t* a, const int64_t* b, const int64_t* out,
+                             const char* origin);
+etpu_status etpu_view_binary_scalar(const char* op, const int64_t* a, double value, bool is_int,
+                                    bool reversed, const int64_t* out, const char* origin);
+
 /* ---------------------------------------------------------------- ops ---- */
 
 /* op: neg abs exp log log1p sqrt rsqrt tanh sigmoid relu gelu gelu_tanh sin

@@ -18,6 +18,7 @@ mod nn;
 mod ops;
 mod storage;
 mod types;
+mod views;
 
 use std::cell::RefCell;
 use std::ffi::{CStr, CString, c_char};
@@ -232,6 +233,7 @@ pub fn all_signatures() -> Vec<Signature> {
     v.extend(ops::signatures());
     v.extend(nn::signatures());
     v.extend(storage::signatures());
+    v.extend(views::signatures());
     v
 }
 

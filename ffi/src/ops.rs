@@ -17,21 +17,21 @@ fn unknown(family: &str, op: &str, known: &str) -> Failure {
     ))
 }
 
-fn unary_op(op: &str) -> FfiResult<UnaryOp> {
+pub(crate) fn unary_op(op: &str) -> FfiResult<UnaryOp> {
     UnaryOp::from_name(op).ok_or_else(|| {
         let names: Vec<String> = UnaryOp::ALL.iter().map(|u| format!("{u:?}")).collect();
         unknown("unary", op, &names.join(", ").to_lowercase())
     })
 }
 
-fn binary_op(op: &str) -> FfiResult<BinaryOp> {
+pub(crate) fn binary_op(op: &str) -> FfiResult<BinaryOp> {
     BinaryOp::from_name(op).ok_or_else(|| {
         let names: Vec<String> = BinaryOp::ALL.iter().map(|b| format!("{b:?}")).collect();
         unknown("binary", op, &names.join(", ").to_lowercase())
     })
 }
 
-fn scalar(value: f64, is_int: bool) -> Scalar {
+pub(crate) fn scalar(value: f64, is_int: bool) -> Scalar {
     if is_int {
         Scalar::Int(value as i64)
     } else {

@@ -137,6 +137,68 @@ unsafe fn view_args<'a>(
     unsafe { Ok((dims(sizes, rank, "sizes")?, dims(strides, rank, "strides")?)) }
 }
 
+/// The view (`address` = storage base + byte offset, `dtype`, `sizes`,
+/// `strides` in elements) as a tensor.
+///
+/// # Safety
+/// `origin` must be NULL or a NUL-terminated string.
+pub(crate) unsafe fn read_view(
+    address: u64,
+    dtype: DType,
+    sizes: &[i64],
+    strides: &[i64],
+    origin: *const c_char,
+) -> FfiResult<Tensor> {
+    let mut map = storages();
+    let (byte_offset, s) = find(&mut map, address)?;
+    let (offset, n) = geometry(byte_offset, s.nbytes, dtype)?;
+    let flat = contents(s, dtype, n)?;
+    drop(map);
+    if sizes.len() == 1 && is_whole(sizes, strides, offset, n) {
+        return Ok(flat);
+    }
+    // SAFETY: `origin` as the caller guarantees.
+    unsafe { at(origin, || flat.as_strided(sizes, strides, offset)) }
+}
+
+/// Writes `value` (converted to `dtype`, broadcast to `sizes`) into the
+/// view, rebuilding its storage's contents.
+///
+/// # Safety
+/// `origin` must be NULL or a NUL-terminated string.
+pub(crate) unsafe fn write_view(
+    address: u64,
+    dtype: DType,
+    sizes: &[i64],
+    strides: &[i64],
+    value: Tensor,
+    origin: *const c_char,
+) -> FfiResult {
+    // SAFETY: `origin` as the caller guarantees.
+    let value = unsafe { fit(value, dtype, sizes, origin)? };
+    let mut map = storages();
+    let (byte_offset, s) = find(&mut map, address)?;
+    let (offset, n) = geometry(byte_offset, s.nbytes, dtype)?;
+    // SAFETY: `origin` as the caller guarantees.
+    let new = unsafe {
+        if is_whole(sizes, strides, offset, n) {
+            // The whole storage, in order: its new contents are the value.
+            if value.shape() == [n] {
+                value
+            } else {
+                at(origin, || value.reshape(&[n]))?
+            }
+        } else {
+            let flat = contents(s, dtype, n)?;
+            at(origin, || {
+                flat.as_strided_scatter(&value, sizes, strides, offset)
+            })?
+        }
+    };
+    s.value = Some(new);
+    Ok(())
+}
+
 c_api! {
     /// Registers an allocation of `nbytes` at `base` on device `device`.
     fn etpu_storage_new(device: i64, base: u64, nbytes: usize) {
@@ -193,23 +255,12 @@ c_api! {
         out: *mut TensorHandle,
     ) {
         let dtype = dtype_from(dtype)?;
-        // SAFETY: pointers as documented.
-        let (sizes, strides) = unsafe { view_args(sizes, strides, rank)? };
-        let mut map = storages();
-        let (byte_offset, s) = find(&mut map, address)?;
-        let (offset, n) = geometry(byte_offset, s.nbytes, dtype)?;
-        let flat = contents(s, dtype, n)?;
-        drop(map);
-        // SAFETY: `origin` as documented.
-        let view = unsafe {
-            if sizes.len() == 1 && is_whole(sizes, strides, offset, n) {
-                flat
-            } else {
-                at(origin, || flat.as_strided(sizes, strides, offset))?
-            }
-        };
-        // SAFETY: `out` is NULL or writable.
-        unsafe { put_tensor(out, view) }
+        // SAFETY: pointers and `origin` as documented.
+        unsafe {
+            let (sizes, strides) = view_args(sizes, strides, rank)?;
+            let view = read_view(address, dtype, sizes, strides, origin)?;
+            put_tensor(out, view)
+        }
     }
 
     /// Writes `value` into the view, rebuilding the storage's contents;
@@ -225,25 +276,11 @@ c_api! {
     ) {
         let dtype = dtype_from(dtype)?;
         let value = get(value, "value")?;
-        // SAFETY: pointers as documented.
-        let (sizes, strides) = unsafe { view_args(sizes, strides, rank)? };
-        // SAFETY: `origin` as documented.
-        let value = unsafe { fit(value, dtype, sizes, origin)? };
-        let mut map = storages();
-        let (byte_offset, s) = find(&mut map, address)?;
-        let (offset, n) = geometry(byte_offset, s.nbytes, dtype)?;
-        // SAFETY: `origin` as documented.
-        let new = unsafe {
-            if is_whole(sizes, strides, offset, n) {
-                // The whole storage, in order: its new contents are the value.
-                at(origin, || value.reshape(&[n]))?
-            } else {
-                let flat = contents(s, dtype, n)?;
-                at(origin, || flat.as_strided_scatter(&value, sizes, strides, offset))?
-            }
-        };
-        s.value = Some(new);
-        Ok(())
+        // SAFETY: pointers and `origin` as documented.
+        unsafe {
+            let (sizes, strides) = view_args(sizes, strides, rank)?;
+            write_view(address, dtype, sizes, strides, value, origin)
+        }
     }
 
     /// Copies the first `nbytes` of the allocation at `src` into the

@@ -199,6 +199,52 @@ void write(const at::Tensor& out, const Handle& value) {
                         value.get(), origin()));
 }
 
+// ----------------------------------------------------- ops between views ----
+
+namespace {
+// {address, dtype, rank, sizes, strides}: see etpu_view_unary.
+class ViewDesc {
+ public:
+  explicit ViewDesc(const at::Tensor& t) {
+    int64_t rank = t.dim();
+    d_.reserve(3 + 2 * rank);
+    d_.push_back(static_cast<int64_t>(reinterpret_cast<uint64_t>(t.const_data_ptr())));
+    d_.push_back(dtype_code(t.scalar_type()));
+    d_.push_back(rank);
+    d_.append(t.sizes().begin(), t.sizes().end());
+    d_.append(t.strides().begin(), t.strides().end());
+  }
+  const int64_t* get() const { return d_.data(); }
+
+ private:
+  c10::SmallVector<int64_t, 15> d_;
+};
+
+bool direct(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1 && t.numel() > 0; }
+
+double scalar_value(const at::Scalar& s) {
+  if (s.isBoolean()) return s.toBool() ? 1.0 : 0.0;
+  return s.isIntegral(false) ? static_cast<double>(s.toLong()) : s.toDouble();
+}
+}  // namespace
+
+void view_unary(const char* op, const at::Tensor& x, const at::Tensor& out) {
+  if (!direct(x) || !direct(out)) return write(out, unary(op, read(x)));
+  check(etpu_view_unary(op, ViewDesc(x).get(), ViewDesc(out).get(), origin()));
+}
+
+void view_binary(const char* op, const at::Tensor& a, const at::Tensor& b, const at::Tensor& out) {
+  if (!direct(a) || !direct(b) || !direct(out)) return write(out, binary(op, read(a), read(b)));
+  check(etpu_view_binary(op, ViewDesc(a).get(), ViewDesc(b).get(), ViewDesc(out).get(), origin()));
+}
+
+void view_binary_scalar(const char* op, const at::Tensor& a, const at::Scalar& s, const at::Tensor& out,
+                        bool reversed) {
+  if (!direct(a) || !direct(out)) return write(out, binary_scalar(op, read(a), s, reversed));
+  check(etpu_view_binary_scalar(op, ViewDesc(a).get(), scalar_value(s), s.isIntegral(/*includeBool=*/true), reversed,
+                                ViewDesc(out).get(), origin()));
+}
+
 // ------------------------------------------------------------------ ops ----
 
 Handle unary(const char* op, const Handle& x) {

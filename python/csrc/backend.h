@@ -76,6 +76,14 @@ Handle read_operand(const at::Tensor& t, int64_t device);
 // out's dtype and broadcasting it to out's shape.
 void write(const at::Tensor& out, const Handle& value);
 
+// Elementwise ops from views to a view in one runtime call (no handles in
+// between): read the inputs, run the op, write `out`. Tensors without elements
+// or off the tpu take the read/op/write path, which reports them.
+void view_unary(const char* op, const at::Tensor& x, const at::Tensor& out);
+void view_binary(const char* op, const at::Tensor& a, const at::Tensor& b, const at::Tensor& out);
+void view_binary_scalar(const char* op, const at::Tensor& a, const at::Scalar& s, const at::Tensor& out,
+                        bool reversed = false);
+
 // A CPU tensor uploaded to device `device`.
 Handle upload(const at::Tensor& cpu, int64_t device);
 

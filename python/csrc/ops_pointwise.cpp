@@ -36,6 +36,21 @@ Handle binary_any(const char* op, const at::Tensor& a, const at::Tensor& b) {
   return binary(op, operand(a, like), operand(b, like));
 }
 
+// `out = a op b` in one runtime call when both are tpu tensors or one is a
+// Python number; else through binary_any.
+void binary_into(const char* op, const at::Tensor& a, const at::Tensor& b, const at::Tensor& out) {
+  bool on_tpu = a.device().type() == c10::DeviceType::PrivateUse1 && b.device().type() == c10::DeviceType::PrivateUse1;
+  if (is_scalar(b) && a.device().type() == c10::DeviceType::PrivateUse1) {
+    view_binary_scalar(op, a, scalar_of(b), out);
+  } else if (is_scalar(a) && b.device().type() == c10::DeviceType::PrivateUse1) {
+    view_binary_scalar(op, b, scalar_of(a), out, /*reversed=*/true);
+  } else if (on_tpu) {
+    view_binary(op, a, b, out);
+  } else {
+    write(out, binary_any(op, a, b));
+  }
+}
+
 // `b * alpha`, for add/sub's alpha (skipped when 1).
 Handle scaled(const at::Tensor& b, const at::Scalar& alpha, const at::Tensor& like) {
   Handle h = is_scalar(b) ? full(device_index(like), {}, scalar_of(b), b.scalar_type()) : operand(b, like);
@@ -47,7 +62,7 @@ Handle scaled(const at::Tensor& b, const at::Scalar& alpha, const at::Tensor& li
   at::Tensor& name##_out(const at::Tensor& self, at::Tensor& out) {      \
     OpScope s;                                                           \
     at::native::resize_output(out, self.sizes());                        \
-    write(out, unary(op, read(self)));                                   \
+    view_unary(op, self, out);                                           \
     return out;                                                          \
   }
 
@@ -177,13 +192,13 @@ at::Tensor& tril_out(const at::Tensor& self, int64_t k, at::Tensor& out) { retur
 at::Tensor relu(const at::Tensor& self) {
   OpScope s;
   at::Tensor out = at::empty_like(self);
-  write(out, unary("relu", read(self)));
+  view_unary("relu", self, out);
   return out;
 }
 
 at::Tensor& relu_(at::Tensor& self) {
   OpScope s;
-  write(self, unary("relu", read(self)));
+  view_unary("relu", self, self);
   return self;
 }
 
@@ -191,7 +206,7 @@ at::Tensor& relu_(at::Tensor& self) {
   at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) { \
     OpScope s;                                                                              \
     at::native::resize_output(out, at::infer_size(self.sizes(), other.sizes()));            \
-    write(out, binary_any(op, self, other));                                                \
+    binary_into(op, self, other, out);                                                      \
     return out;                                                                             \
   }
 
@@ -199,7 +214,7 @@ at::Tensor& relu_(at::Tensor& self) {
   at::Tensor& name##_out(const at::Tensor& self, const at::Scalar& other, at::Tensor& out) { \
     OpScope s;                                                                              \
     at::native::resize_output(out, self.sizes());                                           \
-    write(out, binary_scalar(op, read(self), other));                                       \
+    view_binary_scalar(op, self, other, out);                                               \
     return out;                                                                             \
   }
 
@@ -242,7 +257,7 @@ at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const at::S
   const at::Tensor& like = self.device().is_cpu() ? other : self;
   bool one = alpha.isIntegral(true) ? alpha.toLong() == 1 : alpha.toDouble() == 1.0;
   if (one) {
-    write(out, binary_any("add", self, other));
+    binary_into("add", self, other, out);
   } else {
     write(out, add(operand(self, like), scaled(other, alpha, like)));
   }
@@ -254,7 +269,7 @@ at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const at::S
   const at::Tensor& like = self.device().is_cpu() ? other : self;
   bool one = alpha.isIntegral(true) ? alpha.toLong() == 1 : alpha.toDouble() == 1.0;
   if (one) {
-    write(out, binary_any("sub", self, other));
+    binary_into("sub", self, other, out);
   } else {
     write(out, sub(operand(self, like), scaled(other, alpha, like)));
   }

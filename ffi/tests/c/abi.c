@@ -190,6 +190,31 @@ static void storages(void) {
   /* The transpose read before the write still holds the old values. */
   read_f32(tt, tv, 6);
   CHECK(tv[2] == 2, "an earlier view is a snapshot: %f", tv[2]);
+  /* Ops between views in one call, on the columns of the [2, 3] storage:
+   * column 2 = column 0 + column 1, column 0 = -column 0 (in place), then
+   * column 1 = 10 - column 1 (a reversed integer scalar). */
+  const int64_t c0[5] = {(int64_t)base, ETPU_F32, 1, 2, 3}, c1[5] = {(int64_t)(base + 4), ETPU_F32, 1, 2, 3},
+                c2[5] = {(int64_t)(base + 8), ETPU_F32, 1, 2, 3};
+  OK(etpu_view_binary("add", c0, c1, c2, "abi.c:views"));
+  OK(etpu_view_unary("neg", c0, c0, "abi.c:views"));
+  OK(etpu_view_binary_scalar("sub", c1, 10, true, true, c1, "abi.c:views"));
+  etpu_tensor after = 0;
+  OK(etpu_view_read(base, ETPU_F32, d23, s23, 2, "abi.c:views", &after));
+  float vv[6];
+  read_f32(after, vv, 6);
+  const float want_v[6] = {-1, -10, 21, -4, -40, 54};
+  for (int i = 0; i < 6; i++) CHECK(vv[i] == want_v[i], "after the view ops [%d] = %f", i, vv[i]);
+  OK(etpu_tensor_free(after));
+  /* Bad descriptors and ops are errors. */
+  const int64_t bad_rank[3] = {(int64_t)base, ETPU_F32, -1};
+  CHECK(etpu_view_unary("neg", NULL, c0, "x") == ETPU_INVALID_ARGUMENT, "null view");
+  CHECK(etpu_view_unary("neg", bad_rank, c0, "x") == ETPU_INVALID_ARGUMENT, "rank -1");
+  CHECK(etpu_view_unary("nope", c0, c0, "x") == ETPU_INVALID_ARGUMENT &&
+            strstr(eagertpu_last_error(), "nope"),
+        "unknown op: %s", eagertpu_last_error());
+  /* Put the storage back as the checks below expect. */
+  OK(etpu_view_write(base, ETPU_F32, d23, s23, 2, t, "abi.c:storages"));
+  OK(etpu_view_write(base + 4, ETPU_F32, col, col_stride, 1, c10, "abi.c:storages"));
   int32_t dtype = -2;
   OK(etpu_storage_dtype(base + 8, &dtype));
   CHECK(dtype == ETPU_F32, "storage dtype %d", dtype);
