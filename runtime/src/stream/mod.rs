@@ -426,9 +426,13 @@ impl Stream {
             let id = match &node.op {
                 Op::Full { value, ty } if node.lift || !is_key_constant(*value) => {
                     // One parameter per distinct scalar: a loop of `x * 0.9`
-                    // reads one, not one per op.
+                    // reads one, not one per op. (So which scalars are equal
+                    // is part of the program, as in torch_xla; a random key
+                    // is not shared, or a key with equal halves would make a
+                    // program of its own.)
                     let key = (ty.dtype, host::scalar_bits(*value, ty.dtype).0);
-                    let p = match lifted.get(&key) {
+                    let shared = if node.lift { None } else { lifted.get(&key) };
+                    let p = match shared {
                         Some(p) => *p,
                         None => {
                             // A random key never repeats: not worth a cache slot.
@@ -441,7 +445,9 @@ impl Stream {
                                 done: None,
                             });
                             Counters::add(&rt.counters.lifted_scalars, 1);
-                            lifted.insert(key, p);
+                            if !node.lift {
+                                lifted.insert(key, p);
+                            }
                             p
                         }
                     };
