@@ -193,6 +193,20 @@ etpu_status etpu_argreduce(const char* op, etpu_tensor x, int64_t dim, bool has_
                            const char* origin, etpu_tensor* out);
 etpu_status etpu_var(etpu_tensor x, const int64_t* dims, size_t ndims, int64_t correction,
                      bool keepdim, const char* origin, etpu_tensor* out);
+/* op: cumsum cumprod; running sums or products along `dim`, of x's shape
+ * (ints and bools accumulate in int64, floats keep their dtype). */
+etpu_status etpu_cumulative(const char* op, etpu_tensor x, int64_t dim, const char* origin,
+                            etpu_tensor* out);
+/* x sorted along `dim`, stably (equal elements keep their order), NaN last
+ * ascending and first descending: the values to `values` and, unless `indices`
+ * is NULL, the int64 positions they came from to `indices`. */
+etpu_status etpu_sort(etpu_tensor x, int64_t dim, bool descending, const char* origin,
+                      etpu_tensor* values, etpu_tensor* indices);
+/* The k largest (smallest unless `largest`) elements along `dim`, always in
+ * sorted order, and (unless `indices` is NULL) their int64 positions; NaN is
+ * the largest. 0 <= k <= the dim's size. */
+etpu_status etpu_topk(etpu_tensor x, int64_t k, int64_t dim, bool largest, bool sorted,
+                      const char* origin, etpu_tensor* values, etpu_tensor* indices);
 
 /* ---------------------------------------------- convolution, pooling, rng ---- */
 /* Lists of spatial attributes (stride, padding, dilation, kernel) hold

@@ -312,6 +312,68 @@ c_api! {
         }
     }
 
+    /// `out = op(x, dim)` for `"cumsum"` and `"cumprod"`: running sums or
+    /// products along `dim` (ints and bools accumulate in int64).
+    fn etpu_cumulative(op: *const c_char, x: TensorHandle, dim: i64, origin: *const c_char, out: *mut TensorHandle) {
+        let x = get(x, "x")?;
+        // SAFETY: strings and pointers as documented.
+        unsafe {
+            let op = c_str(op, "op")?;
+            let t = match op {
+                "cumsum" => at(origin, || x.cumsum(dim)),
+                "cumprod" => at(origin, || x.cumprod(dim)),
+                _ => Err(unknown("cumulative", op, "cumsum cumprod")),
+            }?;
+            put_tensor(out, t)
+        }
+    }
+
+    /// `x` sorted stably along `dim` to `values` and, unless `indices` is
+    /// NULL, the int64 positions of the sorted elements to `indices`.
+    fn etpu_sort(x: TensorHandle, dim: i64, descending: bool, origin: *const c_char, values: *mut TensorHandle, indices: *mut TensorHandle) {
+        let x = get(x, "x")?;
+        if values.is_null() {
+            return Err(Failure::invalid("values is NULL"));
+        }
+        // SAFETY: strings and pointers as documented.
+        unsafe {
+            let (v, i) = at(origin, || x.sort(dim, descending))?;
+            put_tensor(values, v)?;
+            if !indices.is_null() {
+                put_tensor(indices, i)?;
+            }
+            Ok(())
+        }
+    }
+
+    /// The `k` largest (smallest unless `largest`) elements along `dim`, in
+    /// sorted order, to `values` and, unless `indices` is NULL, their int64
+    /// positions to `indices`.
+    fn etpu_topk(
+        x: TensorHandle,
+        k: i64,
+        dim: i64,
+        largest: bool,
+        sorted: bool,
+        origin: *const c_char,
+        values: *mut TensorHandle,
+        indices: *mut TensorHandle,
+    ) {
+        let x = get(x, "x")?;
+        if values.is_null() {
+            return Err(Failure::invalid("values is NULL"));
+        }
+        // SAFETY: strings and pointers as documented.
+        unsafe {
+            let (v, i) = at(origin, || x.topk(k, dim, largest, sorted))?;
+            put_tensor(values, v)?;
+            if !indices.is_null() {
+                put_tensor(indices, i)?;
+            }
+            Ok(())
+        }
+    }
+
     /// Variance over `dims[0..ndims]` with Bessel's `correction`.
     fn etpu_var(x: TensorHandle, dims_ptr: *const i64, ndims: usize, correction: i64, keepdim: bool, origin: *const c_char, out: *mut TensorHandle) {
         let x = get(x, "x")?;

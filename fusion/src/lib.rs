@@ -17,7 +17,8 @@ pub use dtype::{Category, DType, ResultType};
 pub use error::{Error, Result};
 pub use graph::{Def, Graph, Node, ValueId};
 pub use op::{
-    ArgReduceOp, BinaryOp, ConvSpec, F64, IndexOperand, Op, PoolSpec, ReduceOp, Reduction, UnaryOp,
+    ArgReduceOp, BinaryOp, ConvSpec, F64, IndexOperand, Op, PoolSpec, ReduceOp, Reduction, ScanOp,
+    SortOutput, UnaryOp,
 };
 pub use scalar::Scalar;
 pub use shape::{Dims, Shape, TensorType};

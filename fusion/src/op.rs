@@ -166,6 +166,22 @@ pub enum ArgReduceOp {
     ArgMin,
 }
 
+/// Running reductions along one dim (`torch.cumsum`, `torch.cumprod`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScanOp {
+    Sum,
+    Prod,
+}
+
+/// Which of a sort's two results an `Op::Sort` gives (an op has one output).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SortOutput {
+    /// The sorted elements.
+    Values,
+    /// Where each sorted element was along the dim (int64).
+    Indices,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Reduction {
     None,
@@ -347,6 +363,22 @@ pub enum Op {
         keepdim: bool,
     },
 
+    // ------------------------------------------------------- scans and sorting
+    /// (x) the running sum or product along `dim`, of `x`'s shape: element i
+    /// reduces elements 0..=i. Ints and bools accumulate in int64 (PyTorch's
+    /// default dtype for them); floats keep their dtype.
+    Scan { op: ScanOp, dim: usize },
+    /// (x) sorted along `dim`, stably (equal elements keep their order), NaN
+    /// above every number (last ascending, first descending), as PyTorch's
+    /// `sort(stable=True)`. One result per op, as `MaxPool`/`MaxPoolIndices`:
+    /// a sort records two ops; each lowers to a whole `stablehlo.sort` of
+    /// (values, indices) and keeps one of its results.
+    Sort {
+        dim: usize,
+        descending: bool,
+        output: SortOutput,
+    },
+
     // ----------------------------------------------------------------- linalg
     /// (a, b) `torch.matmul` semantics: batched, broadcasting, 1-d promotion.
     Matmul,
@@ -479,6 +511,11 @@ impl Op {
                 ArgReduceOp::ArgMax => "argmax",
                 ArgReduceOp::ArgMin => "argmin",
             },
+            Op::Scan { op, .. } => match op {
+                ScanOp::Sum => "cumsum",
+                ScanOp::Prod => "cumprod",
+            },
+            Op::Sort { .. } => "sort",
             Op::Matmul => "matmul",
             Op::Softmax { .. } => "softmax",
             Op::LogSoftmax { .. } => "log_softmax",

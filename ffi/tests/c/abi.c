@@ -117,6 +117,45 @@ static void ops(void) {
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) OK(etpu_tensor_free(all[i]));
 }
 
+/* Running sums, a stable sort (ties keep index order, NaN last) and top-k,
+ * against values worked out by hand; a bad k names topk and the shape. */
+static void scans(void) {
+  const float xv[6] = {2, NAN, 1, 3, 3, -1};
+  const int64_t xd[2] = {2, 3};
+  etpu_tensor x = upload_f32(xv, xd, 2, 6), c = 0, v = 0, i = 0, tv = 0, ti = 0, bad = 0;
+  OK(etpu_cumulative("cumsum", x, 0, "abi.c:scans", &c));
+  OK(etpu_sort(x, -1, false, "abi.c:scans", &v, &i));
+  OK(etpu_topk(x, 2, 1, true, true, "abi.c:scans", &tv, &ti));
+  float cv[6], vv[6], tvv[4];
+  int64_t iv[6], tiv[4];
+  read_f32(c, cv, 6);
+  read_f32(v, vv, 6);
+  read_f32(tv, tvv, 4);
+  OK(etpu_tensor_to_host(i, iv, sizeof iv));
+  OK(etpu_tensor_to_host(ti, tiv, sizeof tiv));
+  const float want_c[6] = {2, NAN, 1, 5, NAN, 0};
+  for (int k = 0; k < 6; k++)
+    CHECK(isnan(want_c[k]) ? isnan(cv[k]) : close_to(cv[k], want_c[k]), "cumsum[%d] = %f", k, cv[k]);
+  const float want_v[6] = {1, 2, NAN, -1, 3, 3};
+  const int64_t want_i[6] = {2, 0, 1, 2, 0, 1};
+  for (int k = 0; k < 6; k++)
+    CHECK((isnan(want_v[k]) ? isnan(vv[k]) : vv[k] == want_v[k]) && iv[k] == want_i[k],
+          "sort[%d] = %f at %lld", k, vv[k], (long long)iv[k]);
+  const int64_t want_ti[4] = {1, 0, 0, 1};
+  CHECK(isnan(tvv[0]) && tvv[1] == 2 && tvv[2] == 3 && tvv[3] == 3, "topk values %f %f %f %f", tvv[0],
+        tvv[1], tvv[2], tvv[3]);
+  for (int k = 0; k < 4; k++) CHECK(tiv[k] == want_ti[k], "topk index[%d] = %lld", k, (long long)tiv[k]);
+  etpu_status st = etpu_topk(x, 4, 1, true, true, "abi.c:scans", &tv, &ti);
+  CHECK(st == ETPU_INVALID_ARGUMENT && strstr(eagertpu_last_error(), "topk") &&
+            strstr(eagertpu_last_error(), "float32[2, 3]"),
+        "topk k = 4: %d %s", st, eagertpu_last_error());
+  st = etpu_cumulative("cummax", x, 0, "abi.c:scans", &bad);
+  CHECK(st == ETPU_INVALID_ARGUMENT && strstr(eagertpu_last_error(), "cummax"), "cummax: %s",
+        eagertpu_last_error());
+  etpu_tensor all[] = {x, c, v, i, tv, ti};
+  for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) OK(etpu_tensor_free(all[k]));
+}
+
 static void errors(void) {
   const float v[6] = {0};
   const int64_t d23[2] = {2, 3}, d4[1] = {4};
@@ -278,6 +317,7 @@ int main(void) {
     OK(eagertpu_get_mode(&got));
     CHECK(got == mode, "mode %d", got);
     ops();
+    scans();
     storages();
     errors();
     deferred_failure();

@@ -9,6 +9,7 @@ mod layout;
 mod pool;
 mod random;
 mod reduce;
+mod scan;
 mod view;
 
 pub(crate) use elementwise::binary_compute_dtype;
@@ -90,6 +91,8 @@ impl Op {
                 keepdim,
             } => reduce::reduce(op, *r, dims, *keepdim, inputs),
             Op::ArgReduce { dim, keepdim, .. } => reduce::arg_reduce(op, *dim, *keepdim, inputs),
+            Op::Scan { dim, .. } => scan::scan(op, *dim, inputs),
+            Op::Sort { dim, output, .. } => scan::sort(op, *dim, *output, inputs),
             Op::Matmul => reduce::matmul(op, inputs),
             Op::Softmax { dim } | Op::LogSoftmax { dim } => {
                 arity(op, inputs, 1)?;

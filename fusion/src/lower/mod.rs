@@ -19,6 +19,7 @@ mod nn;
 mod pool;
 mod random;
 mod reduce;
+mod scan;
 mod view;
 
 use std::fmt::{self, Write};
@@ -691,6 +692,12 @@ fn lower_op(e: &mut Emitter, op: &Op, inputs: &[V], out: TensorType) -> V {
         } => view::as_strided_scatter(e, &inputs[0], &inputs[1], sizes, strides, *offset),
         Op::Reduce { op, dims, .. } => reduce::reduce(e, *op, &inputs[0], dims, out),
         Op::ArgReduce { op, dim, .. } => reduce::arg_reduce(e, *op, &inputs[0], *dim, out),
+        Op::Scan { op, dim } => scan::scan(e, *op, &inputs[0], *dim, out),
+        Op::Sort {
+            dim,
+            descending,
+            output,
+        } => scan::sort(e, &inputs[0], *dim, *descending, *output, out),
         Op::Matmul => nn::matmul(e, &inputs[0], &inputs[1], out),
         Op::Softmax { dim } => nn::softmax(e, &inputs[0], *dim, false),
         Op::LogSoftmax { dim } => nn::softmax(e, &inputs[0], *dim, true),

@@ -17,6 +17,7 @@ mod ops;
 mod pool;
 mod random;
 mod reduce;
+mod scan;
 
 use std::panic::Location;
 use std::sync::Arc;
