@@ -91,6 +91,26 @@ pub(crate) unsafe fn put_tensor(out: *mut TensorHandle, t: Tensor) -> FfiResult 
     unsafe { put(out, insert(t), "out") }
 }
 
+/// Writes a (values, indices) result: `values` must not be NULL; `indices`
+/// may be, when the caller does not want them.
+///
+/// # Safety
+/// Each pointer must be NULL or writable.
+pub(crate) unsafe fn put_pair(
+    values: *mut TensorHandle,
+    indices: *mut TensorHandle,
+    (v, i): (Tensor, Tensor),
+) -> FfiResult {
+    // SAFETY: as the caller guarantees.
+    unsafe {
+        put_tensor(values, v)?;
+        if !indices.is_null() {
+            put_tensor(indices, i)?;
+        }
+    }
+    Ok(())
+}
+
 /// The dtype numbered `code` in `etpu_dtype`.
 pub(crate) fn dtype_from(code: i32) -> FfiResult<DType> {
     usize::try_from(code)

@@ -13,7 +13,7 @@ use std::ffi::c_char;
 
 use eagertpu::Device;
 
-use crate::handles::{dims, dtype_from, get, put_tensor};
+use crate::handles::{dims, dtype_from, get, put_pair, put_tensor};
 use crate::types::TensorHandle;
 use crate::{Failure, FfiResult, at, c_api};
 
@@ -189,12 +189,8 @@ c_api! {
             let k = dims(kernel, nspatial, "kernel")?;
             let s = pool_stride(stride, nspatial);
             let (p, d) = (list(padding, nspatial, 0), list(dilation, nspatial, 1));
-            let (v, i) = at(origin, || x.max_pool(k, &s, &p, &d, ceil_mode))?;
-            put_tensor(values, v)?;
-            if !indices.is_null() {
-                put_tensor(indices, i)?;
-            }
-            Ok(())
+            let pair = at(origin, || x.max_pool(k, &s, &p, &d, ceil_mode))?;
+            put_pair(values, indices, pair)
         }
     }
 

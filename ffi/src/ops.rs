@@ -7,7 +7,7 @@ use std::ffi::c_char;
 
 use eagertpu::{BinaryOp, Device, Reduction, Scalar, Tensor, UnaryOp};
 
-use crate::handles::{dims, dtype_from, get, put_tensor};
+use crate::handles::{dims, dtype_from, get, put_pair, put_tensor};
 use crate::types::TensorHandle;
 use crate::{Failure, FfiResult, at, c_api, c_str};
 
@@ -337,12 +337,8 @@ c_api! {
         }
         // SAFETY: strings and pointers as documented.
         unsafe {
-            let (v, i) = at(origin, || x.sort(dim, descending))?;
-            put_tensor(values, v)?;
-            if !indices.is_null() {
-                put_tensor(indices, i)?;
-            }
-            Ok(())
+            let pair = at(origin, || x.sort(dim, descending))?;
+            put_pair(values, indices, pair)
         }
     }
 
@@ -365,12 +361,8 @@ c_api! {
         }
         // SAFETY: strings and pointers as documented.
         unsafe {
-            let (v, i) = at(origin, || x.topk(k, dim, largest, sorted))?;
-            put_tensor(values, v)?;
-            if !indices.is_null() {
-                put_tensor(indices, i)?;
-            }
-            Ok(())
+            let pair = at(origin, || x.topk(k, dim, largest, sorted))?;
+            put_pair(values, indices, pair)
         }
     }
 

@@ -352,15 +352,22 @@ at::Tensor& nearest_out(const char* op, const at::Tensor& self, at::IntArrayRef 
   return out;
 }
 
-at::Tensor& nearest_backward_out(const char* op, const at::Tensor& grad_output, at::IntArrayRef output_size,
-                                 at::IntArrayRef input_size, const Scales& scales, bool exact,
-                                 at::Tensor& grad_input) {
-  OpScope s;
+// The common start of an upsampling backward: checks grad_output's shape and
+// sizes grad_input; false when there is nothing to compute.
+bool start_backward(const char* op, const at::Tensor& grad_output, at::IntArrayRef output_size,
+                    at::IntArrayRef input_size, at::Tensor& grad_input) {
   std::vector<int64_t> shape = upsampled_shape(op, input_size, output_size);
   TORCH_CHECK(grad_output.sizes() == at::IntArrayRef(shape), op, "(): expected grad_output of shape ",
               shape_str(shape), ", got ", grad_output.sizes());
   at::native::resize_output(grad_input, input_size);
-  if (grad_input.numel() == 0) return grad_input;
+  return grad_input.numel() > 0;
+}
+
+at::Tensor& nearest_backward_out(const char* op, const at::Tensor& grad_output, at::IntArrayRef output_size,
+                                 at::IntArrayRef input_size, const Scales& scales, bool exact,
+                                 at::Tensor& grad_input) {
+  OpScope s;
+  if (!start_backward(op, grad_output, output_size, input_size, grad_input)) return grad_input;
   int64_t dev = device_index(grad_output);
   Handle g = read(grad_output);
   for (size_t i = 0; i < output_size.size(); i++) {
@@ -449,11 +456,7 @@ at::Tensor& linear_backward_out(const char* op, const at::Tensor& grad_output, a
                                 at::IntArrayRef input_size, bool align_corners, const Scales& scales,
                                 at::Tensor& grad_input) {
   OpScope s;
-  std::vector<int64_t> shape = upsampled_shape(op, input_size, output_size);
-  TORCH_CHECK(grad_output.sizes() == at::IntArrayRef(shape), op, "(): expected grad_output of shape ",
-              shape_str(shape), ", got ", grad_output.sizes());
-  at::native::resize_output(grad_input, input_size);
-  if (grad_input.numel() == 0) return grad_input;
+  if (!start_backward(op, grad_output, output_size, input_size, grad_input)) return grad_input;
   int64_t dev = device_index(grad_output), k = static_cast<int64_t>(output_size.size());
   Handle g = read(grad_output);
   for (int64_t i = 0; i < k; i++) {
