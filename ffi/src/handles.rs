@@ -101,6 +101,9 @@ pub(crate) unsafe fn put_pair(
     indices: *mut TensorHandle,
     (v, i): (Tensor, Tensor),
 ) -> FfiResult {
+    if values.is_null() {
+        return Err(Failure::invalid("values is NULL"));
+    }
     // SAFETY: as the caller guarantees.
     unsafe {
         put_tensor(values, v)?;

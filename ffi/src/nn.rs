@@ -181,9 +181,6 @@ c_api! {
         indices: *mut TensorHandle,
     ) {
         let x = get(x, "x")?;
-        if values.is_null() {
-            return Err(Failure::invalid("values is NULL"));
-        }
         // SAFETY: pointers and strings as documented.
         unsafe {
             let k = dims(kernel, nspatial, "kernel")?;

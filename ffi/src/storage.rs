@@ -183,11 +183,7 @@ pub(crate) unsafe fn write_view(
     let new = unsafe {
         if is_whole(sizes, strides, offset, n) {
             // The whole storage, in order: its new contents are the value.
-            if value.shape() == [n] {
-                value
-            } else {
-                at(origin, || value.reshape(&[n]))?
-            }
+            at(origin, || value.reshape(&[n]))?
         } else {
             let flat = contents(s, dtype, n)?;
             at(origin, || {

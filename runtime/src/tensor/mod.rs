@@ -28,7 +28,7 @@ pub use device::{Device, default_device};
 pub use elementwise::Operand;
 
 use crate::context::{self, Runtime};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::host::{self, Element};
 use crate::metrics::Counters;
 use crate::stream::{Recorder, Stream};
@@ -101,6 +101,23 @@ impl Tensor {
             inputs.extend(others.iter().map(|t| &t.value));
             r.node(op, &inputs)
         })
+    }
+
+    /// Records two ops of `self` alone that belong together (values and
+    /// where they came from: max pooling, sort), as one call at the caller's
+    /// location.
+    #[track_caller]
+    fn op_pair(&self, values: fusion::Op, indices: fusion::Op) -> Result<(Tensor, Tensor)> {
+        let name = values.name();
+        let mut second = None;
+        let first = self.record(name, &[], |r| {
+            let v = r.node(values, &[&self.value])?;
+            second = Some(r.node(indices, &[&self.value])?);
+            Ok(v)
+        })?;
+        let second =
+            second.ok_or_else(|| Error::Internal(format!("{name}: no indices recorded")))?;
+        Ok((first, Tensor::new(second, self.stream)))
     }
 
     /// Waits for the tensor's value (a host sync); returns its buffer.

@@ -11,7 +11,7 @@
 use fusion::{Op, PoolSpec, Shape};
 
 use super::Tensor;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// `values` for each of `n` dims: as given, one value repeated, or `default`
 /// when empty.
@@ -56,17 +56,7 @@ impl Tensor {
         ceil_mode: bool,
     ) -> Result<(Tensor, Tensor)> {
         let spec = spec(kernel, stride, padding, dilation, ceil_mode);
-        let values_op = Op::MaxPool(spec.clone());
-        let name = values_op.name();
-        let mut indices = None;
-        let values = self.record(name, &[], |r| {
-            let v = r.node(values_op, &[&self.value])?;
-            indices = Some(r.node(Op::MaxPoolIndices(spec), &[&self.value])?);
-            Ok(v)
-        })?;
-        let indices =
-            indices.ok_or_else(|| Error::Internal(format!("{name}: no indices recorded")))?;
-        Ok((values, Tensor::new(indices, self.stream)))
+        self.op_pair(Op::MaxPool(spec.clone()), Op::MaxPoolIndices(spec))
     }
 
     /// The mean of each window (zero padding): divided by `divisor_override`

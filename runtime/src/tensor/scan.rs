@@ -8,7 +8,7 @@ use fusion::shape::normalize_dim;
 use fusion::{Op, ScanOp, SortOutput};
 
 use super::Tensor;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 impl Tensor {
     /// `dim` normalized; out of range is an error naming `op` and the shape.
@@ -56,15 +56,7 @@ impl Tensor {
         };
         let name = op(0, SortOutput::Values).name();
         let dim = self.scan_dim(name, dim)?;
-        let mut indices = None;
-        let values = self.record(name, &[], |r| {
-            let v = r.node(op(dim, SortOutput::Values), &[&self.value])?;
-            indices = Some(r.node(op(dim, SortOutput::Indices), &[&self.value])?);
-            Ok(v)
-        })?;
-        let indices =
-            indices.ok_or_else(|| Error::Internal(format!("{name}: no indices recorded")))?;
-        Ok((values, Tensor::new(indices, self.stream)))
+        self.op_pair(op(dim, SortOutput::Values), op(dim, SortOutput::Indices))
     }
 
     /// The int64 indices that sort `dim` (`torch.argsort(stable=True)`).
