@@ -9,7 +9,7 @@ use std::hint::black_box;
 use std::path::Path;
 
 use criterion::Criterion;
-use eagertpu::internals::pjrt::{Buffer, Client, CompileOptions, Executable, Plugin, locate};
+use eagertpu::internals::pjrt::{Buffer, Client, Executable, Placement, Plugin, locate};
 use eagertpu::{DType, Tensor};
 
 const N: i64 = 256;
@@ -26,7 +26,8 @@ fn benches(c: &mut Criterion) {
     let plugin = Plugin::load(&located.path).unwrap();
     let client = Client::create(plugin, &[]).unwrap();
     let device = client.device(0).unwrap();
-    let exe = Executable::compile(&client, &text, &CompileOptions::Portable).unwrap();
+    let exe =
+        Executable::compile(&client, &text, &client.compile_options(Placement::Portable)).unwrap();
     let bytes: Vec<u8> = data.iter().flat_map(|x| x.to_le_bytes()).collect();
     let ra = Buffer::from_host(&device, DType::F32, &[N], &bytes).unwrap();
     let rb = Buffer::from_host(&device, DType::F32, &[N], &bytes).unwrap();
@@ -53,7 +54,10 @@ fn benches(c: &mut Criterion) {
     g.sample_size(10);
     g.bench_function("compile_add_256", |bench| {
         bench.iter(|| {
-            black_box(Executable::compile(&client, &text, &CompileOptions::Portable).unwrap())
+            black_box(
+                Executable::compile(&client, &text, &client.compile_options(Placement::Portable))
+                    .unwrap(),
+            )
         })
     });
     g.finish();

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use eagertpu::internals::pjrt::{Buffer, Client, CompileOptions, Executable, Plugin, locate};
+use eagertpu::internals::pjrt::{Buffer, Client, Executable, Placement, Plugin, locate};
 use eagertpu::{DType, Metrics, Mode, Tensor};
 
 const MODES: [Mode; 3] = [Mode::Debug, Mode::Strict, Mode::Fused];
@@ -257,7 +257,8 @@ fn cost(
     let text = eagertpu::internals::fusion::lower::lower(graph);
     let device = client.device(0).unwrap();
     let t = Instant::now();
-    let exe = Executable::compile(client, &text, &CompileOptions::Portable).unwrap();
+    let exe =
+        Executable::compile(client, &text, &client.compile_options(Placement::Portable)).unwrap();
     let compile = t.elapsed().as_secs_f64();
     let refs: Vec<&Buffer> = inputs.iter().collect();
     let mut runs = vec![];

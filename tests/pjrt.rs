@@ -95,7 +95,7 @@ fn buffers_round_trip_every_dtype_and_report_type_and_dims() {
 
 #[test]
 fn compile_execute_serialize_and_deserialize_and_load() {
-    let exe = Executable::compile(client(), ADD, &CompileOptions::Portable).unwrap();
+    let exe = Executable::compile(client(), ADD, &CompileOptions::portable()).unwrap();
     assert_eq!(exe.num_outputs(), 2);
     assert!(!exe.name().unwrap().is_empty());
     let a = f32_buffer(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
@@ -107,7 +107,7 @@ fn compile_execute_serialize_and_deserialize_and_load() {
     let bytes = exe.serialize().unwrap();
     assert!(bytes.len() > 100, "{} bytes", bytes.len());
     let loaded =
-        Executable::deserialize_and_load(client(), &bytes, &CompileOptions::Portable).unwrap();
+        Executable::deserialize_and_load(client(), &bytes, &CompileOptions::portable()).unwrap();
     assert_eq!(loaded.num_outputs(), 2);
     assert_eq!(run(&loaded, &a, &b), (sum, total));
     // The inputs are untouched (nothing was donated).
@@ -116,7 +116,7 @@ fn compile_execute_serialize_and_deserialize_and_load() {
 
 #[test]
 fn executables_run_on_any_device_of_the_client() {
-    let exe = Executable::compile(client(), ADD, &CompileOptions::Portable).unwrap();
+    let exe = Executable::compile(client(), ADD, &CompileOptions::portable()).unwrap();
     for device in client().devices() {
         let bytes = as_bytes(&[1.0f32; 6]).to_vec();
         let a = Buffer::from_host(&device, DType::F32, &[2, 3], &bytes).unwrap();
@@ -130,12 +130,12 @@ fn executables_run_on_any_device_of_the_client() {
 
 #[test]
 fn bad_programs_and_bad_calls_are_clean_errors() {
-    let e = Executable::compile(client(), "this is not MLIR", &CompileOptions::Portable)
+    let e = Executable::compile(client(), "this is not MLIR", &CompileOptions::portable())
         .err()
         .unwrap()
         .to_string();
     assert!(e.starts_with("PJRT_Client_Compile failed"), "{e}");
-    let e = Executable::deserialize_and_load(client(), b"garbage", &CompileOptions::Portable)
+    let e = Executable::deserialize_and_load(client(), b"garbage", &CompileOptions::portable())
         .err()
         .unwrap()
         .to_string();
@@ -144,7 +144,7 @@ fn bad_programs_and_bad_calls_are_clean_errors() {
         "{e}"
     );
     // Wrong number of arguments.
-    let exe = Executable::compile(client(), ADD, &CompileOptions::Portable).unwrap();
+    let exe = Executable::compile(client(), ADD, &CompileOptions::portable()).unwrap();
     let a = f32_buffer(&[0.0; 6], &[2, 3]);
     let device = client().device(0).unwrap();
     let e = exe.execute(&[&a], &device).err().unwrap().to_string();

@@ -11,7 +11,7 @@
 //! - A miss that recompiles a program seen before with other input shapes is
 //!   explained once per pair (`Metrics::recompile_reasons`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
@@ -24,7 +24,7 @@ use lru::LruCache;
 use crate::disk::{DiskCache, DiskConfig, Lookup};
 use crate::error::Result;
 use crate::metrics::Counters;
-use crate::pjrt::{Client, CompileOptions, Executable};
+use crate::pjrt::{Client, CompileOptions, Executable, Placement, XlaOption};
 use crate::value::lock;
 
 /// A compiled program.
@@ -39,9 +39,12 @@ type Flight = Arc<OnceLock<Result<Arc<Executable>>>>;
 
 pub(crate) struct CompileCache {
     client: Client,
-    /// Platform name and version plus PJRT API version.
+    /// Platform name and version, PJRT API version, and `XLA_FLAGS` (which
+    /// the plugin reads when it compiles).
     fingerprint: String,
     options: CompileOptions,
+    /// `options`, encoded once (part of every program key).
+    encoded_options: Vec<u8>,
     programs: Mutex<LruCache<Graph, Arc<Program>, FxBuild>>,
     in_flight: DashMap<u128, Flight>,
     disk: Option<DiskCache>,
@@ -49,17 +52,35 @@ pub(crate) struct CompileCache {
 }
 
 impl CompileCache {
-    pub fn new(client: Client, disk: Option<DiskConfig>) -> CompileCache {
+    /// A cache compiling with the options `client`'s platform needs, then
+    /// `xla_options` (`EAGERTPU_XLA_OPTIONS`) over them.
+    pub fn new(
+        client: Client,
+        disk: Option<DiskConfig>,
+        xla_options: &BTreeMap<String, XlaOption>,
+    ) -> CompileCache {
         let fingerprint = format!(
-            "{} {} (PJRT C API {})",
+            "{} {} (PJRT C API {}) XLA_FLAGS={}",
             client.platform_name(),
             client.platform_version(),
-            client.plugin().api_version_string()
+            client.plugin().api_version_string(),
+            std::env::var("XLA_FLAGS").unwrap_or_default()
         );
+        let mut options = client.compile_options(Placement::Portable);
+        for (name, value) in xla_options {
+            if let Some(required) = options.xla.get(name).filter(|r| *r != value) {
+                tracing::warn!(
+                    "EAGERTPU_XLA_OPTIONS sets {name}={value:?}, which EagerTPU sets to \
+                     {required:?} on this platform for correct results: values may be wrong"
+                );
+            }
+            options.xla.insert(name.clone(), value.clone());
+        }
         CompileCache {
             client,
             fingerprint,
-            options: CompileOptions::Portable,
+            encoded_options: options.encode(),
+            options,
             programs: Mutex::new(LruCache::with_hasher(
                 NonZeroUsize::new(MEMORY_ENTRIES).unwrap_or(NonZeroUsize::MIN),
                 FxBuild::default(),
@@ -79,7 +100,7 @@ impl CompileCache {
         let text = fusion::lower::lower(graph);
         let key = digest128(&[
             text.as_bytes(),
-            &self.options.encode(),
+            &self.encoded_options,
             self.fingerprint.as_bytes(),
         ]);
         let flight = self.in_flight.entry(key).or_default().clone();

@@ -1,9 +1,12 @@
 //! Settings read from the environment once, when the runtime starts.
 
+use std::collections::BTreeMap;
+
 use fusion::policy::WindowLimits;
 
 use crate::disk::{self, DiskConfig};
 use crate::error::{Error, Result};
+use crate::pjrt::XlaOption;
 
 /// How ops execute.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -60,6 +63,12 @@ pub struct Config {
     /// `EAGERTPU_CACHE_DIR` (`off`: no disk tier), `EAGERTPU_CACHE_READONLY`,
     /// `EAGERTPU_CACHE_MAX_BYTES`.
     pub disk_cache: Option<DiskConfig>,
+    /// `EAGERTPU_XLA_OPTIONS`: `name=value,...` XLA compiler options every
+    /// program is compiled with (part of its cache key).
+    pub xla_options: BTreeMap<String, XlaOption>,
+    /// `EAGERTPU_CHECK_HAZARDS=1`: verify the buffer-ordering invariant at
+    /// every launch (see `stream::hazards`).
+    pub check_hazards: bool,
 }
 
 fn bad(name: &str, value: &str, expected: &str) -> Error {
@@ -122,6 +131,27 @@ fn disk_cache() -> Result<Option<DiskConfig>> {
     }))
 }
 
+fn xla_options() -> Result<BTreeMap<String, XlaOption>> {
+    let mut options = BTreeMap::new();
+    let Some(text) = var("EAGERTPU_XLA_OPTIONS") else {
+        return Ok(options);
+    };
+    for item in text.split(',').filter(|i| !i.trim().is_empty()) {
+        let (name, value) = item
+            .split_once('=')
+            .filter(|(n, v)| n.trim().starts_with("xla_") && !v.trim().is_empty())
+            .ok_or_else(|| {
+                bad(
+                    "EAGERTPU_XLA_OPTIONS",
+                    &text,
+                    "comma-separated `xla_name=value` pairs",
+                )
+            })?;
+        options.insert(name.trim().to_string(), XlaOption::parse(value));
+    }
+    Ok(options)
+}
+
 fn var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
@@ -158,6 +188,8 @@ impl Config {
             log: var("EAGERTPU_LOG").unwrap_or_else(|| "warn".into()),
             window: window()?,
             disk_cache: disk_cache()?,
+            xla_options: xla_options()?,
+            check_hazards: flag("EAGERTPU_CHECK_HAZARDS")?,
         })
     }
 }

@@ -166,7 +166,11 @@ fn start() -> Result<Runtime> {
         .map(|(i, d)| Stream::new(i, d, config.window))
         .collect();
     Ok(Runtime {
-        cache: CompileCache::new(client.clone(), config.disk_cache.clone()),
+        cache: CompileCache::new(
+            client.clone(),
+            config.disk_cache.clone(),
+            &config.xla_options,
+        ),
         mode: AtomicU8::new(MODES.iter().position(|m| *m == config.mode).unwrap_or(0) as u8),
         check_nan: AtomicBool::new(config.check_nan),
         streams,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use pjrt_sys::*;
 
 use super::api::{OptionValue, Plugin, named_values, pjrt_call, str_from};
+use super::options::{CompileOptions, Placement, required_xla_options};
 use crate::error::Result;
 
 /// Owns a `PJRT_Client`; shared by every buffer and executable made from it.
@@ -67,6 +68,16 @@ impl Client {
         Ok(Client {
             inner: Arc::new(inner),
         })
+    }
+
+    /// The options the runtime compiles a program with: `placement`, plus the
+    /// XLA options this platform needs for correct results
+    /// ([`required_xla_options`]).
+    pub fn compile_options(&self, placement: Placement) -> CompileOptions {
+        CompileOptions {
+            placement,
+            xla: required_xla_options(self.platform_name()),
+        }
     }
 
     pub fn plugin(&self) -> &Arc<Plugin> {

@@ -97,7 +97,7 @@ impl Executable {
             client,
             raw,
             num_outputs: 0,
-            portable: matches!(options, CompileOptions::Portable),
+            portable: options.is_portable(),
         };
         // On error, `exe` is dropped and the loaded executable destroyed.
         let unloaded = exe.unloaded()?;

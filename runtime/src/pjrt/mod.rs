@@ -23,7 +23,7 @@ pub use buffer::{Buffer, Pod, as_bytes, as_bytes_mut};
 pub use client::{Client, Device, MemoryStats};
 pub use event::Event;
 pub use executable::Executable;
-pub use options::CompileOptions;
+pub use options::{CompileOptions, Placement, XlaOption, required_xla_options};
 
 /// Counts of live PJRT objects created by this process (leak checks, metrics).
 pub mod live {

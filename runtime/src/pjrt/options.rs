@@ -4,6 +4,14 @@
 //! `compile_options.proto` and `xla_data.proto`); protobuf skips the rest. An
 //! empty options string makes the XLA CPU plugin abort the process, so every
 //! compile goes through [`CompileOptions::encode`].
+//!
+//! XLA compiler options (`DebugOptions` fields such as `xla_cpu_use_xnnpack`)
+//! travel by name in `env_option_overrides`, the mechanism behind JAX's
+//! `compiler_options`: the plugin applies them over its defaults (and over
+//! `XLA_FLAGS`). They are part of the encoded options, hence of every
+//! program's cache key.
+
+use std::collections::BTreeMap;
 
 use prost::Message;
 
@@ -13,6 +21,21 @@ struct CompileOptionsProto {
     executable_build_options: Option<ExecutableBuildOptionsProto>,
     #[prost(bool, tag = "4")]
     compile_portable_executable: bool,
+    /// Sorted by name, so equal options encode to equal bytes.
+    #[prost(btree_map = "string, message", tag = "7")]
+    env_option_overrides: BTreeMap<String, OptionOverrideProto>,
+}
+
+/// `OptionOverrideProto`: a `oneof` of which EagerTPU sets one member; an
+/// optional field per member encodes the same bytes.
+#[derive(Clone, PartialEq, Message)]
+struct OptionOverrideProto {
+    #[prost(string, optional, tag = "1")]
+    string_field: Option<String>,
+    #[prost(bool, optional, tag = "2")]
+    bool_field: Option<bool>,
+    #[prost(int64, optional, tag = "3")]
+    int_field: Option<i64>,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -41,29 +64,94 @@ struct ComputationDevice {
     replica_device_ids: Vec<i64>,
 }
 
-/// How a program is compiled: for how many replicas, on which devices.
+/// Where a program runs: for how many replicas, on which devices.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum CompileOptions {
+pub enum Placement {
     /// One replica, runnable on any addressable device (chosen at execute time).
     Portable,
     /// One replica per listed device id, in replica order (collectives).
     Replicated { device_ids: Vec<i64> },
 }
 
+/// The value of one XLA compiler option.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum XlaOption {
+    Bool(bool),
+    Int(i64),
+    Str(String),
+}
+
+impl XlaOption {
+    /// `true`/`false`, an integer, or any other text as a string.
+    pub fn parse(text: &str) -> XlaOption {
+        let text = text.trim();
+        match text {
+            "true" => XlaOption::Bool(true),
+            "false" => XlaOption::Bool(false),
+            _ => match text.parse::<i64>() {
+                Ok(n) => XlaOption::Int(n),
+                Err(_) => XlaOption::Str(text.to_string()),
+            },
+        }
+    }
+}
+
+/// How a program is compiled.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CompileOptions {
+    pub placement: Placement,
+    /// XLA compiler options by name (`xla_cpu_use_xnnpack`, ...).
+    pub xla: BTreeMap<String, XlaOption>,
+}
+
+/// XLA options every program for `platform` needs to compute correct values.
+///
+/// The XLA CPU plugin runs f32 dots through XNNPACK and, when a dot's
+/// right-hand side is an entry parameter, packs that operand once and reuses
+/// the packing for as long as the parameter's buffer has the same *address*
+/// (XLA's `XnnDotThunk` with `capture_rhs`; its own comment calls address
+/// identity "not correct"). An allocator hands a freed address to the next
+/// buffer of that size, so an eager runtime that frees a weight (or its
+/// transpose) and allocates the next one gets the previous step's weights
+/// multiplied in, silently: a training loss off by 0.4% at step 2, growing
+/// every step. With XNNPACK off the plugin's Eigen dots run instead (as fast
+/// as XNNPACK's on this 2-core host once XNNPACK has to repack every step,
+/// which a training step must).
+pub fn required_xla_options(platform: &str) -> BTreeMap<String, XlaOption> {
+    let mut options = BTreeMap::new();
+    if platform == "cpu" {
+        options.insert("xla_cpu_use_xnnpack".to_string(), XlaOption::Bool(false));
+    }
+    options
+}
+
 impl CompileOptions {
+    /// One replica on any device, with no XLA options (a raw PJRT compile;
+    /// the runtime compiles through [`crate::pjrt::Client::compile_options`]).
+    pub fn portable() -> CompileOptions {
+        CompileOptions {
+            placement: Placement::Portable,
+            xla: BTreeMap::new(),
+        }
+    }
+
+    pub fn is_portable(&self) -> bool {
+        self.placement == Placement::Portable
+    }
+
     /// The serialized `CompileOptionsProto`.
     pub fn encode(&self) -> Vec<u8> {
-        let proto = match self {
-            CompileOptions::Portable => CompileOptionsProto {
-                executable_build_options: Some(ExecutableBuildOptionsProto {
+        let (build, portable) = match &self.placement {
+            Placement::Portable => (
+                ExecutableBuildOptionsProto {
                     num_replicas: 1,
                     num_partitions: 1,
                     device_assignment: None,
-                }),
-                compile_portable_executable: true,
-            },
-            CompileOptions::Replicated { device_ids } => CompileOptionsProto {
-                executable_build_options: Some(ExecutableBuildOptionsProto {
+                },
+                true,
+            ),
+            Placement::Replicated { device_ids } => (
+                ExecutableBuildOptionsProto {
                     num_replicas: device_ids.len() as i64,
                     num_partitions: 1,
                     device_assignment: Some(DeviceAssignmentProto {
@@ -73,11 +161,29 @@ impl CompileOptions {
                             replica_device_ids: device_ids.clone(),
                         }],
                     }),
-                }),
-                compile_portable_executable: false,
-            },
+                },
+                false,
+            ),
         };
-        proto.encode_to_vec()
+        let env_option_overrides = self
+            .xla
+            .iter()
+            .map(|(name, value)| {
+                let mut o = OptionOverrideProto::default();
+                match value {
+                    XlaOption::Bool(b) => o.bool_field = Some(*b),
+                    XlaOption::Int(n) => o.int_field = Some(*n),
+                    XlaOption::Str(s) => o.string_field = Some(s.clone()),
+                }
+                (name.clone(), o)
+            })
+            .collect();
+        CompileOptionsProto {
+            executable_build_options: Some(build),
+            compile_portable_executable: portable,
+            env_option_overrides,
+        }
+        .encode_to_vec()
     }
 }
 
@@ -89,8 +195,48 @@ mod tests {
     fn portable_options_set_one_replica_and_one_partition() {
         // Field 3 (build options) holding field 4 = 1 and field 5 = 1, then field 4 = true.
         assert_eq!(
-            CompileOptions::Portable.encode(),
+            CompileOptions::portable().encode(),
             vec![0x1a, 0x04, 0x20, 0x01, 0x28, 0x01, 0x20, 0x01]
         );
+    }
+
+    #[test]
+    fn an_xla_option_is_a_map_entry_of_name_and_oneof_value() {
+        let mut options = CompileOptions::portable();
+        options.xla.insert("xla_a".into(), XlaOption::Bool(false));
+        let bytes = options.encode();
+        // Field 7 (length-delimited): entry { 1: "xla_a", 2: { 2: false } }.
+        let entry = [
+            0x3a, 0x0b, 0x0a, 0x05, b'x', b'l', b'a', b'_', b'a', 0x12, 0x02, 0x10, 0x00,
+        ];
+        assert_eq!(&bytes[8..], &entry);
+    }
+
+    #[test]
+    fn equal_options_encode_equally_whatever_the_insertion_order() {
+        let mut a = CompileOptions::portable();
+        a.xla.insert("xla_b".into(), XlaOption::Int(3));
+        a.xla.insert("xla_a".into(), XlaOption::Str("x".into()));
+        let mut b = CompileOptions::portable();
+        b.xla.insert("xla_a".into(), XlaOption::Str("x".into()));
+        b.xla.insert("xla_b".into(), XlaOption::Int(3));
+        assert_eq!(a.encode(), b.encode());
+    }
+
+    #[test]
+    fn xla_option_values_parse_as_bool_int_or_string() {
+        assert_eq!(XlaOption::parse("true"), XlaOption::Bool(true));
+        assert_eq!(XlaOption::parse(" false "), XlaOption::Bool(false));
+        assert_eq!(XlaOption::parse("-7"), XlaOption::Int(-7));
+        assert_eq!(XlaOption::parse("greedy"), XlaOption::Str("greedy".into()));
+    }
+
+    #[test]
+    fn the_cpu_platform_compiles_without_xnnpack() {
+        assert_eq!(
+            required_xla_options("cpu").get("xla_cpu_use_xnnpack"),
+            Some(&XlaOption::Bool(false))
+        );
+        assert!(required_xla_options("tpu").is_empty());
     }
 }
