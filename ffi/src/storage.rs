@@ -7,6 +7,17 @@
 //! writes a result into a tensor (or a view of one) by rebuilding the value.
 //! Those are ordinary ops, so they fuse. `data_ptr()` is the base address plus
 //! the byte offset, so an address anywhere inside an allocation resolves.
+//!
+//! The buffer invariant (`runtime/src/value.rs`) holds here without locks on
+//! the device: a write through any view records ops and then rebinds the
+//! storage to the new value; the old value is only dropped, so an op already
+//! launched (or recorded) that reads it keeps its buffer alive until it has
+//! completed, and the next read of the storage sees the new value, whose
+//! reads wait for the chunk that defines it. `etpu_storage_free` drops the
+//! storage's reference the same way. A write holds the storage table's lock
+//! from reading the old contents to rebinding, so a read on another thread
+//! (autograd's device thread, a second Python thread) sees the old value or
+//! the new one, never a buffer being donated.
 
 use std::collections::BTreeMap;
 use std::ffi::c_char;

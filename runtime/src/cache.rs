@@ -187,6 +187,13 @@ impl CompileCache {
         Ok(Arc::new(exe))
     }
 
+    /// A new executable of `graph`, compiled and counted nowhere (the hazard
+    /// checker's second copy of a program: it must not share the first's
+    /// state in the plugin).
+    pub fn compile_uncounted(&self, graph: &Graph) -> Result<Executable> {
+        Executable::compile(&self.client, &fusion::lower::lower(graph), &self.options)
+    }
+
     /// Number of executables held in memory.
     pub fn executables(&self) -> usize {
         lock(&self.programs).len()

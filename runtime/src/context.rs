@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::metrics::Counters;
 use crate::pjrt::locate::{self, PluginKind};
 use crate::pjrt::{Client, OptionValue, Plugin};
-use crate::stream::Stream;
+use crate::stream::{HazardChecker, Stream};
 
 /// What this run is running on: logged once at start, and in every report.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,6 +67,8 @@ pub(crate) struct Runtime {
     mode: AtomicU8,
     /// Raise at the first op producing NaN/Inf (starts as `EAGERTPU_CHECK_NAN`).
     pub check_nan: AtomicBool,
+    /// Check every launch for buffer hazards (`EAGERTPU_CHECK_HAZARDS`).
+    pub hazards: Option<HazardChecker>,
     pub streams: Vec<Stream>,
     pub cache: CompileCache,
     pub counters: Counters,
@@ -173,6 +175,7 @@ fn start() -> Result<Runtime> {
         ),
         mode: AtomicU8::new(MODES.iter().position(|m| *m == config.mode).unwrap_or(0) as u8),
         check_nan: AtomicBool::new(config.check_nan),
+        hazards: config.check_hazards.then(HazardChecker::default),
         streams,
         counters: Counters::default(),
         manifest,

@@ -64,6 +64,11 @@ pub enum Error {
         version: String,
     },
 
+    /// A launch that would compute with the wrong memory, found by
+    /// `EAGERTPU_CHECK_HAZARDS=1`.
+    #[error("buffer hazard (EAGERTPU_CHECK_HAZARDS=1): {0}")]
+    Hazard(String),
+
     #[error("{what}: {message}")]
     Config { what: &'static str, message: String },
 

@@ -30,7 +30,14 @@ pub fn manifest() -> Result<Manifest> {
 /// A snapshot of the runtime's counters.
 pub fn metrics() -> Result<Metrics> {
     let rt = context::get()?;
-    Ok(rt.counters.snapshot(rt.cache.executables()))
+    let mut m = rt.counters.snapshot(rt.cache.executables());
+    if let Some(checker) = &rt.hazards {
+        // The checker's second executables and kept buffers are its own.
+        let (buffers, executables) = checker.held();
+        m.live_buffers -= buffers as i64;
+        m.live_executables -= executables as i64;
+    }
+    Ok(m)
 }
 
 /// The current execution mode (starts as `EAGERTPU_MODE`, default fused).

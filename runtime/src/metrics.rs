@@ -26,6 +26,8 @@ pub(crate) struct Counters {
     pub bytes_to_host: AtomicU64,
     pub host_syncs: AtomicU64,
     pub donated_buffers: AtomicU64,
+    pub donations_blocked_by_readers: AtomicU64,
+    pub hazard_checks: AtomicU64,
     pub lifted_scalars: AtomicU64,
     pub recompile_reasons: Mutex<Vec<String>>,
 }
@@ -62,6 +64,8 @@ impl Counters {
             bytes_to_host: get(&self.bytes_to_host),
             host_syncs: get(&self.host_syncs),
             donated_buffers: get(&self.donated_buffers),
+            donations_blocked_by_readers: get(&self.donations_blocked_by_readers),
+            hazard_checks: get(&self.hazard_checks),
             lifted_scalars: get(&self.lifted_scalars),
             cached_executables,
             live_buffers: crate::pjrt::live::BUFFERS.get(),
@@ -101,6 +105,11 @@ pub struct Metrics {
     pub host_syncs: u64,
     /// Input buffers donated to an output (updated in place).
     pub donated_buffers: u64,
+    /// Dead inputs not donated because an execution that reads them, or a
+    /// host read, had not finished (their update got fresh memory instead).
+    pub donations_blocked_by_readers: u64,
+    /// Launches checked by `EAGERTPU_CHECK_HAZARDS=1`.
+    pub hazard_checks: u64,
     /// Scalars passed as parameters instead of being compiled in.
     pub lifted_scalars: u64,
     /// Executables held by the in-memory cache.
@@ -145,7 +154,8 @@ impl Metrics {
              \"memory_hits\": {}, \"disk_hits\": {}, \"cache_hits\": {}, \"misses\": {}, \
              \"disk_writes\": {}, \"disk_bad_entries\": {}, \"executions\": {}, \"chunks\": {{{}}}, \
              \"transfers_to_device\": {}, \"bytes_to_device\": {}, \"transfers_to_host\": {}, \
-             \"bytes_to_host\": {}, \"host_syncs\": {}, \"donated_buffers\": {}, \"lifted_scalars\": {}, \
+             \"bytes_to_host\": {}, \"host_syncs\": {}, \"donated_buffers\": {}, \"donations_blocked_by_readers\": {}, \
+             \"hazard_checks\": {}, \"lifted_scalars\": {}, \
              \"cached_executables\": {}, \"live_buffers\": {}, \"live_executables\": {}, \
              \"recompile_reasons\": [{}]}}",
             self.ops_recorded,
@@ -165,6 +175,8 @@ impl Metrics {
             self.bytes_to_host,
             self.host_syncs,
             self.donated_buffers,
+            self.donations_blocked_by_readers,
+            self.hazard_checks,
             self.lifted_scalars,
             self.cached_executables,
             self.live_buffers,
@@ -188,7 +200,8 @@ impl Metrics {
              cache               {} memory hits, {} disk hits, {} misses, {} disk writes, {} bad disk entries\n\
              to device           {} transfers, {} bytes\n\
              to host             {} transfers, {} bytes, {} host syncs\n\
-             donated buffers     {}\n\
+             donated buffers     {} ({} blocked by unfinished readers)\n\
+             hazard checks       {}\n\
              lifted scalars      {}\n\
              cached executables  {}\n\
              live buffers        {}\n\
@@ -213,6 +226,8 @@ impl Metrics {
             self.bytes_to_host,
             self.host_syncs,
             self.donated_buffers,
+            self.donations_blocked_by_readers,
+            self.hazard_checks,
             self.lifted_scalars,
             self.cached_executables,
             self.live_buffers,

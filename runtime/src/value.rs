@@ -3,6 +3,33 @@
 //! computed) or failed (its op failed; reading it returns that error). Values
 //! are reference counted: a tensor handle holds one reference, and every
 //! recorded op that reads it holds one.
+//!
+//! # The buffer invariant
+//!
+//! A device buffer is never donated, freed or overwritten while an execution
+//! that reads it has not completed, and every read waits for the execution
+//! that defines the value. How each holds:
+//! - **Definition**: a ready value keeps the `Completion` of the chunk that
+//!   computes it until that is known done; launches pass the buffer to PJRT,
+//!   which orders the reading execution after its definition event, and host
+//!   reads (`PJRT_Buffer_ToHostBuffer`, `Value::wait`) wait for it.
+//! - **Readers**: a launched chunk's `Completion` holds an `Arc` of every input
+//!   buffer until it is known done (our own usage hold; PJRT keeps one too).
+//!   Dropping a tensor, rebinding a storage after an in-place op, or freeing a
+//!   handle across the C ABI only drops a reference: the memory goes back to
+//!   the plugin when the last reader has completed.
+//! - **Donation** (`stream::Stream::donate`): a parameter is donated only when
+//!   its value and the launch are the only holders of its buffer, that is when
+//!   no tensor, view, host read or unfinished reader holds it.
+//! - **Scalars**: the per-stream cache of lifted scalar buffers is shared by
+//!   many launches and is never donated (a lifted scalar has no value).
+//!
+//! Addresses are no identity: the allocator hands a freed address to the next
+//! buffer, so a plugin that caches work by input address computes with stale
+//! data in an eager runtime (XNNPACK's dot on the XLA CPU plugin did, issue 8;
+//! see `pjrt::required_xla_options`). `EAGERTPU_CHECK_HAZARDS=1` checks both
+//! the donation rule and address independence at every launch
+//! (`stream/hazards.rs`).
 
 use std::panic::Location;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
@@ -51,27 +78,65 @@ impl Blame {
 }
 
 /// The completion of one launched chunk: its PJRT event, what to blame if it
-/// fails, and the chunks it read from (to name the first failure in a chain).
+/// fails, the chunks it read from (to name the first failure in a chain), and
+/// the input buffers it reads (held until it is known done).
 pub(crate) struct Completion {
     event: Mutex<Option<Event>>,
     result: OnceLock<Result<()>>,
     blame: Blame,
     deps: Mutex<Vec<Arc<Completion>>>,
+    reads: Mutex<Vec<Arc<Buffer>>>,
 }
 
 impl Completion {
-    pub fn new(event: Option<Event>, blame: Blame, deps: Vec<Arc<Completion>>) -> Arc<Completion> {
+    pub fn new(
+        event: Option<Event>,
+        blame: Blame,
+        deps: Vec<Arc<Completion>>,
+        reads: Vec<Arc<Buffer>>,
+    ) -> Arc<Completion> {
         let c = Completion {
             event: Mutex::new(event),
             result: OnceLock::new(),
             blame,
             deps: Mutex::new(deps),
+            reads: Mutex::new(reads),
         };
         if lock(&c.event).is_none() {
             let _ = c.result.set(Ok(()));
-            lock(&c.deps).clear();
+            c.release();
         }
         Arc::new(c)
+    }
+
+    /// A chunk still running that reads `reads` (for the hazard checker's
+    /// tests: it completes when waited on).
+    #[cfg(test)]
+    pub fn unfinished(blame: Blame, reads: Vec<Arc<Buffer>>) -> Arc<Completion> {
+        Arc::new(Completion {
+            event: Mutex::new(None),
+            result: OnceLock::new(),
+            blame,
+            deps: Mutex::new(vec![]),
+            reads: Mutex::new(reads),
+        })
+    }
+
+    /// Drops what only an unfinished chunk needs.
+    fn release(&self) {
+        lock(&self.deps).clear();
+        lock(&self.reads).clear();
+    }
+
+    /// Whether the chunk may still be reading `buffer`: it holds the buffer
+    /// and is not known to be done (never blocks).
+    pub fn may_read(&self, buffer: &Arc<Buffer>) -> bool {
+        self.result.get().is_none() && lock(&self.reads).iter().any(|b| Arc::ptr_eq(b, buffer))
+    }
+
+    /// What this chunk's failure would be blamed on.
+    pub fn blame(&self) -> &Blame {
+        &self.blame
     }
 
     /// A chunk that failed to launch.
@@ -86,6 +151,7 @@ impl Completion {
                 chunk_ops: 0,
             },
             deps: Mutex::new(vec![]),
+            reads: Mutex::new(vec![]),
         };
         let _ = c.result.set(Err(error));
         Arc::new(c)
@@ -113,7 +179,7 @@ impl Completion {
         });
         let _ = self.result.set(result.clone());
         *event = None;
-        lock(&self.deps).clear();
+        self.release();
         result
     }
 

@@ -38,6 +38,9 @@ use crate::value::{Blame, Completion, Value, lock};
 pub use crate::origin::Origin;
 
 mod checks;
+mod hazards;
+
+pub(crate) use hazards::HazardChecker;
 
 struct TraceNode {
     op: Op,
@@ -339,7 +342,8 @@ impl Stream {
             Err(e) => Some(fail(&launches, e)),
         };
         match failure {
-            Some(e) if wait => Err(e),
+            // A hazard is the runtime's failure, not the program's: at once.
+            Some(e) if wait || matches!(e.root(), Error::Hazard(_)) => Err(e),
             Some(e) => {
                 // `sync()` reports it too, even if nothing reads the results.
                 st.outstanding.push(Completion::failed(e));
@@ -368,7 +372,17 @@ impl Stream {
         if debug {
             check_indices(launches)?;
         }
+        // Chunks known done release the input buffers they hold, so that
+        // their last readers no longer block a donation.
+        st.outstanding.retain(|c| !c.done_ok());
         let (graph, params) = self.build_graph(rt, st, launches, !debug)?;
+        let snapshot = match &rt.hazards {
+            Some(_) => {
+                HazardChecker::check_donations(&graph, &params, &st.outstanding).map_err(blame)?;
+                Some(HazardChecker::snapshot(&graph, &params)?)
+            }
+            None => None,
+        };
         let program = match rt.cache.get(&graph, &rt.counters) {
             Ok(p) => p,
             Err(e) if launches.len() > 1 => return Ok(self.isolate(rt, launches, e)),
@@ -390,13 +404,27 @@ impl Stream {
             .filter_map(|p| p.done.clone())
             .filter(|d| !d.done_ok())
             .collect();
-        let completion = Completion::new(event, last.clone().expect("a chunk has nodes"), deps);
+        let reads = params.iter().map(|p| p.buffer.clone()).collect();
+        let blamed = last.clone().expect("a chunk has nodes");
+        let completion = Completion::new(event, blamed, deps, reads);
         let exported = launches.iter().filter_map(|l| l.export.as_ref());
         for (value, buffer) in exported.zip(outputs) {
             value.set_ready(buffer, Some(completion.clone()));
         }
-        st.outstanding.retain(|c| !c.done_ok());
         st.outstanding.push(completion.clone());
+        if let (Some(checker), Some(snapshot)) = (&rt.hazards, snapshot)
+            && completion.wait().is_ok()
+        {
+            Counters::add(&rt.counters.hazard_checks, 1);
+            let outputs = launches
+                .iter()
+                .filter_map(|l| l.export.as_ref())
+                .map(|v| v.wait())
+                .collect::<Result<Vec<_>>>()?;
+            checker
+                .check_addresses(&rt.cache, &self.device, &graph, &snapshot, &outputs)
+                .map_err(blame)?;
+        }
         if wait {
             completion.wait()?;
             if rt.check_nan() {
@@ -506,6 +534,13 @@ impl Stream {
 
     /// Aliases each parameter nothing outside the chunk holds to an output of
     /// its type, so an update like `w = w - lr * g` reuses `w`'s memory.
+    ///
+    /// The invariant (see `value.rs`): a buffer is donated only when no one
+    /// else holds it. No tensor or view holds its value (the value's only
+    /// references are this chunk's), and no unfinished chunk or host read
+    /// holds the buffer: its only holders are the value and this launch.
+    /// A dead input that is still being read is not donated; its update gets
+    /// fresh memory (`donations_blocked_by_readers`).
     fn donate(
         &self,
         rt: &Runtime,
@@ -519,6 +554,11 @@ impl Stream {
             let internal = uses.get(&(Arc::as_ptr(v) as usize)).copied().unwrap_or(0);
             // References: this parameter's own, plus the chunk's readers.
             if Arc::strong_count(v) != internal + 1 {
+                continue;
+            }
+            // The value's state and this parameter.
+            if Arc::strong_count(&p.buffer) != 2 {
+                Counters::add(&rt.counters.donations_blocked_by_readers, 1);
                 continue;
             }
             let out = graph
