@@ -9,7 +9,7 @@ VPY := $(VENV)/bin/python
 CARGO ?= cargo
 PIP := $(VPY) -m pip install --disable-pip-version-check -q
 
-.PHONY: all setup setup-test build backend demo demo-rust test test-rust test-python bench lint fmt info clean
+.PHONY: all setup setup-test build backend demo demo-rust test test-hazards test-rust test-python bench lint fmt info clean
 
 all: demo
 
@@ -53,13 +53,19 @@ demo-rust: build
 	$(CARGO) run --release --example mlp
 
 # Every test: unit, integration (ops vs host references, errors, plugins,
-# leaks), the header layout check and doc tests.
+# leaks), the header layout check and doc tests; then the whole suite once
+# more with the buffer-hazard checker on (EAGERTPU_CHECK_HAZARDS=1).
 # Tests get a fresh on-disk compile cache of their own.
 TEST_CACHE := $(CURDIR)/target/test-cache
 test: setup-test build
 	rm -rf $(TEST_CACHE)
 	EAGERTPU_CACHE_DIR=$(TEST_CACHE) $(CARGO) test --release --workspace
 	EAGERTPU_CACHE_DIR=$(TEST_CACHE) $(VPY) -m pytest -q python/tests
+	$(MAKE) --no-print-directory test-hazards
+
+test-hazards: setup-test build
+	EAGERTPU_CHECK_HAZARDS=1 EAGERTPU_CACHE_DIR=$(TEST_CACHE) $(CARGO) test --release --workspace
+	EAGERTPU_CHECK_HAZARDS=1 EAGERTPU_CACHE_DIR=$(TEST_CACHE) $(VPY) -m pytest -q python/tests
 
 test-rust: setup-test
 	EAGERTPU_CACHE_DIR=$(TEST_CACHE) $(CARGO) test --release --workspace

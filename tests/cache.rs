@@ -6,6 +6,8 @@
 //! its own cache directory; the child compiles `PROGRAMS` distinct one-op
 //! programs in debug mode and prints its metrics.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Barrier};
@@ -23,24 +25,10 @@ fn cache_dir(name: &str) -> PathBuf {
 }
 
 fn spawn(dir: &Path, env: &[(&str, &str)]) -> Command {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        "--exact",
-        "child_workload",
-        "--nocapture",
-        "--test-threads=1",
-    ]);
-    cmd.env("EAGERTPU_TEST_CHILD", "child_workload");
+    let mut cmd = common::child_command("child_workload", &[]);
     cmd.env("EAGERTPU_CACHE_DIR", dir);
     cmd.env("EAGERTPU_LOG", "warn");
-    for v in [
-        "EAGERTPU_MODE",
-        "EAGERTPU_CACHE_READONLY",
-        "EAGERTPU_CACHE_MAX_BYTES",
-        "PROGRAMS",
-    ] {
-        cmd.env_remove(v);
-    }
+    cmd.env_remove("PROGRAMS");
     for (k, v) in env {
         cmd.env(k, v);
     }

@@ -2,42 +2,10 @@
 //! binary, re-run on one `child_*` test with the variables set), since the
 //! runtime reads the environment once when it starts.
 
-use std::process::Command;
+mod common;
 
+use common::{child, is_child};
 use eagertpu::{DType, Device, Tensor};
-
-/// Runs the test `name` of this binary in a child process with `env`.
-fn child(name: &str, env: &[(&str, &str)]) -> (bool, String) {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", name, "--nocapture", "--test-threads=1"]);
-    cmd.env("EAGERTPU_TEST_CHILD", name);
-    // Children never touch the user's compile cache.
-    cmd.env("EAGERTPU_CACHE_DIR", "off");
-    for var in [
-        "EAGERTPU_MODE",
-        "EAGERTPU_PJRT_PLUGIN",
-        "EAGERTPU_DEVICE_COUNT",
-        "EAGERTPU_CHECK_NAN",
-        "EAGERTPU_LOG",
-    ] {
-        cmd.env_remove(var);
-    }
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
-
-/// True in the child process that should run `name`'s body.
-fn is_child(name: &str) -> bool {
-    std::env::var("EAGERTPU_TEST_CHILD").as_deref() == Ok(name)
-}
 
 #[test]
 fn child_check_nan() {

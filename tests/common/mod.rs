@@ -287,6 +287,51 @@ pub fn err_text<T: std::fmt::Debug>(r: eagertpu::Result<T>) -> String {
     }
 }
 
+/// A command re-running this test binary on the test `name` only, with the
+/// runtime's variables cleared, the compile cache off, then `env` (the
+/// runtime reads the environment once, when it starts).
+pub fn child_command(name: &str, env: &[(&str, &str)]) -> std::process::Command {
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", name, "--nocapture", "--test-threads=1"]);
+    cmd.env("EAGERTPU_TEST_CHILD", name);
+    // Children never touch the user's compile cache.
+    cmd.env("EAGERTPU_CACHE_DIR", "off");
+    for var in [
+        "EAGERTPU_MODE",
+        "EAGERTPU_PJRT_PLUGIN",
+        "EAGERTPU_DEVICE_COUNT",
+        "EAGERTPU_CHECK_NAN",
+        "EAGERTPU_LOG",
+        "EAGERTPU_CHECK_HAZARDS",
+        "EAGERTPU_XLA_OPTIONS",
+        "EAGERTPU_CACHE_READONLY",
+        "EAGERTPU_CACHE_MAX_BYTES",
+    ] {
+        cmd.env_remove(var);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+/// Runs the test `name` in a child process (`child_command`); whether it
+/// succeeded, and its output.
+pub fn child(name: &str, env: &[(&str, &str)]) -> (bool, String) {
+    let out = child_command(name, env).output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// True in the child process that should run `name`'s body.
+pub fn is_child(name: &str) -> bool {
+    std::env::var("EAGERTPU_TEST_CHILD").as_deref() == Ok(name)
+}
+
 pub mod builders;
 
 static MODE_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
