@@ -1,4 +1,5 @@
-//! Index checks on the device, for strict and fused mode.
+//! Index checks: on the host in debug mode, on the device in strict and fused
+//! mode.
 //!
 //! XLA clamps an out-of-range gather or scatter index instead of failing. Debug
 //! mode checks indices on the host before running each op; strict and fused
@@ -14,7 +15,7 @@ use std::sync::Arc;
 
 use fusion::{BinaryOp, DType, Op, ReduceOp, Scalar};
 
-use super::{Recorder, Stream, StreamState};
+use super::{Launch, Recorder, Stream, StreamState};
 use crate::context::Runtime;
 use crate::error::Result;
 use crate::host;
@@ -169,4 +170,42 @@ fn out_of_range(
     let none = rec.scalar(Scalar::Int(0), DType::I32)?;
     let clean = rec.node(Op::Binary(BinaryOp::Eq), &[previous, &none])?;
     rec.node(Op::Where, &[&clean, &flagged, previous])
+}
+
+/// Debug mode checks tensor indices on the host before running: an
+/// out-of-range index is an error at the op, as on CPU, instead of XLA's
+/// silent clamping.
+pub(super) fn check_indices_on_host(launches: &[Launch]) -> Result<()> {
+    for l in launches {
+        let Some(ix) = l.node.op.index_operand() else {
+            continue;
+        };
+        let index = &l.node.inputs[ix.index_input];
+        let bounded = &l.node.inputs[ix.bounded_by];
+        if index.is_pending() {
+            continue;
+        }
+        let buffer = index.wait()?;
+        let dim = if ix.dim == usize::MAX {
+            bounded.ty.rank().saturating_sub(1)
+        } else {
+            ix.dim
+        };
+        let size = bounded.ty.shape.get(dim).copied().unwrap_or(1);
+        let allow_ignore = matches!(l.node.op, Op::CrossEntropy { .. });
+        for i in host::read_i64(&buffer, &index.ty)? {
+            if (i < 0 || i >= size) && !(allow_ignore && i == -100) {
+                return Err(l.node.blame(1).error(
+                    fusion::Error::IndexOutOfRange {
+                        op: l.node.op.name(),
+                        index: i,
+                        dim,
+                        size,
+                    }
+                    .into(),
+                ));
+            }
+        }
+    }
+    Ok(())
 }

@@ -370,7 +370,7 @@ impl Stream {
         };
         let debug = rt.effective_mode() == Mode::Debug;
         if debug {
-            check_indices(launches)?;
+            checks::check_indices_on_host(launches)?;
         }
         // Chunks known done release the input buffers they hold, so that
         // their last readers no longer block a donation.
@@ -733,44 +733,6 @@ fn fail(launches: &[Launch], error: Error) -> Error {
         }
     }
     error
-}
-
-/// Debug mode checks tensor indices on the host before running: an
-/// out-of-range index is an error at the op, as on CPU, instead of XLA's
-/// silent clamping.
-fn check_indices(launches: &[Launch]) -> Result<()> {
-    for l in launches {
-        let Some(ix) = l.node.op.index_operand() else {
-            continue;
-        };
-        let index = &l.node.inputs[ix.index_input];
-        let bounded = &l.node.inputs[ix.bounded_by];
-        if index.is_pending() {
-            continue;
-        }
-        let buffer = index.wait()?;
-        let dim = if ix.dim == usize::MAX {
-            bounded.ty.rank().saturating_sub(1)
-        } else {
-            ix.dim
-        };
-        let size = bounded.ty.shape.get(dim).copied().unwrap_or(1);
-        let allow_ignore = matches!(l.node.op, Op::CrossEntropy { .. });
-        for i in host::read_i64(&buffer, &index.ty)? {
-            if (i < 0 || i >= size) && !(allow_ignore && i == -100) {
-                return Err(l.node.blame(1).error(
-                    fusion::Error::IndexOutOfRange {
-                        op: l.node.op.name(),
-                        index: i,
-                        dim,
-                        size,
-                    }
-                    .into(),
-                ));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// `EAGERTPU_CHECK_NAN=1`: an exported float output with NaN/Inf, from inputs
