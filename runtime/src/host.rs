@@ -80,6 +80,13 @@ pub(crate) fn read<T: Element>(buffer: &Buffer, ty: &TensorType) -> Result<Vec<T
     T::read(ty.numel() as usize, |bytes| buffer.to_host(bytes))
 }
 
+/// A buffer of type `ty` as host bytes (its elements, dense, row-major).
+pub(crate) fn read_bytes(buffer: &Buffer, ty: &TensorType) -> Result<Vec<u8>> {
+    let mut bytes = vec![0u8; ty.numel() as usize * ty.dtype.size_in_bytes()];
+    buffer.to_host(&mut bytes)?;
+    Ok(bytes)
+}
+
 /// Reads any buffer, converting each element to f64.
 pub(crate) fn read_f64(buffer: &Buffer, ty: &TensorType) -> Result<Vec<f64>> {
     fn conv<T: Element>(b: &Buffer, ty: &TensorType) -> Result<Vec<f64>> {

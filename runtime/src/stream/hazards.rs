@@ -32,6 +32,7 @@ use lru::LruCache;
 use super::Param;
 use crate::cache::CompileCache;
 use crate::error::{Error, Result};
+use crate::host;
 use crate::pjrt::{Buffer, Device, Executable};
 use crate::value::{Completion, lock};
 
@@ -109,7 +110,7 @@ impl HazardChecker {
         let inputs = graph
             .param_types()
             .zip(params)
-            .map(|(ty, p)| Ok((ty.clone(), host_bytes(&p.buffer, ty)?)))
+            .map(|(ty, p)| Ok((ty.clone(), host::read_bytes(&p.buffer, ty)?)))
             .collect::<Result<_>>()?;
         Ok(Snapshot { inputs })
     }
@@ -157,7 +158,7 @@ impl HazardChecker {
 /// Fails if the rerun's outputs differ from the first run's.
 fn compare(graph: &Graph, outputs: &[Arc<Buffer>], rerun: &[Buffer]) -> Result<()> {
     for (k, ((ty, first), again)) in graph.output_types().zip(outputs).zip(rerun).enumerate() {
-        let (a, b) = (host_bytes(first, ty)?, host_bytes(again, ty)?);
+        let (a, b) = (host::read_bytes(first, ty)?, host::read_bytes(again, ty)?);
         if a != b {
             let size = ty.dtype.size_in_bytes().max(1);
             let differing = a
@@ -176,13 +177,6 @@ fn compare(graph: &Graph, outputs: &[Arc<Buffer>], rerun: &[Buffer]) -> Result<(
         }
     }
     Ok(())
-}
-
-/// A buffer's contents as host bytes (dense, row-major).
-fn host_bytes(buffer: &Buffer, ty: &TensorType) -> Result<Vec<u8>> {
-    let mut bytes = vec![0u8; ty.numel() as usize * ty.dtype.size_in_bytes()];
-    buffer.to_host(&mut bytes)?;
-    Ok(bytes)
 }
 
 #[cfg(test)]
