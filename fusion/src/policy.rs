@@ -4,10 +4,27 @@
 //! Besides the explicit triggers (a host read, `sync()`, a mode switch, an op
 //! that cannot fuse, shutdown), fused mode cuts when the pending chunk reaches
 //! the window limits (ops, parameters), and aligns cuts with the loop of the
-//! program: it keeps the signatures of the last 256 ops, and when the stream
-//! repeats with a period of 2 to 128 ops it cuts every `k * period` ops
-//! (the largest multiple that fits the window). Chunks then repeat exactly, so
-//! each is compiled once, even when the training step never reads the host.
+//! program, so that a training or decode loop settles on a fixed set of chunks
+//! (each compiled once):
+//!
+//! - **Period.** The stream's period is found from recurring 8-op sequences:
+//!   each proposes the distance back to its last occurrence as a candidate
+//!   period, and a candidate stays while every later op equals the op one
+//!   period before it. A candidate that has matched a whole period is
+//!   confirmed; the confirmed candidate with the longest match is the period
+//!   (a step's repeated layers propose the layer length too, but only the
+//!   step's own period keeps matching across step boundaries). Periods of 2 to
+//!   `MAX_PERIOD` ops are found.
+//! - **Phase.** Where in the period chunks start is a property of the ops
+//!   alone: the rotation of one period that is smallest in signature order.
+//!   A host read, a CPU fallback or a mode switch in the middle of a step cuts
+//!   there too, but never moves where the period cuts next: the window never
+//!   sees cuts, only ops.
+//! - **Length.** A period of at least an eighth of the window is a chunk of
+//!   its own; shorter ones are grouped, as many as fit after the last cut
+//!   (cut at a period boundary where the next one would overflow); a longer
+//!   one is cut into `ceil(period / max_ops)` equal
+//!   segments at fixed offsets from its phase.
 
 /// Why a chunk was cut.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -82,28 +99,47 @@ impl Default for WindowLimits {
     }
 }
 
-/// Signatures remembered.
-const HISTORY: usize = 256;
-/// Periods looked for: 2..=MAX_PERIOD.
-const MAX_PERIOD: usize = HISTORY / 2;
+/// Signatures remembered (a power of two).
+const HISTORY: usize = 1 << 15;
+/// Periods looked for: `MIN_PERIOD..=MAX_PERIOD` ops.
+pub const MAX_PERIOD: usize = HISTORY / 2;
 const MIN_PERIOD: usize = 2;
-const PERIODS: usize = MAX_PERIOD - MIN_PERIOD + 1;
-/// Runs stop counting here (far past any period).
-const RUN_CAP: u32 = 1 << 30;
+/// Ops in the sequences that propose candidate periods.
+const GRAM: usize = 8;
+/// Slots of the table of last occurrences (a power of two; direct-mapped).
+const GRAM_SLOTS: usize = 1 << 15;
+/// Candidate periods tracked at once.
+const CANDIDATES: usize = 8;
+/// Equal smallest signatures compared when finding a period's phase.
+const PHASE_TIES: usize = 16;
+
+/// A candidate period and how many of the latest ops matched the op one
+/// period before them.
+#[derive(Clone, Copy, Debug)]
+struct Candidate {
+    period: usize,
+    run: usize,
+}
+
+/// The period cuts line up with: `origin` is the position of an op that
+/// starts a chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Phase {
+    period: usize,
+    origin: u64,
+}
 
 /// The fused-mode cut policy for one op stream.
 pub struct Window {
     limits: WindowLimits,
-    /// The last `HISTORY` signatures, written twice (at `i` and `i + HISTORY`)
-    /// so the ones before any position form one contiguous slice.
-    history: [u64; 2 * HISTORY],
+    /// The last `HISTORY` signatures, by position modulo `HISTORY`.
+    history: Vec<u64>,
     /// Ops seen so far.
-    seen: usize,
-    /// `run[k]`, for period `p = MAX_PERIOD - k`: how many of the latest ops
-    /// equal the op `p` before them. (Laid out like `history`, so the update
-    /// is one vectorizable pass.)
-    run: [u32; PERIODS],
-    period: Option<usize>,
+    seen: u64,
+    /// Hash of an 8-op sequence -> (hash, position after its last op).
+    grams: Vec<(u64, u64)>,
+    candidates: Vec<Candidate>,
+    phase: Option<Phase>,
 }
 
 impl Window {
@@ -113,10 +149,11 @@ impl Window {
                 max_ops: limits.max_ops.max(1),
                 max_params: limits.max_params.max(1),
             },
-            history: [0; 2 * HISTORY],
+            history: vec![0; HISTORY],
             seen: 0,
-            run: [0; PERIODS],
-            period: None,
+            grams: vec![(0, 0); GRAM_SLOTS],
+            candidates: Vec::with_capacity(CANDIDATES + 1),
+            phase: None,
         }
     }
 
@@ -126,41 +163,32 @@ impl Window {
 
     /// The current period of the op stream, if it repeats.
     pub fn period(&self) -> Option<usize> {
-        self.period
+        self.phase.map(|p| p.period)
+    }
+
+    /// Ops seen so far.
+    pub fn seen(&self) -> u64 {
+        self.seen
+    }
+
+    fn at(&self, position: u64) -> u64 {
+        self.history[position as usize % HISTORY]
     }
 
     /// Called after an op with `signature` joins the pending chunk, which now
     /// holds `ops` ops and `params` parameters. Returns a reason to cut now.
     pub fn record(&mut self, signature: u64, ops: usize, params: usize) -> Option<CutReason> {
-        let at = self.seen % HISTORY + HISTORY;
-        // `before[k]` is the signature `MAX_PERIOD - k` ops back (zeros before
-        // the stream started; a zero signature is as good as impossible).
-        let before = &self.history[at - MAX_PERIOD..at - MIN_PERIOD + 1];
-        for (run, &old) in self.run.iter_mut().zip(before) {
-            *run = if old == signature {
-                (*run + 1).min(RUN_CAP)
-            } else {
-                0
-            };
-        }
-        self.history[at] = signature;
-        self.history[at - HISTORY] = signature;
+        let at = self.seen;
+        self.history[at as usize % HISTORY] = signature;
         self.seen += 1;
-        // The smallest period whose last two repetitions match.
-        self.period = (0..PERIODS)
-            .rev()
-            .map(|k| (MAX_PERIOD - k, self.run[k]))
-            .find(|&(p, run)| run as usize >= p)
-            .map(|(p, _)| p);
+        self.update_candidates(at, signature);
+        self.update_phase();
 
         if params >= self.limits.max_params {
             return Some(CutReason::WindowParams);
         }
-        if let Some(p) = self.period {
-            let chunk = p * (self.limits.max_ops / p).max(1);
-            if ops >= chunk {
-                return Some(CutReason::Period);
-            }
+        if self.phase.is_some_and(|p| self.cuts_after(p, ops)) {
+            return Some(CutReason::Period);
         }
         if ops >= self.limits.max_ops {
             return Some(CutReason::WindowOps);
@@ -168,7 +196,128 @@ impl Window {
         None
     }
 
-    /// Forgets the stream (after a mode switch).
+    /// Checks every candidate against the op at `at`, then proposes the
+    /// distance back to the last occurrence of the 8 ops ending here.
+    fn update_candidates(&mut self, at: u64, signature: u64) {
+        let history = &self.history;
+        self.candidates.retain_mut(|c| {
+            let matched = at >= c.period as u64
+                && history[(at - c.period as u64) as usize % HISTORY] == signature;
+            c.run += 1;
+            matched
+        });
+        if at + 1 < GRAM as u64 {
+            return;
+        }
+        let mut gram = 0xcbf2_9ce4_8422_2325u64;
+        for back in 0..GRAM as u64 {
+            gram = (gram ^ self.at(at - back)).wrapping_mul(0x0100_0000_01b3);
+            gram = gram.rotate_left(23);
+        }
+        let slot = &mut self.grams[gram as usize % GRAM_SLOTS];
+        let last = (slot.0 == gram).then_some(slot.1);
+        *slot = (gram, at + 1);
+        let Some(last) = last else { return };
+        let period = (at + 1 - last) as usize;
+        if !(MIN_PERIOD..=MAX_PERIOD).contains(&period)
+            || self.candidates.iter().any(|c| c.period == period)
+        {
+            return;
+        }
+        if self.candidates.len() == CANDIDATES {
+            // Evict the shortest match, never the current period.
+            let current = self.period();
+            if let Some(worst) = self
+                .candidates
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| Some(c.period) != current)
+                .min_by_key(|(_, c)| c.run)
+                .map(|(i, _)| i)
+            {
+                self.candidates.swap_remove(worst);
+            } else {
+                return;
+            }
+        }
+        self.candidates.push(Candidate { period, run: GRAM });
+    }
+
+    /// The period is the confirmed candidate with the longest match; a new
+    /// period gets its phase from its ops.
+    fn update_phase(&mut self) {
+        let best = self
+            .candidates
+            .iter()
+            .filter(|c| c.run >= c.period)
+            .max_by(|a, b| a.run.cmp(&b.run).then(b.period.cmp(&a.period)))
+            .map(|c| c.period);
+        match (best, self.phase) {
+            (None, _) => self.phase = None,
+            (Some(p), Some(phase)) if phase.period == p => {}
+            (Some(p), _) => {
+                self.phase = Some(Phase {
+                    period: p,
+                    origin: self.canonical_start(p),
+                });
+            }
+        }
+    }
+
+    /// The position, among the last `period` ops, where the rotation of the
+    /// period smallest in signature order starts.
+    fn canonical_start(&self, period: usize) -> u64 {
+        let first = self.seen - period as u64;
+        let rotation = |start: u64, t: usize| {
+            let offset = (start - first + t as u64) % period as u64;
+            self.at(first + offset)
+        };
+        let smallest = (0..period as u64).map(|i| self.at(first + i)).min();
+        let mut best: Option<u64> = None;
+        let ties = (0..period as u64)
+            .map(|i| first + i)
+            .filter(|&q| Some(self.at(q)) == smallest)
+            .take(PHASE_TIES);
+        for q in ties {
+            best = match best {
+                None => Some(q),
+                Some(b) => {
+                    let order = (1..period)
+                        .map(|t| rotation(q, t).cmp(&rotation(b, t)))
+                        .find(|o| o.is_ne());
+                    if order == Some(std::cmp::Ordering::Less) {
+                        Some(q)
+                    } else {
+                        Some(b)
+                    }
+                }
+            };
+        }
+        best.unwrap_or(first)
+    }
+
+    /// Whether the ops seen so far end a chunk of `phase`'s period, the
+    /// pending chunk holding `ops` ops.
+    fn cuts_after(&self, phase: Phase, ops: usize) -> bool {
+        let p = phase.period as u64;
+        let max = self.limits.max_ops as u64;
+        let r = (self.seen - phase.origin) % p;
+        if p > max {
+            // Equal segments of at most `max` ops, at fixed offsets.
+            let segments = p.div_ceil(max);
+            let j = (r * segments).div_ceil(p);
+            return j * p / segments == r;
+        }
+        if r != 0 {
+            return false;
+        }
+        // A period of a useful size is a chunk of its own, wherever the host
+        // reads; short periods are grouped, as many as fit after the last
+        // cut (a loop that reads every iteration cuts the same way each time).
+        p * 8 >= max || ops as u64 + p > max
+    }
+
+    /// Forgets the stream.
     pub fn reset(&mut self) {
         *self = Window::new(self.limits);
     }
@@ -178,20 +327,68 @@ impl Window {
 mod tests {
     use super::*;
 
-    /// Feeds `stream` (signatures), cutting when the policy says; returns the
-    /// chunks as (start, length, reason).
-    fn cuts(limits: WindowLimits, stream: &[u64]) -> Vec<(usize, usize, CutReason)> {
+    /// Feeds `stream` (signatures), cutting when the policy says and after
+    /// every op in `reads` (a host read, a CPU fallback); returns the chunks
+    /// as (start, length, reason).
+    fn cuts_with_reads(
+        limits: WindowLimits,
+        stream: &[u64],
+        reads: &dyn Fn(usize) -> bool,
+    ) -> Vec<(usize, usize, CutReason)> {
         let mut w = Window::new(limits);
         let mut out = vec![];
         let mut start = 0;
         for (i, &s) in stream.iter().enumerate() {
             let ops = i + 1 - start;
-            if let Some(r) = w.record(s, ops, 0) {
+            let reason = w
+                .record(s, ops, 0)
+                .or(reads(i).then_some(CutReason::HostRead));
+            if let Some(r) = reason {
                 out.push((start, ops, r));
                 start = i + 1;
             }
         }
         out
+    }
+
+    fn cuts(limits: WindowLimits, stream: &[u64]) -> Vec<(usize, usize, CutReason)> {
+        cuts_with_reads(limits, stream, &|_| false)
+    }
+
+    /// A pseudo-random signature (a step of distinct ops).
+    fn sig(i: u64) -> u64 {
+        (i + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(17) | 1
+    }
+
+    /// `prologue` distinct ops, then `steps` repetitions of `step`.
+    fn loop_stream(prologue: u64, step: &[u64], steps: usize) -> Vec<u64> {
+        let mut stream: Vec<u64> = (0..prologue).map(|i| sig(1_000_000 + i)).collect();
+        for _ in 0..steps {
+            stream.extend(step);
+        }
+        stream
+    }
+
+    /// The cuts of each step from `from` on: (offset in the step, length,
+    /// reason) of the chunks that start in it.
+    fn cuts_per_step(
+        chunks: &[(usize, usize, CutReason)],
+        prologue: usize,
+        step: usize,
+        from: usize,
+    ) -> Vec<Vec<(usize, usize, CutReason)>> {
+        let mut per_step: Vec<Vec<_>> = vec![];
+        for &(start, len, reason) in chunks {
+            if start < prologue + from * step {
+                continue;
+            }
+            let k = (start - prologue) / step - from;
+            per_step.resize(per_step.len().max(k + 1), vec![]);
+            per_step[k].push(((start - prologue) % step, len, reason));
+        }
+        // The last step's last chunk is never cut.
+        per_step.pop();
+        per_step
     }
 
     fn limits(max_ops: usize) -> WindowLimits {
@@ -221,8 +418,8 @@ mod tests {
             stream.extend(&step);
         }
         let c = cuts(limits(128), &stream);
-        // After the first period cut, every chunk is 3 steps long and starts at
-        // the same phase of the step: the same program every time.
+        // After the first period cut, every chunk is one step long and starts
+        // at the same phase of the step: the same program every time.
         let first_period = c
             .iter()
             .position(|&(_, _, r)| r == CutReason::Period)
@@ -230,7 +427,7 @@ mod tests {
         let steady = &c[first_period + 1..];
         assert!(steady.len() >= 10);
         for &(start, len, reason) in steady {
-            assert_eq!((len, reason), (3 * 37, CutReason::Period));
+            assert_eq!((len, reason), (37, CutReason::Period));
             assert_eq!(
                 stream[start..start + len],
                 stream[steady[0].0..steady[0].0 + len]
@@ -261,6 +458,112 @@ mod tests {
         });
         assert_eq!(w.record(1, 1, 3), None);
         assert_eq!(w.record(2, 2, 4), Some(CutReason::WindowParams));
+    }
+
+    #[test]
+    fn given_a_loop_with_host_reads_and_a_fallback_should_cut_every_iteration_the_same_way() {
+        // A 234-op step (an MLP step with AdamW) whose body reads the loss
+        // (op 120) and falls back to the CPU for one op (op 200): both cut.
+        let step: Vec<u64> = (0..234).map(sig).collect();
+        let stream = loop_stream(37, &step, 30);
+        let reads = |i: usize| i >= 37 && matches!((i - 37) % 234, 120 | 200);
+        let c = cuts_with_reads(limits(512), &stream, &reads);
+        let per_step = cuts_per_step(&c, 37, 234, 3);
+        assert!(per_step.len() >= 26, "{c:?}");
+        for s in &per_step {
+            assert_eq!(s, &per_step[0], "{c:?}");
+        }
+        assert!(per_step[0].iter().any(|&(_, _, r)| r == CutReason::Period));
+    }
+
+    #[test]
+    fn given_reads_every_n_steps_should_not_move_the_period_cuts() {
+        // Logging every 7 steps, at two different points of the step.
+        let step: Vec<u64> = (0..234).map(sig).collect();
+        let stream = loop_stream(11, &step, 60);
+        let reads = |i: usize| {
+            let (n, at) = ((i.max(11) - 11) / 234, (i.max(11) - 11) % 234);
+            i >= 11 && ((n % 7 == 3 && at == 50) || (n % 7 == 5 && at == 180))
+        };
+        let plain = cuts(limits(512), &stream);
+        let read = cuts_with_reads(limits(512), &stream, &reads);
+        let period_cuts = |c: &[(usize, usize, CutReason)]| -> Vec<usize> {
+            c.iter()
+                .filter(|&&(_, _, r)| r == CutReason::Period)
+                .map(|&(start, len, _)| start + len)
+                .collect()
+        };
+        assert_eq!(period_cuts(&plain), period_cuts(&read));
+        // A few kinds of chunk, whatever the reads: each compiles once.
+        let kinds: std::collections::HashSet<&[u64]> = read
+            .iter()
+            .filter(|&&(start, _, _)| start > 11 + 3 * 234)
+            .map(|&(start, len, _)| &stream[start..start + len])
+            .collect();
+        assert!(kinds.len() <= 5, "{} kinds of chunk", kinds.len());
+    }
+
+    #[test]
+    fn given_a_2000_op_loop_without_reads_should_cut_every_iteration_the_same_way() {
+        let step: Vec<u64> = (0..2000).map(sig).collect();
+        let stream = loop_stream(123, &step, 12);
+        let c = cuts(limits(512), &stream);
+        let per_step = cuts_per_step(&c, 123, 2000, 3);
+        assert!(per_step.len() >= 8);
+        for s in &per_step {
+            assert_eq!(s, &per_step[0], "{c:?}");
+        }
+        // Four segments of 500 ops, at the same offsets each time.
+        assert_eq!(per_step[0].len(), 4, "{:?}", per_step[0]);
+        assert!(
+            per_step[0]
+                .iter()
+                .all(|&(_, len, r)| len == 500 && r == CutReason::Period)
+        );
+    }
+
+    #[test]
+    fn given_repeated_layers_in_a_step_should_find_the_step_not_the_layer() {
+        // Embedding, four identical 40-op layers, a loss, an optimizer.
+        let layer: Vec<u64> = (0..40).map(|i| sig(500 + i)).collect();
+        let mut step: Vec<u64> = (0..10).map(sig).collect();
+        for _ in 0..4 {
+            step.extend(&layer);
+        }
+        step.extend((0..30).map(|i| sig(900 + i)));
+        let mut w = Window::new(limits(4096));
+        for &s in &loop_stream(5, &step, 6) {
+            w.record(s, 1, 0);
+        }
+        assert_eq!(w.period(), Some(step.len()));
+    }
+
+    #[test]
+    fn given_the_same_loop_started_at_another_point_should_cut_at_the_same_phase() {
+        // The phase is a property of the ops: a loop entered one way or
+        // another (another prologue, a read first) cuts at the same op.
+        let step: Vec<u64> = (0..300).map(sig).collect();
+        let offsets = |prologue: u64| {
+            let c = cuts(limits(512), &loop_stream(prologue, &step, 8));
+            c.iter()
+                .filter(|&&(_, _, r)| r == CutReason::Period)
+                .map(|&(start, len, _)| (start + len - prologue as usize) % 300)
+                .collect::<std::collections::BTreeSet<_>>()
+        };
+        assert_eq!(offsets(0), offsets(77));
+        assert_eq!(offsets(0).len(), 1);
+    }
+
+    #[test]
+    fn given_a_stream_that_stops_repeating_should_drop_the_period() {
+        let step: Vec<u64> = (0..50).map(sig).collect();
+        let mut w = Window::new(limits(512));
+        for &s in &loop_stream(0, &step, 4) {
+            w.record(s, 1, 0);
+        }
+        assert_eq!(w.period(), Some(50));
+        w.record(sig(99_999), 1, 0);
+        assert_eq!(w.period(), None);
     }
 
     #[test]
