@@ -21,8 +21,8 @@ pub use fusion::{BinaryOp, DType, Reduction, Scalar, UnaryOp};
 pub use runtime::pjrt::MemoryStats;
 pub use runtime::{
     Device, Element, Error, Manifest, Metrics, Mode, ModeGuard, Operand, Result, Tensor,
-    default_device, manifest, metrics, mode, set_check_nan, set_mode, shutdown, sync, with_mode,
-    with_origin,
+    default_device, manifest, metrics, mode, set_check_nan, set_mode, shutdown, sync,
+    wait_for_compiles, with_mode, with_origin,
 };
 
 /// Lower layers, for tools and tests: the op IR and the PJRT wrappers.

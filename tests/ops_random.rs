@@ -168,7 +168,14 @@ fn a_loop_drawing_a_new_key_every_step_repeats_as_one_chunk() {
         "{}",
         after.report()
     );
-    assert!(loads(&after) - loads(&before) <= 3, "{}", after.report());
+    // A few distinct chunks, and a few programs: the single-op programs the
+    // chunks run as until they are hot, then theirs; never one per step.
+    assert!(
+        after.chunk_keys - before.chunk_keys <= 3,
+        "{}",
+        after.report()
+    );
+    assert!(loads(&after) - loads(&before) <= 10, "{}", after.report());
     let mut want = vec![0.0f64; n as usize];
     for s in &samples {
         for (a, u) in want.iter_mut().zip(s) {

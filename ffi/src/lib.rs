@@ -286,6 +286,13 @@ mod runtime_api {
             Ok(())
         }
 
+        /// Waits until the fused chunks queued for background compilation are
+        /// compiled.
+        fn eagertpu_wait_for_compiles() {
+            eagertpu::wait_for_compiles()?;
+            Ok(())
+        }
+
         /// Makes the first op producing NaN/Inf an error naming it (0 or 1).
         fn eagertpu_set_check_nan(on: i32) {
             eagertpu::set_check_nan(on != 0)?;

@@ -129,6 +129,17 @@ impl Graph {
             .map(|(_, o)| *o as usize)
     }
 
+    /// The graph's hash (what `Hash` feeds a hasher): equal graphs have
+    /// equal hashes; unequal ones rarely do.
+    pub fn key_hash(&self) -> u64 {
+        self.hash
+    }
+
+    /// Parameters donated to an output.
+    pub fn num_aliases(&self) -> usize {
+        self.aliases.len()
+    }
+
     fn next_id(&self) -> ValueId {
         ValueId(self.defs.len() as u32)
     }

@@ -75,6 +75,14 @@ def sync() -> None:
     _lib.check(_lib.ffi.eagertpu_sync())
 
 
+def wait_for_compiles() -> None:
+    """Waits until the fused chunks queued for background compilation are compiled.
+
+    Recording never needs this; call it to measure a warmed-up loop."""
+    _loaded()
+    _lib.check(_lib.ffi.eagertpu_wait_for_compiles())
+
+
 def set_mode(name: str) -> None:
     """`"debug"`, `"strict"` or `"fused"` for the whole process; pending work runs first."""
     _loaded()

@@ -91,6 +91,48 @@ impl CompileCache {
         }
     }
 
+    /// The program for `graph` if it is in memory (counted as a hit).
+    pub fn loaded(&self, graph: &Graph, counters: &Counters) -> Option<Arc<Program>> {
+        let p = lock(&self.programs).get(graph).cloned();
+        if p.is_some() {
+            Counters::add(&counters.memory_hits, 1);
+        }
+        p
+    }
+
+    /// The program for `graph` if the on-disk cache has it (loaded into
+    /// memory); never compiles.
+    pub fn load_from_disk(&self, graph: &Graph, counters: &Counters) -> Option<Arc<Program>> {
+        let disk = self.disk.as_ref()?;
+        let text = fusion::lower::lower(graph);
+        let key = self.program_key(&text);
+        let Lookup::Hit(bytes) = disk.load(key, &text, &self.fingerprint) else {
+            return None;
+        };
+        let exe = Executable::deserialize_and_load(&self.client, &bytes, &self.options).ok()?;
+        if let Some(reason) = lock(&self.explainer).explain(key, graph) {
+            tracing::warn!(target: "eagertpu::recompile", "{reason}");
+            lock(&counters.recompile_reasons).push(reason);
+        }
+        Counters::add(&counters.disk_hits, 1);
+        let program = Arc::new(Program { exe: Arc::new(exe) });
+        lock(&self.programs).put(graph.clone(), program.clone());
+        Some(program)
+    }
+
+    fn program_key(&self, text: &str) -> u128 {
+        digest128(&[
+            text.as_bytes(),
+            &self.encoded_options,
+            self.fingerprint.as_bytes(),
+        ])
+    }
+
+    /// Whether programs are kept on disk.
+    pub fn has_disk(&self) -> bool {
+        self.disk.is_some()
+    }
+
     /// The compiled program for `graph`: from memory, from disk, or compiled.
     pub fn get(&self, graph: &Graph, counters: &Counters) -> Result<Arc<Program>> {
         if let Some(p) = lock(&self.programs).get(graph) {
@@ -98,11 +140,7 @@ impl CompileCache {
             return Ok(p.clone());
         }
         let text = fusion::lower::lower(graph);
-        let key = digest128(&[
-            text.as_bytes(),
-            &self.encoded_options,
-            self.fingerprint.as_bytes(),
-        ]);
+        let key = self.program_key(&text);
         let flight = self.in_flight.entry(key).or_default().clone();
         let mut loaded_here = false;
         let exe = flight

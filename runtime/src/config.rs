@@ -69,6 +69,12 @@ pub struct Config {
     /// `EAGERTPU_CHECK_HAZARDS=1`: verify the buffer-ordering invariant at
     /// every launch (see `stream::hazards`).
     pub check_hazards: bool,
+    /// `EAGERTPU_COMPILE_THREADS`: threads compiling fused chunks in the
+    /// background (default 1; 0 compiles them on the recording thread).
+    pub compile_threads: usize,
+    /// `EAGERTPU_HOT_THRESHOLD`: how many times a fused chunk is seen before
+    /// it is compiled (default 2); until then it runs op by op.
+    pub hot_threshold: u32,
 }
 
 fn bad(name: &str, value: &str, expected: &str) -> Error {
@@ -190,6 +196,15 @@ impl Config {
             disk_cache: disk_cache()?,
             xla_options: xla_options()?,
             check_hazards: flag("EAGERTPU_CHECK_HAZARDS")?,
+            compile_threads: match var("EAGERTPU_COMPILE_THREADS") {
+                None => 1,
+                Some(n) if n.trim() == "0" => 0,
+                Some(n) => positive("EAGERTPU_COMPILE_THREADS", &n)? as usize,
+            },
+            hot_threshold: match var("EAGERTPU_HOT_THRESHOLD") {
+                None => 2,
+                Some(n) => positive("EAGERTPU_HOT_THRESHOLD", &n)?.min(u32::MAX as u64) as u32,
+            },
         })
     }
 }

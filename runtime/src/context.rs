@@ -8,6 +8,7 @@ use fusion::policy::CutReason;
 use std::sync::{Arc, OnceLock};
 
 use crate::cache::CompileCache;
+use crate::compiler::BackgroundCompiler;
 use crate::config::{Config, Mode};
 use crate::error::{Error, Result};
 use crate::metrics::Counters;
@@ -71,6 +72,10 @@ pub(crate) struct Runtime {
     pub hazards: Option<HazardChecker>,
     pub streams: Vec<Stream>,
     pub cache: CompileCache,
+    /// Compiles hot fused chunks off the recording thread.
+    pub compiler: BackgroundCompiler,
+    /// Sightings of a fused chunk before it is compiled.
+    pub hot_threshold: u32,
     pub counters: Counters,
     pub manifest: Manifest,
 }
@@ -176,6 +181,8 @@ fn start() -> Result<Runtime> {
         mode: AtomicU8::new(MODES.iter().position(|m| *m == config.mode).unwrap_or(0) as u8),
         check_nan: AtomicBool::new(config.check_nan),
         hazards: config.check_hazards.then(HazardChecker::default),
+        compiler: BackgroundCompiler::new(config.compile_threads),
+        hot_threshold: config.hot_threshold,
         streams,
         counters: Counters::default(),
         manifest,

@@ -2,6 +2,7 @@
 //! and the `Tensor` API built on them.
 
 mod cache;
+mod compiler;
 pub mod config;
 mod context;
 mod disk;
@@ -78,6 +79,14 @@ pub fn shutdown() -> Result<()> {
     let rt = context::get()?;
     rt.cut_all(fusion::policy::CutReason::Shutdown)?;
     tensor::sync()
+}
+
+/// Waits until every fused chunk queued for compilation in the background is
+/// compiled (or failed to). The op stream never needs this; benchmarks and
+/// tests call it to measure a loop once its programs are ready.
+pub fn wait_for_compiles() -> Result<()> {
+    context::get()?.compiler.wait_idle();
+    Ok(())
 }
 
 /// Makes the first op that produces NaN or Inf (from finite inputs) an error

@@ -29,6 +29,11 @@ pub(crate) struct Counters {
     pub donations_blocked_by_readers: AtomicU64,
     pub hazard_checks: AtomicU64,
     pub lifted_scalars: AtomicU64,
+    pub chunk_keys: AtomicU64,
+    pub chunks_op_by_op: AtomicU64,
+    pub chunks_op_by_op_while_compiling: AtomicU64,
+    pub background_compiles: AtomicU64,
+    pub promotions: AtomicU64,
     pub recompile_reasons: Mutex<Vec<String>>,
 }
 
@@ -67,6 +72,11 @@ impl Counters {
             donations_blocked_by_readers: get(&self.donations_blocked_by_readers),
             hazard_checks: get(&self.hazard_checks),
             lifted_scalars: get(&self.lifted_scalars),
+            chunk_keys: get(&self.chunk_keys),
+            chunks_op_by_op: get(&self.chunks_op_by_op),
+            chunks_op_by_op_while_compiling: get(&self.chunks_op_by_op_while_compiling),
+            background_compiles: get(&self.background_compiles),
+            promotions: get(&self.promotions),
             cached_executables,
             live_buffers: crate::pjrt::live::BUFFERS.get(),
             live_executables: crate::pjrt::live::EXECUTABLES.get(),
@@ -112,6 +122,17 @@ pub struct Metrics {
     pub hazard_checks: u64,
     /// Scalars passed as parameters instead of being compiled in.
     pub lifted_scalars: u64,
+    /// Distinct fused chunks seen (a loop that settled adds none).
+    pub chunk_keys: u64,
+    /// Fused chunks run as their ops one by one because their program was
+    /// not ready (not yet hot, or compiling).
+    pub chunks_op_by_op: u64,
+    /// Of those, chunks whose program was compiling in the background.
+    pub chunks_op_by_op_while_compiling: u64,
+    /// Fused programs compiled (or loaded) by the background compile pool.
+    pub background_compiles: u64,
+    /// Chunks that ran op by op and then, their program ready, as one program.
+    pub promotions: u64,
     /// Executables held by the in-memory cache.
     pub cached_executables: usize,
     /// Device buffers alive now.
@@ -155,7 +176,9 @@ impl Metrics {
              \"disk_writes\": {}, \"disk_bad_entries\": {}, \"executions\": {}, \"chunks\": {{{}}}, \
              \"transfers_to_device\": {}, \"bytes_to_device\": {}, \"transfers_to_host\": {}, \
              \"bytes_to_host\": {}, \"host_syncs\": {}, \"donated_buffers\": {}, \"donations_blocked_by_readers\": {}, \
-             \"hazard_checks\": {}, \"lifted_scalars\": {}, \
+             \"hazard_checks\": {}, \"lifted_scalars\": {}, \"chunk_keys\": {}, \
+             \"chunks_op_by_op\": {}, \"chunks_op_by_op_while_compiling\": {}, \
+             \"background_compiles\": {}, \"promotions\": {}, \
              \"cached_executables\": {}, \"live_buffers\": {}, \"live_executables\": {}, \
              \"recompile_reasons\": [{}]}}",
             self.ops_recorded,
@@ -178,6 +201,11 @@ impl Metrics {
             self.donations_blocked_by_readers,
             self.hazard_checks,
             self.lifted_scalars,
+            self.chunk_keys,
+            self.chunks_op_by_op,
+            self.chunks_op_by_op_while_compiling,
+            self.background_compiles,
+            self.promotions,
             self.cached_executables,
             self.live_buffers,
             self.live_executables,
@@ -203,6 +231,8 @@ impl Metrics {
              donated buffers     {} ({} blocked by unfinished readers)\n\
              hazard checks       {}\n\
              lifted scalars      {}\n\
+             fused chunk keys    {} ({} chunks run op by op, {} while compiling; {} promoted)\n\
+             background compiles {}\n\
              cached executables  {}\n\
              live buffers        {}\n\
              live executables    {}\n",
@@ -229,6 +259,11 @@ impl Metrics {
             self.donations_blocked_by_readers,
             self.hazard_checks,
             self.lifted_scalars,
+            self.chunk_keys,
+            self.chunks_op_by_op,
+            self.chunks_op_by_op_while_compiling,
+            self.promotions,
+            self.background_compiles,
             self.cached_executables,
             self.live_buffers,
             self.live_executables

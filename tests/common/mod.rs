@@ -306,6 +306,9 @@ pub fn child_command(name: &str, env: &[(&str, &str)]) -> std::process::Command 
         "EAGERTPU_XLA_OPTIONS",
         "EAGERTPU_CACHE_READONLY",
         "EAGERTPU_CACHE_MAX_BYTES",
+        "EAGERTPU_COMPILE_THREADS",
+        "EAGERTPU_HOT_THRESHOLD",
+        "EAGERTPU_WINDOW",
     ] {
         cmd.env_remove(var);
     }
@@ -378,6 +381,16 @@ macro_rules! all_modes {
 
 /// Asserts `r` failed naming `op` and every word of `words`, and that the
 /// next op still works.
+/// Runs `body` until the fused chunks it cuts are compiled (a chunk runs op
+/// by op until seen twice, then compiles in the background), then once more:
+/// the last run's result.
+pub fn warmed<T>(mut body: impl FnMut() -> T) -> T {
+    body();
+    body();
+    eagertpu::wait_for_compiles().unwrap();
+    body()
+}
+
 pub fn assert_err<T: std::fmt::Debug>(r: eagertpu::Result<T>, op: &str, words: &[&str]) {
     let e = err_text(r);
     assert!(e.contains(op), "expected an error naming {op}: {e}");

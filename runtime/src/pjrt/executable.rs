@@ -180,6 +180,18 @@ impl Executable {
         inputs: &[&Buffer],
         device: &Device,
     ) -> Result<(Vec<Buffer>, Option<Event>)> {
+        self.execute_keeping(inputs, device, &[])
+    }
+
+    /// Runs the program like `execute`, but the inputs at `kept` (parameter
+    /// indices) are not donated even if the program aliases them to an
+    /// output: that output gets fresh memory, the input stays as it is.
+    pub fn execute_keeping(
+        &self,
+        inputs: &[&Buffer],
+        device: &Device,
+        kept: &[i64],
+    ) -> Result<(Vec<Buffer>, Option<Event>)> {
         let raw_inputs: Vec<*mut PJRT_Buffer> = inputs.iter().map(|b| b.raw()).collect();
         let arg_list: *const *mut PJRT_Buffer = raw_inputs.as_ptr();
         let mut raw_outputs: Vec<*mut PJRT_Buffer> = vec![std::ptr::null_mut(); self.num_outputs];
@@ -187,6 +199,10 @@ impl Executable {
         let mut complete: *mut PJRT_Event = std::ptr::null_mut();
         let mut options = PJRT_ExecuteOptions::default();
         options.set_struct_size();
+        if !kept.is_empty() {
+            options.non_donatable_input_indices = kept.as_ptr();
+            options.num_non_donatable_input_indices = kept.len();
+        }
         let mut args = PJRT_LoadedExecutable_Execute_Args {
             executable: self.raw,
             options: &mut options,

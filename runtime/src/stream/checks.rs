@@ -78,10 +78,13 @@ impl Stream {
                 dim,
                 size,
             };
+            st.calls = st.calls.wrapping_add(1);
+            let call = st.calls;
             let mut rec = Recorder {
                 trace: &mut st.trace,
                 origin,
                 counters: &rt.counters,
+                call,
             };
             let number = st.index.checks.len().min(MAX_CHECKS - 1) as i64 + 1;
             let flag = out_of_range(

@@ -1,0 +1,114 @@
+//! The background compile pool: fused chunks that became hot are compiled off
+//! the recording thread, into the one compile cache, while their ops keep
+//! running one by one (`stream::tiers`). The queue is bounded: when it is
+//! full a chunk is simply offered again the next time it is seen.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use crossbeam::channel::{Sender, TrySendError, bounded};
+use fusion::Graph;
+
+use crate::metrics::Counters;
+use crate::value::lock;
+
+/// Chunks waiting for a compile thread.
+const QUEUE: usize = 64;
+
+pub(crate) struct BackgroundCompiler {
+    threads: usize,
+    queue: OnceLock<Option<Sender<Graph>>>,
+    /// Chunks (by graph hash) whose fused program failed to compile: they
+    /// keep running op by op, where a failing op names itself.
+    failed: Mutex<HashSet<u64>>,
+    /// Chunks queued or compiling.
+    unfinished: AtomicUsize,
+}
+
+impl BackgroundCompiler {
+    /// A pool of `threads` compile threads, started on first use (0: none;
+    /// callers compile on their own thread).
+    pub fn new(threads: usize) -> BackgroundCompiler {
+        BackgroundCompiler {
+            threads,
+            queue: OnceLock::new(),
+            failed: Mutex::default(),
+            unfinished: AtomicUsize::new(0),
+        }
+    }
+
+    /// Whether chunks compile in the background.
+    pub fn enabled(&self) -> bool {
+        self.threads > 0
+    }
+
+    /// Queues `graph` to compile; false if the queue is full (or the pool
+    /// could not start).
+    pub fn submit(&self, graph: Graph) -> bool {
+        let Some(queue) = self.queue.get_or_init(|| self.start()) else {
+            return false;
+        };
+        self.unfinished.fetch_add(1, Ordering::AcqRel);
+        match queue.try_send(graph) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                self.unfinished.fetch_sub(1, Ordering::AcqRel);
+                false
+            }
+        }
+    }
+
+    /// Blocks until every queued chunk is compiled (for benchmarks and tests
+    /// that measure a warmed-up loop).
+    pub fn wait_idle(&self) {
+        while self.unfinished.load(Ordering::Acquire) > 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Whether the fused program of the chunk with graph hash `key` failed to
+    /// compile.
+    pub fn failed(&self, key: u64) -> bool {
+        lock(&self.failed).contains(&key)
+    }
+
+    pub fn mark_failed(&self, key: u64) {
+        lock(&self.failed).insert(key);
+    }
+
+    fn start(&self) -> Option<Sender<Graph>> {
+        let (sender, receiver) = bounded::<Graph>(QUEUE);
+        let mut started = 0;
+        for i in 0..self.threads {
+            let receiver = receiver.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("eagertpu-compile-{i}"))
+                .spawn(move || {
+                    // The runtime is up: a stream submitted this graph.
+                    let Ok(rt) = crate::context::get() else {
+                        return;
+                    };
+                    for graph in receiver {
+                        if let Err(e) = rt.cache.get(&graph, &rt.counters) {
+                            tracing::warn!(
+                                target: "eagertpu::compile",
+                                "a fused chunk of {} ops failed to compile in the background \
+                                 ({e}); it keeps running op by op",
+                                graph.nodes().count()
+                            );
+                            rt.compiler.mark_failed(graph.key_hash());
+                        }
+                        Counters::add(&rt.counters.background_compiles, 1);
+                        rt.compiler.unfinished.fetch_sub(1, Ordering::AcqRel);
+                    }
+                });
+            match spawned {
+                Ok(_) => started += 1,
+                Err(e) => tracing::warn!("cannot start a compile thread: {e}"),
+            }
+        }
+        (started > 0).then_some(sender)
+    }
+}

@@ -1,0 +1,381 @@
+//! Launch: a cut chunk becomes a graph with parameters (scalars lifted, dead
+//! inputs donated), is found in the compile cache, and runs; a chunk that
+//! fails is re-run op by op to name the op.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use fusion::hash::FxBuild;
+use fusion::{DType, Graph, Op, Scalar, TensorType, ValueId};
+use smallvec::SmallVec;
+
+use super::liveness::Launch;
+use super::record::TraceNode;
+use super::{HazardChecker, SCALAR_CACHE, Stream, StreamState, checks, tiers};
+use crate::config::Mode;
+use crate::context::Runtime;
+use crate::error::{Error, Result};
+use crate::host;
+use crate::metrics::Counters;
+use crate::pjrt::Buffer;
+use crate::value::{Completion, Value};
+
+/// A parameter of a chunk: an input buffer, and the value it came from
+/// (none for a lifted scalar).
+pub(super) struct Param {
+    pub(super) value: Option<Arc<Value>>,
+    pub(super) buffer: Arc<Buffer>,
+    pub(super) done: Option<Arc<Completion>>,
+}
+
+impl Stream {
+    /// Launches a chunk. `Err`: nothing ran and every result fails with it.
+    /// `Ok(Some(e))`: the chunk was run op by op after failing, each result is
+    /// ready or failed on its own, and `e` is the first failure.
+    pub(super) fn launch(
+        &self,
+        rt: &Runtime,
+        st: &mut StreamState,
+        launches: &[Launch],
+        wait: bool,
+    ) -> Result<Option<Error>> {
+        let last = launches.last().map(|l| l.node.blame(launches.len()));
+        let blame = |cause: Error| match &last {
+            Some(b) => b.error(cause),
+            None => cause,
+        };
+        let debug = rt.effective_mode() == Mode::Debug;
+        if debug {
+            checks::check_indices_on_host(launches)?;
+        }
+        // Chunks known done release the input buffers they hold, so that
+        // their last readers no longer block a donation.
+        st.outstanding.retain(|c| !c.done_ok());
+        let (graph, params) = self.build_graph(rt, st, launches, !debug)?;
+        let program = if rt.effective_mode() == Mode::Fused && tiers::several_calls(launches) {
+            match self.fused_program(rt, st, &graph) {
+                Some(p) => p,
+                None => {
+                    drop(params);
+                    return Ok(self.run_op_by_op(rt, st, launches));
+                }
+            }
+        } else {
+            match rt.cache.get(&graph, &rt.counters) {
+                Ok(p) => p,
+                Err(e) if launches.len() > 1 => return Ok(self.isolate(rt, launches, e)),
+                Err(e) => return Err(blame(e)),
+            }
+        };
+        let kept = Self::kept_by_readers(rt, &graph, &params);
+        let snapshot = match &rt.hazards {
+            Some(_) => {
+                HazardChecker::check_donations(&graph, &params, &kept, &st.outstanding)
+                    .map_err(blame)?;
+                Some(HazardChecker::snapshot(&graph, &params)?)
+            }
+            None => None,
+        };
+        let inputs: Vec<&Buffer> = params.iter().map(|p| p.buffer.as_ref()).collect();
+        let (outputs, event) = match program.exe.execute_keeping(&inputs, &self.device, &kept) {
+            Ok(x) => x,
+            Err(e) if launches.len() > 1 => {
+                drop(inputs);
+                drop(params);
+                return Ok(self.isolate(rt, launches, e));
+            }
+            Err(e) => return Err(blame(e)),
+        };
+        Counters::add(&rt.counters.executions, 1);
+        let donated = graph.num_aliases() - kept.len();
+        Counters::add(&rt.counters.donated_buffers, donated as u64);
+        let deps: Vec<Arc<Completion>> = params
+            .iter()
+            .filter_map(|p| p.done.clone())
+            .filter(|d| !d.done_ok())
+            .collect();
+        let reads = params.iter().map(|p| p.buffer.clone()).collect();
+        let blamed = last.clone().expect("a chunk has nodes");
+        let completion = Completion::new(event, blamed, deps, reads);
+        let exported = launches.iter().filter_map(|l| l.export.as_ref());
+        for (value, buffer) in exported.zip(outputs) {
+            value.set_ready(buffer, Some(completion.clone()));
+        }
+        st.outstanding.push(completion.clone());
+        if let (Some(checker), Some(snapshot)) = (&rt.hazards, snapshot)
+            && completion.wait().is_ok()
+        {
+            Counters::add(&rt.counters.hazard_checks, 1);
+            let outputs = launches
+                .iter()
+                .filter_map(|l| l.export.as_ref())
+                .map(|v| v.wait())
+                .collect::<Result<Vec<_>>>()?;
+            checker
+                .check_addresses(&rt.cache, &self.device, &graph, &snapshot, &outputs)
+                .map_err(blame)?;
+        }
+        if wait {
+            completion.wait()?;
+            if rt.check_nan() {
+                check_finite(launches, &params)?;
+            }
+        }
+        Ok(None)
+    }
+
+    /// The chunk as a graph and its parameters: ready inputs become parameters,
+    /// scalars are lifted, and (with `donate`) dead inputs are donated.
+    fn build_graph(
+        &self,
+        rt: &Runtime,
+        st: &mut StreamState,
+        launches: &[Launch],
+        donate: bool,
+    ) -> Result<(Graph, Vec<Param>)> {
+        let mut graph = Graph::new();
+        let mut params: Vec<Param> = vec![];
+        // Parameters by value address, and how many chunk nodes read each.
+        let mut param_ids: HashMap<usize, (ValueId, usize), FxBuild> = HashMap::default();
+        let mut ids: Vec<ValueId> = Vec::with_capacity(launches.len());
+        let mut lifted: HashMap<(DType, u64), ValueId, FxBuild> = HashMap::default();
+        for l in launches {
+            let node = &l.node;
+            let id = match &node.op {
+                Op::Full { value, ty } if node.lift || !is_key_constant(*value) => {
+                    // One parameter per distinct scalar: a loop of `x * 0.9`
+                    // reads one, not one per op. (So which scalars are equal
+                    // is part of the program, as in torch_xla; a random key
+                    // is not shared, or a key with equal halves would make a
+                    // program of its own.)
+                    let key = (ty.dtype, host::scalar_bits(*value, ty.dtype).0);
+                    let shared = if node.lift { None } else { lifted.get(&key) };
+                    let p = match shared {
+                        Some(p) => *p,
+                        None => {
+                            // A random key never repeats: not worth a cache slot.
+                            let buffer =
+                                self.scalar_buffer(rt, st, *value, ty.dtype, !node.lift)?;
+                            let p = graph.param(TensorType::scalar(ty.dtype));
+                            params.push(Param {
+                                value: None,
+                                buffer,
+                                done: None,
+                            });
+                            Counters::add(&rt.counters.lifted_scalars, 1);
+                            if !node.lift {
+                                lifted.insert(key, p);
+                            }
+                            p
+                        }
+                    };
+                    if ty.rank() == 0 {
+                        p
+                    } else {
+                        graph.push_inferred(Op::BroadcastTo(ty.shape.clone()), &[p], ty.clone())
+                    }
+                }
+                op => {
+                    let mut inputs: SmallVec<[ValueId; 3]> = SmallVec::new();
+                    for (input, from) in node.inputs.iter().zip(&l.from) {
+                        if let Some(k) = from {
+                            inputs.push(ids[*k as usize]);
+                            continue;
+                        }
+                        let addr = Arc::as_ptr(input) as usize;
+                        if let Some((id, uses)) = param_ids.get_mut(&addr) {
+                            *uses += 1;
+                            inputs.push(*id);
+                            continue;
+                        }
+                        let (buffer, done) = input.buffer()?.ok_or_else(|| {
+                            Error::Internal(
+                                "an input is pending outside the chunk being run".into(),
+                            )
+                        })?;
+                        let id = graph.param(input.ty.clone());
+                        params.push(Param {
+                            value: Some(input.clone()),
+                            buffer,
+                            done,
+                        });
+                        param_ids.insert(addr, (id, 1));
+                        inputs.push(id);
+                    }
+                    graph.push_inferred(op.clone(), &inputs, node.ty.clone())
+                }
+            };
+            ids.push(id);
+        }
+        for (l, id) in launches.iter().zip(&ids) {
+            if l.export.is_some() {
+                graph.output(*id);
+            }
+        }
+        if donate {
+            let uses: HashMap<usize, usize, FxBuild> = param_ids
+                .iter()
+                .map(|(addr, (_, uses))| (*addr, *uses))
+                .collect();
+            self.donate(&mut graph, &params, &uses);
+        }
+        Ok((graph, params))
+    }
+
+    /// Aliases each parameter nothing outside the chunk holds to an output of
+    /// its type, so an update like `w = w - lr * g` reuses `w`'s memory.
+    /// Whether a value is dead is a property of the program, so the aliases
+    /// (part of the program's key) are the same at every step; whether its
+    /// buffer can be donated now is decided at launch (`kept_by_readers`).
+    fn donate(&self, graph: &mut Graph, params: &[Param], uses: &HashMap<usize, usize, FxBuild>) {
+        let mut taken = vec![false; graph.outputs().len()];
+        for (i, p) in params.iter().enumerate() {
+            let Some(v) = &p.value else { continue };
+            let internal = uses.get(&(Arc::as_ptr(v) as usize)).copied().unwrap_or(0);
+            // References: this parameter's own, plus the chunk's readers.
+            if Arc::strong_count(v) != internal + 1 {
+                continue;
+            }
+            let out = graph
+                .output_types()
+                .enumerate()
+                .position(|(k, t)| !taken[k] && *t == v.ty);
+            if let Some(k) = out {
+                taken[k] = true;
+                graph.alias(i, k);
+            }
+        }
+    }
+
+    /// The aliased parameters whose buffer must not be donated at this launch.
+    ///
+    /// The invariant (see `value.rs`): a buffer is donated only when no one
+    /// else holds it: no tensor or view holds its value (`donate`), and no
+    /// unfinished chunk or host read holds the buffer, its only holders being
+    /// the value and this launch. A dead input still being read is kept: its
+    /// update gets fresh memory (`donations_blocked_by_readers`).
+    fn kept_by_readers(rt: &Runtime, graph: &Graph, params: &[Param]) -> SmallVec<[i64; 4]> {
+        let mut kept = SmallVec::new();
+        if graph.num_aliases() == 0 {
+            return kept;
+        }
+        for (i, p) in params.iter().enumerate() {
+            // The value's state and this parameter.
+            if graph.aliased_output(i).is_some() && Arc::strong_count(&p.buffer) != 2 {
+                Counters::add(&rt.counters.donations_blocked_by_readers, 1);
+                kept.push(i as i64);
+            }
+        }
+        kept
+    }
+
+    fn scalar_buffer(
+        &self,
+        rt: &Runtime,
+        st: &mut StreamState,
+        value: Scalar,
+        dtype: DType,
+        cache: bool,
+    ) -> Result<Arc<Buffer>> {
+        let (bits, len) = host::scalar_bits(value, dtype);
+        let key = (dtype, bits);
+        if let Some(b) = st.scalars.get(&key) {
+            return Ok(b.clone());
+        }
+        let bytes = &bits.to_le_bytes()[..len];
+        let buffer = Arc::new(Buffer::from_host(&self.device, dtype, &[], bytes)?);
+        Counters::add(&rt.counters.transfers_to_device, 1);
+        Counters::add(&rt.counters.bytes_to_device, bytes.len() as u64);
+        if !cache {
+            return Ok(buffer);
+        }
+        if st.scalars.len() >= SCALAR_CACHE {
+            st.scalars.clear();
+        }
+        st.scalars.insert(key, buffer.clone());
+        Ok(buffer)
+    }
+
+    /// A chunk of several ops failed to compile or run: run its ops one by one
+    /// (waiting for each) to find the op that fails. That op's results, and
+    /// everything computed from them, fail with an error naming it; the other
+    /// ops' results are computed. Returns the first failure, if any.
+    fn isolate(&self, rt: &Runtime, launches: &[Launch], chunk_error: Error) -> Option<Error> {
+        tracing::warn!(
+            target: "eagertpu::exec",
+            "a fused chunk of {} ops failed ({chunk_error}); running it op by op to find the op",
+            launches.len()
+        );
+        let mut first = None;
+        for l in launches {
+            let Some(out) = l.node.output.upgrade() else {
+                continue;
+            };
+            match self.run_alone(rt, &l.node) {
+                Ok(buffer) => out.set_ready(buffer, None),
+                Err(e) => {
+                    first.get_or_insert_with(|| e.clone());
+                    out.set_failed(e);
+                }
+            }
+        }
+        first
+    }
+
+    /// Runs one node as its own program and waits for it. A failed input
+    /// fails it with the input's error.
+    fn run_alone(&self, rt: &Runtime, node: &TraceNode) -> Result<Buffer> {
+        let mut graph = Graph::new();
+        let mut buffers = vec![];
+        let mut ids: SmallVec<[ValueId; 3]> = SmallVec::new();
+        for input in &node.inputs {
+            buffers.push(input.wait()?);
+            ids.push(graph.param(input.ty.clone()));
+        }
+        let id = graph.push_inferred(node.op.clone(), &ids, node.ty.clone());
+        graph.output(id);
+        let blame = |e: Error| node.blame(1).error(e);
+        let program = rt.cache.get(&graph, &rt.counters).map_err(blame)?;
+        let inputs: Vec<&Buffer> = buffers.iter().map(|b| b.as_ref()).collect();
+        let (mut outputs, done) = program.exe.execute(&inputs, &self.device).map_err(blame)?;
+        Counters::add(&rt.counters.executions, 1);
+        if let Some(done) = done {
+            done.wait().map_err(blame)?;
+        }
+        Ok(outputs.remove(0))
+    }
+}
+
+/// 0, 1 and -1 stay in the program (they enable simplifications); every other
+/// scalar becomes a parameter.
+fn is_key_constant(s: Scalar) -> bool {
+    let x = s.as_f64();
+    x == 0.0 || x == 1.0 || x == -1.0 || matches!(s, Scalar::Bool(_))
+}
+
+/// `EAGERTPU_CHECK_NAN=1`: an exported float output with NaN/Inf, from inputs
+/// that had none, is an error at the op that produced it.
+fn check_finite(launches: &[Launch], params: &[Param]) -> Result<()> {
+    for p in params {
+        let Some(v) = &p.value else { continue };
+        if v.ty.dtype.is_float() && host::count_non_finite(&p.buffer, &v.ty)? != (0, 0) {
+            return Ok(());
+        }
+    }
+    for l in launches {
+        let Some(v) = &l.export else { continue };
+        if !v.ty.dtype.is_float() {
+            continue;
+        }
+        let buffer = v.wait()?;
+        let (nan, inf) = host::count_non_finite(&buffer, &v.ty)?;
+        if nan + inf > 0 {
+            return Err(l.node.blame(1).error(Error::NonFinite {
+                output: v.ty.to_string(),
+                nan,
+                inf,
+            }));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,107 @@
+//! Recording: the nodes one API call adds to a stream's trace.
+
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Weak};
+
+use fusion::hash::FxHasher;
+use fusion::{DType, Op, Scalar, TensorType};
+use smallvec::SmallVec;
+
+use crate::error::Result;
+use crate::metrics::Counters;
+use crate::origin::Origin;
+use crate::value::{Blame, Value};
+
+pub(super) struct TraceNode {
+    pub(super) op: Op,
+    pub(super) inputs: SmallVec<[Arc<Value>; 3]>,
+    /// Weak: a value nobody holds any more is not exported.
+    pub(super) output: Weak<Value>,
+    pub(super) ty: TensorType,
+    pub(super) origin: Origin,
+    /// A scalar (`Op::Full`) that is a parameter whatever its value, even 0,
+    /// 1 or -1: an RNG key. Its value is no part of the op's signature either.
+    pub(super) lift: bool,
+    /// The API call that recorded it (a per-stream sequence number): a chunk
+    /// run op by op runs each call's nodes as one program, as strict mode does.
+    pub(super) call: u32,
+}
+
+impl TraceNode {
+    pub(super) fn blame(&self, chunk_ops: usize) -> Blame {
+        Blame {
+            op: self.op.name(),
+            inputs: self.inputs.iter().map(|v| v.ty.clone()).collect(),
+            origin: self.origin.clone(),
+            chunk_ops,
+        }
+    }
+
+    /// Op and input types: what the window compares to find the loop.
+    pub(super) fn signature(&self) -> u64 {
+        let mut h = FxHasher::default();
+        match &self.op {
+            // A key changes every step; the loop still repeats.
+            Op::Full { ty, .. } if self.lift => ty.hash(&mut h),
+            op => op.hash(&mut h),
+        }
+        for v in &self.inputs {
+            v.ty.hash(&mut h);
+        }
+        h.finish()
+    }
+}
+
+/// Records the nodes of one API call.
+pub(crate) struct Recorder<'a> {
+    pub(super) trace: &'a mut Vec<TraceNode>,
+    pub(super) origin: Origin,
+    pub(super) counters: &'a Counters,
+    pub(super) call: u32,
+}
+
+impl Recorder<'_> {
+    /// Records `op` over `inputs`; checks them first (`Op::infer`).
+    pub fn node(&mut self, op: Op, inputs: &[&Arc<Value>]) -> Result<Arc<Value>> {
+        self.push(op, inputs, false)
+    }
+
+    fn push(&mut self, op: Op, inputs: &[&Arc<Value>], lift: bool) -> Result<Arc<Value>> {
+        let types: SmallVec<[TensorType; 3]> = inputs.iter().map(|v| v.ty.clone()).collect();
+        let ty = op.infer(&types)?;
+        let out = Value::pending(ty.clone(), self.trace.len());
+        self.trace.push(TraceNode {
+            op,
+            inputs: inputs.iter().map(|v| Arc::clone(v)).collect(),
+            output: Arc::downgrade(&out),
+            ty,
+            origin: self.origin.clone(),
+            lift,
+            call: self.call,
+        });
+        Counters::add(&self.counters.ops_recorded, 1);
+        Ok(out)
+    }
+
+    /// A 0-d int64 value holding `value` that reaches the program as a
+    /// parameter whatever its value (an RNG key: a key of 0 or 1 must not
+    /// compile a program of its own).
+    pub fn key(&mut self, value: i64) -> Result<Arc<Value>> {
+        let op = Op::Full {
+            value: Scalar::Int(value),
+            ty: TensorType::scalar(DType::I64),
+        };
+        self.push(op, &[], true)
+    }
+
+    /// A 0-d value holding `value` as `dtype` (a scalar operand).
+    pub fn scalar(&mut self, value: Scalar, dtype: DType) -> Result<Arc<Value>> {
+        self.node(
+            Op::Full {
+                value,
+                ty: TensorType::scalar(dtype),
+            },
+            &[],
+        )
+    }
+}

@@ -1,0 +1,179 @@
+//! Tiered execution in fused mode: a chunk whose program is not ready runs
+//! as its ops one by one; a chunk seen once is never compiled; a hot chunk
+//! compiles in the background and is then used. Values are the same in every
+//! tier and mode. The counting tests run in child processes with the on-disk
+//! cache off, so that no earlier run's programs are found.
+
+mod common;
+
+use common::*;
+use eagertpu::{DType, Metrics, Mode, Tensor, metrics};
+
+/// A chunk of `4 * steps` ops (a residual MLP-like update), read at the end,
+/// and its host reference.
+fn chunk(x: &Host, w: &Tensor, steps: usize) -> Vec<f32> {
+    let mut y = x.tensor();
+    for _ in 0..steps {
+        y = (&y + &(&y.matmul(w).unwrap().tanh().unwrap() * 0.25).unwrap()).unwrap();
+    }
+    y.to_vec::<f32>().unwrap()
+}
+
+fn chunk_reference(x: &Host, w: &Host, steps: usize) -> Vec<f64> {
+    let (n, k) = (x.shape[0] as usize, x.shape[1] as usize);
+    let mut y = x.data.clone();
+    for _ in 0..steps {
+        let mut next = y.clone();
+        for r in 0..n {
+            for c in 0..k {
+                let dot: f64 = (0..k).map(|i| y[r * k + i] * w.data[i * k + c]).sum();
+                next[r * k + c] = y[r * k + c] + round(DType::F32, dot.tanh()) * 0.25;
+            }
+        }
+        y = next.iter().map(|v| round(DType::F32, *v)).collect();
+    }
+    y
+}
+
+fn assert_matches(what: &str, got: &[f32], want: &[f64]) {
+    for (g, w) in got.iter().zip(want) {
+        assert!(
+            (*g as f64 - w).abs() <= 1e-4 * w.abs().max(1.0),
+            "{what}: {g} vs {w}"
+        );
+    }
+}
+
+fn delta(after: &Metrics, before: &Metrics) -> [u64; 5] {
+    [
+        after.chunks_op_by_op - before.chunks_op_by_op,
+        after.background_compiles - before.background_compiles,
+        after.promotions - before.promotions,
+        after.chunk_keys - before.chunk_keys,
+        after.executions - before.executions,
+    ]
+}
+
+#[test]
+fn every_tier_and_mode_computes_the_same_values() {
+    let x = Host::random(DType::F32, &[6, 8], 11);
+    let w = Host::random(DType::F32, &[8, 8], 12);
+    let want = chunk_reference(&x, &w, 5);
+    let wt = w.tensor();
+    for mode in MODES {
+        let _m = in_mode(mode);
+        // Seen once (op by op), twice (compiling), then as one program.
+        for run in 0..4 {
+            assert_matches(&format!("{mode} run {run}"), &chunk(&x, &wt, 5), &want);
+            if run == 1 {
+                eagertpu::wait_for_compiles().unwrap();
+            }
+        }
+    }
+}
+
+#[test]
+fn child_tiers() {
+    if !is_child("child_tiers") {
+        return;
+    }
+    let _m = in_mode(Mode::Fused);
+    let x = Host::random(DType::F32, &[6, 8], 21);
+    let w = Host::random(DType::F32, &[8, 8], 22);
+    let want = chunk_reference(&x, &w, 3);
+    let wt = w.tensor();
+    eagertpu::sync().unwrap();
+    let run = || {
+        let before = metrics().unwrap();
+        let got = chunk(&x, &wt, 3);
+        assert_matches("chunk", &got, &want);
+        delta(&metrics().unwrap(), &before)
+    };
+    // [op by op, background compiles, promotions, new keys, executions]
+    println!("FIRST {:?}", run());
+    println!("SECOND {:?}", run());
+    eagertpu::wait_for_compiles().unwrap();
+    println!("THIRD {:?}", run());
+    println!("FOURTH {:?}", run());
+    println!("COMPILES {}", metrics().unwrap().compiles);
+}
+
+fn counts(out: &str, tag: &str) -> Vec<u64> {
+    let tag = format!("{tag} [");
+    let line = out
+        .lines()
+        .find_map(|l| l.find(&tag).map(|at| &l[at + tag.len()..]))
+        .unwrap_or_else(|| panic!("no {tag} in {out}"));
+    line.trim_end_matches(']')
+        .split(", ")
+        .map(|n| n.parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_chunk_seen_once_runs_op_by_op_and_a_hot_one_compiles_in_the_background() {
+    let (ok, out) = child("child_tiers", &[]);
+    assert!(ok, "{out}");
+    // Seen once: its 12 API calls run one by one (as strict mode runs them),
+    // and nothing is compiled for the chunk.
+    assert_eq!(counts(&out, "FIRST"), [1, 0, 0, 1, 12], "{out}");
+    // Seen twice: hot, queued; it runs op by op while it compiles.
+    assert_eq!(counts(&out, "SECOND")[..4], [1, 0, 0, 0], "{out}");
+    // Ready: used at once, counted as a promotion; then it simply runs.
+    assert_eq!(counts(&out, "THIRD"), [0, 0, 1, 0, 1], "{out}");
+    assert_eq!(counts(&out, "FOURTH"), [0, 0, 0, 0, 1], "{out}");
+}
+
+#[test]
+fn the_threshold_and_the_compile_threads_are_settings() {
+    // Compiled at first sight, on the recording thread: the first run is
+    // already one program.
+    let (ok, out) = child(
+        "child_tiers",
+        &[
+            ("EAGERTPU_HOT_THRESHOLD", "1"),
+            ("EAGERTPU_COMPILE_THREADS", "0"),
+        ],
+    );
+    assert!(ok, "{out}");
+    assert_eq!(counts(&out, "FIRST"), [0, 0, 0, 1, 1], "{out}");
+    // A threshold of 3: the second run is still op by op and queues nothing.
+    let (ok, out) = child("child_tiers", &[("EAGERTPU_HOT_THRESHOLD", "3")]);
+    assert!(ok, "{out}");
+    assert_eq!(counts(&out, "SECOND")[..2], [1, 0], "{out}");
+    assert_eq!(counts(&out, "THIRD")[..3], [1, 0, 0], "{out}");
+    // Bad settings are errors naming the variable.
+    let (ok, out) = child("child_tiers", &[("EAGERTPU_HOT_THRESHOLD", "0")]);
+    assert!(!ok && out.contains("EAGERTPU_HOT_THRESHOLD"), "{out}");
+    let (ok, out) = child("child_tiers", &[("EAGERTPU_COMPILE_THREADS", "x")]);
+    assert!(!ok && out.contains("EAGERTPU_COMPILE_THREADS"), "{out}");
+}
+
+#[test]
+fn child_never_repeating() {
+    if !is_child("child_never_repeating") {
+        return;
+    }
+    let _m = in_mode(Mode::Fused);
+    // Every iteration a new shape: no chunk ever repeats.
+    let mut total = 0.0f64;
+    for i in 0..12i64 {
+        let x = Tensor::full(&[3, 5 + i], 0.5, DType::F32).unwrap();
+        let y = (&x.exp().unwrap() * 2.0).unwrap().sum_all().unwrap();
+        total += y.item::<f32>().unwrap() as f64;
+    }
+    let want: f64 = (0..12)
+        .map(|i| 3.0 * (5 + i) as f64 * 2.0 * 0.5f64.exp())
+        .sum();
+    assert!((total - want).abs() < 1e-3 * want, "{total} vs {want}");
+    eagertpu::wait_for_compiles().unwrap();
+    let m = metrics().unwrap();
+    println!("KEYS {} BACKGROUND {}", m.chunk_keys, m.background_compiles);
+}
+
+#[test]
+fn chunks_that_never_repeat_never_compile_a_program_of_their_own() {
+    let (ok, out) = child("child_never_repeating", &[]);
+    assert!(ok, "{out}");
+    assert!(out.contains("KEYS 12 BACKGROUND 0"), "{out}");
+}
