@@ -1,20 +1,25 @@
 """PyTorch on tpu in each mode, side by side with PyTorch CPU eager, in one run.
 
-Workloads (as the Rust modes bench):
+Workloads (as the Rust modes bench), "classic":
   chain     200 elementwise ops on a [256] tensor, then .item()   -> ops/s
   mlp       784-512-512-10, batch 64, AdamW, loss.item() each step -> ms/step
   tiny_mlp  784-32-32-10, batch 8, same loop                       -> ms/step
 
 Configurations are interleaved round by round (this machine is noisy) and
-each figure is the median over rounds. Writes target/bench/torch.json.
+each figure is the median over rounds. Then the model-sized workloads of
+torch_workloads.py: generate, gpt_train, two_threads, compile_heavy, per_op.
+Writes target/bench/torch.json; numerical checks are reported in it
+("checks") and printed, and a failed one makes the exit status 1 once every
+workload has run.
 
-    .venv/bin/python benches/torch_bench.py [--rounds N] [--quick]
+    .venv/bin/python benches/torch_bench.py [--rounds N] [--quick] [--only classic,generate,...]
 """
 
 import argparse
 import json
 import os
 import statistics
+import sys
 import time
 
 import torch
@@ -22,20 +27,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import eagertpu
+from torch_workloads import RUNS, device_of, enter
 
 CONFIGS = ["cpu", "debug", "strict", "fused"]
-
-
-def device_of(config):
-    return torch.device("cpu") if config == "cpu" else torch.device("tpu")
-
-
-def enter(config):
-    # Work still queued by the previous configuration must not run on this
-    # one's clock (the machine has two cores).
-    eagertpu.sync()
-    if config != "cpu":
-        eagertpu.set_mode(config)
 
 
 # ------------------------------------------------------------------ chain ----
@@ -96,11 +90,7 @@ def loop_round(loop, reps):
 # ------------------------------------------------------------------- main ----
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--quick", action="store_true", help="few repetitions (a smoke run)")
-    args = parser.parse_args()
+def run_classic(args):
     reps = {"chain": 3 if args.quick else 40, "mlp": 3 if args.quick else 15, "tiny_mlp": 5 if args.quick else 60}
 
     results = {w: {c: [] for c in CONFIGS} for w in reps}
@@ -132,25 +122,64 @@ def main():
         "tiny_mlp_cpu_over_fused": round(out["tiny_mlp"]["cpu"] / out["tiny_mlp"]["fused"], 3),
         "tiny_mlp_strict_over_fused": round(out["tiny_mlp"]["strict"] / out["tiny_mlp"]["fused"], 3),
     }
-    # The same loop on every configuration computes the same losses.
+    # The same loop on every configuration computes the same losses. The mlp
+    # memorizes its one batch: its loss falls to ~2e-7, where float32 rounding
+    # alone differs by percents, so losses under 1e-4 are compared absolutely.
+    out["checks"], out["max_rel_loss_diff_vs_cpu"] = {}, {}
     for name in ("mlp", "tiny_mlp"):
         ref = loops[name, "cpu"].losses
         for config in CONFIGS[1:]:
             got = loops[name, config].losses
-            worst = max(abs(a - b) / max(abs(b), 1e-6) for a, b in zip(got, ref))
-            assert worst < 1e-2, f"{name} on {config} diverged from the CPU (relative {worst:.3g})"
-    out["metrics"] = {k: eagertpu.metrics()[k] for k in ("compiles", "cache_hits", "host_syncs")}
-    out["fallbacks"] = eagertpu.fallbacks()
+            worst = max(abs(a - b) / max(abs(b), 1e-4) for a, b in zip(got, ref))
+            out["checks"][f"{name}_{config}_losses_match_cpu"] = worst < 1e-2
+            out["max_rel_loss_diff_vs_cpu"][f"{name}_{config}"] = round(worst, 6)
 
     print(f"{'':10}" + "".join(f"{c:>12}" for c in CONFIGS))
     for w in reps:
         print(f"{w:10}" + "".join(f"{out[w][c]:>12.3f}" for c in CONFIGS) + f"   {out['units'][w]}")
     for k, v in out["ratios"].items():
         print(f"  {k:30} {v}")
+    for k, worst in out["max_rel_loss_diff_vs_cpu"].items():
+        print(f"  check {k + '_losses_match_cpu':34} {out['checks'][k + '_losses_match_cpu']} (max relative diff {worst})")
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="few repetitions (a smoke run)")
+    parser.add_argument("--only", default="", help="comma-separated: classic," + ",".join(RUNS))
+    args = parser.parse_args()
+    only = [w for w in args.only.split(",") if w] or ["classic", *RUNS]
+    unknown = set(only) - {"classic", *RUNS}
+    if unknown:
+        parser.error(f"unknown workloads {sorted(unknown)}")
+
+    out = {}
+    started = time.perf_counter()
+    if "classic" in only:
+        out.update(run_classic(args))
+    seconds = {}
+    for name, run in RUNS.items():
+        if name in only:
+            start = time.perf_counter()
+            out[name] = run(quick=args.quick)
+            seconds[name] = round(time.perf_counter() - start, 1)
+            out.setdefault("ratios", {}).update({f"{name}_{k}": v for k, v in out[name]["ratios"].items()})
+    out["metrics"] = {k: eagertpu.metrics()[k] for k in ("compiles", "cache_hits", "host_syncs")}
+    out["fallbacks"] = eagertpu.fallbacks()
+    out["seconds"] = {**seconds, "total": round(time.perf_counter() - started, 1)}
+    print(f"\nseconds per workload: {out['seconds']}")
+
+    failed = [k for k, v in out.get("checks", {}).items() if v is False]
+    failed += [f"{name}.{k}" for name in RUNS if name in out for k, v in out[name]["checks"].items() if v is False]
     os.makedirs("target/bench", exist_ok=True)
     with open("target/bench/torch.json", "w") as f:
         json.dump(out, f, indent=2)
     print("wrote target/bench/torch.json")
+    if failed:
+        print(f"FAILED CHECKS: {', '.join(failed)}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,691 @@
+"""The torch bench's model-sized workloads (imported by torch_bench.py).
+
+  generate       tiny random Llama, greedy generate with a static KV cache
+  gpt_train      small GPT trained with AdamW, loss read every step or every 50
+  two_threads    two threads each training an MLP at once, vs each alone
+  compile_heavy  shapes that change every iteration (a compile each time)
+  per_op         where one small op's time goes
+
+Each `run_*` returns a dict for torch.json (numbers, what they mean, ratios,
+and `checks`: numerical sanity, reported, never asserted) and prints a table.
+Nothing here stops on a missed target: every workload runs to the end.
+"""
+
+import copy
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import eagertpu
+
+
+def device_of(config):
+    return torch.device("cpu") if config == "cpu" else torch.device("tpu")
+
+
+def enter(config):
+    # Work still queued by the previous configuration must not run on this
+    # one's clock (the machine has two cores).
+    eagertpu.sync()
+    if config != "cpu":
+        eagertpu.set_mode(config)
+
+
+def counters():
+    """Compiles and disk-cache loads so far: a program the process had not
+    loaded yet is one or the other (the disk cache outlives the process)."""
+    m = eagertpu.metrics()
+    return {"compiles": m["compiles"], "disk_hits": m["disk_hits"], "ops": m["ops_recorded"]}
+
+
+def since(before):
+    now = counters()
+    return {k: now[k] - before[k] for k in before}
+
+
+def ratio(a, b):
+    return round(a / b, 3) if b else None
+
+
+def table(title, columns, rows, note=None):
+    print(f"\n{title}")
+    print(f"  {'':30}" + "".join(f"{c:>14}" for c in columns))
+    for name, values, unit in rows:
+        cells = "".join(f"{'-' if v is None else (f'{v:.3f}' if isinstance(v, float) else v):>14}" for v in values)
+        print(f"  {name:30}{cells}   {unit}")
+    if note:
+        print(f"  {note}")
+
+
+def print_ratios(ratios, checks):
+    for k, v in ratios.items():
+        print(f"  {k:40} {v}")
+    for k, v in checks.items():
+        print(f"  check {k:34} {v}")
+
+
+# --------------------------------------------------------------- generate ----
+
+
+def make_llama(hidden, layers, vocab, prompt_len, batch=1):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        initializer_range=0.1,  # top logits well apart: greedy tokens comparable across devices
+        bos_token_id=None,
+        eos_token_id=None,  # every run makes exactly max_new_tokens
+        pad_token_id=0,
+    )
+    model = LlamaForCausalLM(config).eval()
+    prompt = torch.randint(3, vocab, (batch, prompt_len), generator=torch.Generator().manual_seed(1))
+    return model, prompt
+
+
+class ForwardClock:
+    """A forward pre-hook noting the time and counters at each forward call:
+    call k (1 is the prefill) makes new token k and starts once token k-1 was
+    read back (generate reads a stop flag every token)."""
+
+    def __init__(self, model, on_tpu):
+        self.on_tpu = on_tpu
+        self.calls = []
+        self.handle = model.register_forward_pre_hook(self, with_kwargs=True)
+
+    def __call__(self, module, args, kwargs):
+        self.calls.append((time.perf_counter(), counters() if self.on_tpu else None))
+
+
+def generate_once(model, prompt, new_tokens, on_tpu):
+    dev = next(model.parameters()).device
+    clock = ForwardClock(model, on_tpu)
+    start = time.perf_counter()
+    with torch.no_grad():
+        out = model.generate(
+            prompt.to(dev),
+            attention_mask=torch.ones_like(prompt).to(dev),
+            max_new_tokens=new_tokens,
+            do_sample=False,
+            cache_implementation="static",
+            disable_compile=True,
+        )
+    tokens = out[:, prompt.shape[1]:].cpu()
+    eagertpu.sync()
+    end = time.perf_counter()
+    clock.handle.remove()
+    return tokens, start, end, clock.calls
+
+
+def run_generate(quick=False, settled=4):
+    new_tokens = 8 if quick else 32
+    warm_rounds = 1 if quick else 2
+    model, prompt = make_llama(hidden=128, layers=2, vocab=256, prompt_len=8)
+    configs = ["cpu", "strict", "fused"]
+    res = {c: {} for c in configs}
+    models, ref = {}, None
+    for config in configs:  # first run: what a fresh process pays (compiles, or loads from the disk cache)
+        enter(config)
+        on_tpu = config != "cpu"
+        models[config] = copy.deepcopy(model).to(device_of(config))
+        before = counters() if on_tpu else None
+        tokens, start, end, calls = generate_once(models[config], prompt, new_tokens, on_tpu)
+        ref = tokens if ref is None else ref
+        r = res[config]
+        r["first_run_ms_per_token"] = round((end - start) / new_tokens * 1e3, 3)
+        r["tokens_match_cpu"] = bool(torch.equal(tokens, ref))
+        if on_tpu:
+            after = counters()
+            mark = calls[settled][1] if len(calls) > settled else after  # start of call settled+1
+            r["first_run_compiles"] = after["compiles"] - before["compiles"]
+            r["first_run_disk_hits"] = after["disk_hits"] - before["disk_hits"]
+            r["compiles_after_first_4_tokens"] = after["compiles"] - mark["compiles"]
+            r["disk_hits_after_first_4_tokens"] = after["disk_hits"] - mark["disk_hits"]
+            r["new_programs_after_first_4_tokens"] = r["compiles_after_first_4_tokens"] + r["disk_hits_after_first_4_tokens"]
+            r["ops_per_token"] = round((after["ops"] - before["ops"]) / new_tokens, 1)
+    times = {c: [] for c in configs}
+    decode = {c: [] for c in configs}
+    prefill = {c: [] for c in configs}
+    for _ in range(warm_rounds):  # every program loaded: the steady state
+        for config in configs:
+            enter(config)
+            tokens, start, end, calls = generate_once(models[config], prompt, new_tokens, False)
+            times[config].append((end - start) / new_tokens * 1e3)
+            if len(calls) > 1:
+                prefill[config].append((calls[1][0] - start) * 1e3)
+            if len(calls) > settled:
+                decode[config].append((end - calls[settled][0]) / (new_tokens - settled) * 1e3)
+            res[config]["tokens_match_cpu"] &= bool(torch.equal(tokens, ref))
+    eagertpu.set_mode("fused")
+    for config in configs:
+        res[config]["ms_per_token"] = round(statistics.median(times[config]), 3)
+        if decode[config]:
+            res[config]["decode_ms_per_token"] = round(statistics.median(decode[config]), 3)
+        if prefill[config]:
+            res[config]["prefill_ms"] = round(statistics.median(prefill[config]), 3)
+    out = dict(res)
+    out["setup"] = (
+        f"LlamaForCausalLM hidden 128, 2 layers, 4 heads (2 kv), vocab 256, random weights; batch 1, "
+        f"prompt 8, greedy generate(max_new_tokens={new_tokens}, cache_implementation='static', "
+        f"disable_compile=True)"
+    )
+    out["what"] = {
+        "first_run_ms_per_token": "first generate() on this device in the process, wall time / new tokens "
+        "(includes compiling or loading from the disk cache)",
+        "ms_per_token": "later generate() calls, every program loaded: wall time / new tokens, prefill included",
+        "decode_ms_per_token": f"same runs, tokens {settled + 1}..{new_tokens} only",
+        "prefill_ms": "same runs, from the call to generate() to the start of the second forward (token 1 read)",
+        "new_programs_after_first_4_tokens": f"programs the first run needed from the start of the forward making "
+        f"token {settled + 1} to the end: compiled or loaded from the on-disk cache (0 when decoding reuses its "
+        "programs; a warm disk cache turns compiles into disk hits, so count both)",
+        "compiles_after_first_4_tokens": "of those, compiled",
+        "disk_hits_after_first_4_tokens": "of those, loaded from the on-disk cache",
+    }
+    out["ratios"] = {
+        "fused_over_strict_ms_per_token": ratio(res["fused"]["ms_per_token"], res["strict"]["ms_per_token"]),
+        "fused_over_cpu_ms_per_token": ratio(res["fused"]["ms_per_token"], res["cpu"]["ms_per_token"]),
+        "fused_over_strict_first_run": ratio(
+            res["fused"]["first_run_ms_per_token"], res["strict"]["first_run_ms_per_token"]
+        ),
+    }
+    out["checks"] = {f"{c}_tokens_match_cpu": res[c]["tokens_match_cpu"] for c in ("strict", "fused")}
+    keys = [
+        ("first_run_ms_per_token", "ms/token"),
+        ("ms_per_token", "ms/token"),
+        ("prefill_ms", "ms"),
+        ("decode_ms_per_token", "ms/token"),
+        ("new_programs_after_first_4_tokens", "programs (compiled + from disk)"),
+        ("compiles_after_first_4_tokens", "programs"),
+        ("disk_hits_after_first_4_tokens", "programs"),
+        ("ops_per_token", "ops"),
+    ]
+    rows = [(k.replace("_after_first_4_tokens", " after 4 tok"), [res[c].get(k) for c in configs], u) for k, u in keys]
+    table(f"generate: {out['setup']}", configs, rows)
+    print_ratios(out["ratios"], out["checks"])
+    return out
+
+
+# -------------------------------------------------------------- gpt_train ----
+
+
+class Block(nn.Module):
+    def __init__(self, width, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.qkv, self.proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
+        self.fc, self.out = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab=256, width=64, heads=4, layers=2, seq=32):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, width), nn.Embedding(seq, width)
+        self.blocks = nn.ModuleList(Block(width, heads) for _ in range(layers))
+        self.ln = nn.LayerNorm(width)
+        self.head = nn.Linear(width, vocab, bias=False)
+        self.head.weight = self.tok.weight  # tied
+
+    def forward(self, idx):
+        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln(x))
+
+
+def gpt_run(base, batches, config, every, steps, warmup, budget_s):
+    """Trains a copy of `base`; reads the loss every `every` steps and at the
+    end. Returns ms/step over the timed steps, counters over them, losses read."""
+    dev = device_of(config)
+    model = copy.deepcopy(base).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
+    data = [(x.to(dev), y.to(dev)) for x, y in batches]
+
+    def step(i):
+        x, y = data[i % len(data)]
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        loss.backward()
+        opt.step()
+        return loss
+
+    for i in range(warmup):
+        loss = step(i)
+    losses = {warmup: loss.item()}  # a natural sync point: the timed steps start with nothing queued
+    eagertpu.sync()
+    before = counters() if config != "cpu" else None
+    start = time.perf_counter()
+    done = 0
+    for i in range(warmup, warmup + steps):
+        loss = step(i)
+        done += 1
+        if done % every == 0:
+            losses[i + 1] = loss.item()
+        if time.perf_counter() - start > budget_s:
+            break
+    losses[warmup + done] = loss.item()
+    eagertpu.sync()
+    elapsed = time.perf_counter() - start
+    r = {"ms_per_step": round(elapsed / done * 1e3, 3), "steps": done, "losses": losses}
+    if config != "cpu":
+        d = since(before)
+        r.update(
+            new_programs_after_warmup=d["compiles"] + d["disk_hits"],
+            compiles_after_warmup=d["compiles"],
+            disk_hits_after_warmup=d["disk_hits"],
+            ops_per_step=round(d["ops"] / done),
+        )
+    return r
+
+
+def run_gpt_train(quick=False):
+    steps, warmup = (10, 2) if quick else (50, 5)
+    budget_s = 4 if quick else 8  # per run: a slow configuration is cut short, not waited for
+    torch.manual_seed(0)
+    base = GPT()
+    g = torch.Generator().manual_seed(3)
+    batches = []
+    for _ in range(4):
+        t = torch.randint(0, 256, (8, 33), generator=g)
+        batches.append((t[:, :-1], t[:, 1:]))
+    configs = ["cpu", "strict", "fused"]
+    variants = {"read_every_step": 1, f"read_every_{steps}": steps}
+    res = {}
+    for config in configs:
+        enter(config)
+        for name, every in variants.items():
+            res[config, name] = gpt_run(base, batches, config, every, steps, warmup, budget_s)
+    eagertpu.set_mode("fused")
+    vnames = list(variants)
+    out = {name: {c: res[c, name]["ms_per_step"] for c in configs} for name in vnames}
+    out["detail"] = {f"{c}/{name}": res[c, name] for c in configs for name in vnames}
+    out["setup"] = (
+        f"GPT vocab 256, width 64, 4 heads, 2 blocks (LayerNorm, causal SDPA, GELU MLP), tied head, "
+        f"batch 8 x 32 tokens, AdamW; {warmup} warm-up steps then {steps} timed"
+    )
+    out["what"] = {
+        "read_every_step / read_every_N": "ms per training step (timed steps only, final read and sync included)",
+        "new_programs_after_warmup": f"programs the timed steps (after the first {warmup}) needed: compiled or "
+        "loaded from the on-disk cache",
+        "compiles_after_warmup": "of those, compiled",
+        "disk_hits_after_warmup": "of those, loaded from the on-disk cache",
+        "ops_per_step": "ops recorded by the runtime per step",
+        "steps": "timed steps run (fewer than asked when a run hit its time budget)",
+    }
+    every, rare = vnames
+    out["ratios"] = {
+        f"{rare}_over_every_step_fused": ratio(out[rare]["fused"], out[every]["fused"]),
+        f"{rare}_over_every_step_strict": ratio(out[rare]["strict"], out[every]["strict"]),
+        f"{rare}_over_every_step_cpu": ratio(out[rare]["cpu"], out[every]["cpu"]),
+        "fused_over_cpu_every_step": ratio(out[every]["fused"], out[every]["cpu"]),
+        f"fused_over_cpu_{rare}": ratio(out[rare]["fused"], out[rare]["cpu"]),
+        "fused_over_strict_every_step": ratio(out[every]["fused"], out[every]["strict"]),
+        f"fused_over_strict_{rare}": ratio(out[rare]["fused"], out[rare]["strict"]),
+    }
+    checks = {}
+    for c in configs:
+        for name in vnames:
+            losses = res[c, name]["losses"]
+            ok = all(math.isfinite(v) for v in losses.values())
+            if c != "cpu":
+                ref = res["cpu", name]["losses"]
+                common = [k for k in losses if k in ref]
+                worst = max(abs(losses[k] - ref[k]) / max(abs(ref[k]), 1e-6) for k in common)
+                res[c, name]["max_rel_loss_diff_vs_cpu"] = round(worst, 6)
+                ok = ok and worst < 2e-2
+            checks[f"{c}_{name}_losses_ok"] = ok
+    out["checks"] = checks
+    rows = [(f"{name} ms/step", [res[c, name]["ms_per_step"] for c in configs], "ms") for name in vnames]
+    for key in ("new_programs_after_warmup", "compiles_after_warmup", "disk_hits_after_warmup", "steps", "max_rel_loss_diff_vs_cpu"):
+        for name in vnames:
+            short = key.replace("_after_warmup", "").replace("max_rel_loss_diff_vs_cpu", "loss rel diff")
+            rows.append((f"{short} ({name[5:]})", [res[c, name].get(key) for c in configs], ""))
+    rows.append(("ops/step", [res[c, every].get("ops_per_step") for c in configs], "ops"))
+    table(f"gpt_train: {out['setup']}", configs, rows)
+    print_ratios(out["ratios"], out["checks"])
+    return out
+
+
+# ------------------------------------------------------------ two_threads ----
+
+
+def mlp_job(seed):
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+    g = torch.Generator().manual_seed(100 + seed)
+    x = torch.randn(32, 64, generator=g)
+    y = (x @ torch.randn(64, 10, generator=g)).argmax(1)
+    return model, x, y
+
+
+def mlp_train(job, steps, budget_s, result, barrier=None):
+    """Trains a tpu copy of the job's model from its initial weights, up to
+    `steps` steps or `budget_s` seconds; loss read every step."""
+    base, x, y = job
+    model = copy.deepcopy(base).to("tpu")
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    x, y = x.to("tpu"), y.to("tpu")
+    losses = []
+    if barrier is not None:
+        barrier.wait()
+    start = time.perf_counter()
+    while len(losses) < steps and time.perf_counter() - start < budget_s:
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    result["ms_per_step"] = (time.perf_counter() - start) / len(losses) * 1e3
+    result["losses"] = losses
+
+
+def threaded(jobs, steps, budget_s):
+    results = [{} for _ in jobs]
+    barrier = threading.Barrier(len(jobs))
+    threads = [
+        threading.Thread(target=mlp_train, args=(j, steps, budget_s, r, barrier)) for j, r in zip(jobs, results)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    eagertpu.sync()
+    return results
+
+
+def run_two_threads(quick=False):
+    steps, budget_s = (20, 3) if quick else (150, 6)
+    enter("fused")
+    jobs = [mlp_job(0), mlp_job(1)]
+    # Warm-up: alone runs until one loads no new program (fused mode's period
+    # detection remembers what it saw, so the second run may cut differently).
+    for _ in range(4):
+        before = counters()
+        for job in jobs:
+            threaded([job], steps, budget_s)
+        if since(before)["compiles"] + since(before)["disk_hits"] == 0:
+            break
+    before = counters()
+    alone = [threaded([job], steps, budget_s)[0] for job in jobs]
+    d_alone = since(before)
+    before = counters()
+    together = threaded(jobs, steps, budget_s)
+    d = since(before)
+    out = {
+        "setup": f"two MLPs 64-128-10, batch 32, SGD, loss.item() every step, {steps} steps (or {budget_s} s), "
+        "fused mode, each thread from the same initial weights alone and together",
+        "alone_ms_per_step": [round(r["ms_per_step"], 3) for r in alone],
+        "threaded_ms_per_step": [round(r["ms_per_step"], 3) for r in together],
+        "steps": {"alone": [len(r["losses"]) for r in alone], "threaded": [len(r["losses"]) for r in together]},
+        "alone_new_programs": d_alone["compiles"] + d_alone["disk_hits"],
+        "threaded_new_programs": d["compiles"] + d["disk_hits"],
+        "threaded_compiles": d["compiles"],
+        "what": {
+            "alone_ms_per_step": "each thread's ms/step when it trains alone [thread 0, thread 1]",
+            "threaded_ms_per_step": "each thread's ms/step while both train at once",
+            "steps": "steps each thread ran (fewer than asked when it hit the time budget)",
+            "alone_new_programs": "programs compiled or loaded from disk by the alone runs (after a warm-up)",
+            "threaded_new_programs": "same during the threaded run (the alone runs loaded every program one "
+            "thread's loop needs: more here means the two threads' ops met in the same fused chunks)",
+            "threaded_compiles": "of those, compiled",
+        },
+    }
+    per_thread = [ratio(t["ms_per_step"], a["ms_per_step"]) for t, a in zip(together, alone)]
+    out["ratios"] = {
+        "threaded_over_alone_thread0": per_thread[0],
+        "threaded_over_alone_thread1": per_thread[1],
+        "threaded_over_alone_mean": round(statistics.mean(per_thread), 3),
+    }
+    out["checks"] = {}
+    for i, (t, a) in enumerate(zip(together, alone)):
+        worst = max(abs(p - q) / max(abs(q), 1e-6) for p, q in zip(t["losses"], a["losses"]))
+        out["checks"][f"thread{i}_losses_match_alone"] = all(map(math.isfinite, t["losses"])) and worst < 1e-4
+    table(
+        f"two_threads: {out['setup']}",
+        ["thread 0", "thread 1"],
+        [
+            ("alone", out["alone_ms_per_step"], "ms/step"),
+            ("both at once", out["threaded_ms_per_step"], "ms/step"),
+            ("threaded / alone", per_thread, "(1: full overlap, 2: none)"),
+            ("steps alone", out["steps"]["alone"], ""),
+            ("steps both at once", out["steps"]["threaded"], ""),
+        ],
+        note=f"new programs: alone {out['alone_new_programs']}, both at once {out['threaded_new_programs']} "
+        f"({d['compiles']} compiled)",
+    )
+    print_ratios(out["ratios"], out["checks"])
+    return out
+
+
+# ---------------------------------------------------------- compile_heavy ----
+
+
+def shape_walk(dev, n):
+    """A few elementwise ops and a matmul on x of shape (16, 33 + i): every
+    iteration has new shapes."""
+    values = []
+    for i in range(n):
+        x = torch.linspace(-1.0, 1.0, 16 * (33 + i)).reshape(16, 33 + i).to(dev)
+        y = (x * 1.5 + 0.25).tanh() * x - 0.125
+        z = y @ y.T
+        values.append((z.relu() * 0.5).sum().item())
+    return values
+
+
+def compile_heavy_child(mode, n):
+    """Runs in a fresh process with the disk cache off: every program is compiled."""
+    eagertpu.set_mode(mode)
+    before = counters()
+    seconds_before = eagertpu.metrics()["compile_seconds"]
+    start = time.perf_counter()
+    got = shape_walk("tpu", n)
+    eagertpu.sync()
+    cold = time.perf_counter() - start
+    d = since(before)
+    compile_s = eagertpu.metrics()["compile_seconds"] - seconds_before
+    start = time.perf_counter()
+    shape_walk("tpu", n)
+    warm = time.perf_counter() - start
+    ref = shape_walk("cpu", n)
+    worst = max(abs(a - b) / max(abs(b), 1e-6) for a, b in zip(got, ref))
+    return {"cold_s": cold, "warm_s": warm, "compiles": d["compiles"], "compile_s": compile_s, "max_rel_diff_vs_cpu": worst}
+
+
+def run_compile_heavy(quick=False):
+    n = 6 if quick else 24
+    res = {}
+    for mode in ("strict", "fused"):
+        env = dict(os.environ, EAGERTPU_CACHE_DIR="off", EAGERTPU_LOG="error")
+        cmd = [sys.executable, os.path.abspath(__file__), "compile_heavy", mode, str(n)]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            print(proc.stderr[-2000:], file=sys.stderr)
+            res[mode] = {"error": proc.stderr.strip().splitlines()[-1:]}
+            continue
+        res[mode] = json.loads(proc.stdout.strip().splitlines()[-1])
+    start = time.perf_counter()
+    shape_walk("cpu", n)
+    cpu_s = time.perf_counter() - start
+    ok = all("cold_s" in res[m] for m in res)
+    out = {
+        "setup": f"x of shape (16, 33+i), i = 0..{n - 1}: (x*1.5+0.25).tanh()*x-0.125, y @ y.T, relu, sum, "
+        f".item() each iteration; a fresh process per mode, disk cache off",
+        "strict": res["strict"],
+        "fused": res["fused"],
+        "cpu_s": round(cpu_s, 4),
+        "what": {
+            "cold_s": "wall time of the loop, every program compiled",
+            "warm_s": "the same loop again in the same process (programs in memory)",
+            "compiles": "programs compiled by the cold loop",
+            "compile_s": "time the plugin spent compiling them",
+        },
+    }
+    out["ratios"] = {
+        "fused_over_strict_cold": ratio(res["fused"]["cold_s"], res["strict"]["cold_s"]) if ok else None,
+        "fused_over_strict_warm": ratio(res["fused"]["warm_s"], res["strict"]["warm_s"]) if ok else None,
+    }
+    out["checks"] = {f"{m}_values_match_cpu": "cold_s" in res[m] and res[m]["max_rel_diff_vs_cpu"] < 1e-4 for m in res}
+    modes = ["strict", "fused"]
+    rows = [
+        (k, [round(res[m][k], 4) if isinstance(res[m].get(k), float) else res[m].get(k) for m in modes], u)
+        for k, u in (("cold_s", "s"), ("warm_s", "s"), ("compiles", ""), ("compile_s", "s"))
+    ]
+    table(f"compile_heavy: {out['setup']}", modes, rows, note=f"PyTorch CPU eager: {cpu_s:.4f} s")
+    print_ratios(out["ratios"], out["checks"])
+    return out
+
+
+# ----------------------------------------------------------------- per_op ----
+
+
+def python_calls(fn):
+    """Python functions entered while fn() runs (0: it stays in C++)."""
+    calls = [0]
+
+    def profile(frame, event, arg):
+        if event == "call":
+            calls[0] += 1
+
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return calls[0] - 1  # fn itself
+
+
+def per_op_time(config, n, repeats):
+    """Best of `repeats` loops of n torch.add calls on 4x4 float32, results
+    dropped: the loop's time per op, the sync after it per op, and runtime
+    ops recorded / chunks executed per add."""
+    dev = {"cpu": "cpu", "cpu_out": "cpu", "meta": "meta"}.get(config, "tpu")
+    enter(config if config in ("strict", "fused") else "cpu")
+    a, b = torch.randn(4, 4).to(dev), torch.randn(4, 4).to(dev)
+    c = torch.empty(4, 4)
+
+    def loop(k):
+        start = time.perf_counter()
+        if config == "cpu_out":
+            for _ in range(k):
+                torch.add(a, b, out=c)
+        else:
+            for _ in range(k):
+                torch.add(a, b)
+        return time.perf_counter() - start
+
+    loop(n)  # warm-up: the chunks' programs compiled
+    eagertpu.sync()
+    best = (float("inf"), 0.0, 0, 0)
+    for _ in range(repeats):
+        m0 = eagertpu.metrics()
+        t = loop(n)
+        start = time.perf_counter()
+        eagertpu.sync()
+        s = time.perf_counter() - start
+        m1 = eagertpu.metrics()
+        if t < best[0]:
+            best = (t, s, m1["ops_recorded"] - m0["ops_recorded"], m1["executions"] - m0["executions"])
+    t, s, ops, execs = best
+    return {"loop_us": t / n * 1e6, "sync_us": s / n * 1e6, "ops_per_add": ops / n, "executions_per_add": execs / n}
+
+
+def run_per_op(quick=False):
+    n = 2000 if quick else 20000
+    configs = ("cpu", "cpu_out", "meta", "fused", "strict")
+    counts = {"meta": n // 20, "strict": n // 4}  # the slow ones: fewer ops
+    res = {c: per_op_time(c, counts.get(c, n), 3) for c in configs}
+    eagertpu.set_mode("fused")
+    meta_t = torch.randn(4, 4, device="meta")
+    meta_python = python_calls(lambda: torch.add(meta_t, meta_t))
+    us = {c: res[c]["loop_us"] for c in configs}
+    out = {
+        "setup": f"torch.add(a, b), a and b 4x4 float32, results dropped, best of 3 loops of {n} "
+        f"({counts['strict']} in strict mode, {counts['meta']} on meta)",
+        "us_per_op": {
+            "cpu": round(us["cpu"], 3),
+            "cpu_out": round(us["cpu_out"], 3),
+            "meta": round(us["meta"], 3),
+            "tpu_fused_record": round(us["fused"], 3),
+            "tpu_fused_flush": round(res["fused"]["sync_us"], 3),
+            "tpu_strict_enqueue": round(us["strict"], 3),
+            "tpu_strict_drain": round(res["strict"]["sync_us"], 3),
+        },
+        "meta_python_calls_per_add": meta_python,
+        "breakdown_us": {
+            "cpu_allocation": round(us["cpu"] - us["cpu_out"], 3),
+            "backend_over_cpu": round(us["fused"] - us["cpu"], 3),
+            "backend_over_meta": round(us["fused"] - us["meta"], 3),
+            "strict_launch_over_fused_record": round(us["strict"] - us["fused"], 3),
+        },
+        "runtime_ops_per_add": {m: res[m]["ops_per_add"] for m in ("fused", "strict")},
+        "executions_per_add": {m: res[m]["executions_per_add"] for m in ("fused", "strict")},
+        "what": {
+            "cpu": "PyTorch CPU eager: Python call, ATen dispatch, CPU kernel, output allocation",
+            "cpu_out": "the same with out= (no allocation): Python call, dispatch, CPU kernel",
+            "meta": "the meta device: Python call, ATen dispatch, the meta function, no data. In torch 2.15 the "
+            "meta add runs a Python reference (torch._refs, see meta_python_calls_per_add), so it is no lower "
+            "bound for dispatch cost when that count is above 0",
+            "tpu_fused_record": "tpu, fused mode, nothing read: the loop's time per op (dispatch, the backend's "
+            "kernel, recording; window cuts inside the loop included, see executions_per_add)",
+            "tpu_fused_flush": "the eagertpu.sync() after the fused loop, per op of the loop",
+            "tpu_strict_enqueue": "tpu, strict mode: the loop's time per op (each op launched, not awaited)",
+            "tpu_strict_drain": "the eagertpu.sync() after the strict loop, per op",
+            "cpu_allocation": "= cpu - cpu_out",
+            "backend_over_cpu": "= tpu_fused_record - cpu: what the tpu path costs beyond PyTorch's own CPU op",
+            "backend_over_meta": "= tpu_fused_record - meta (meaningful only when meta stays in C++)",
+            "strict_launch_over_fused_record": "= tpu_strict_enqueue - tpu_fused_record: launching each op",
+            "runtime_ops_per_add": "ops the runtime recorded per torch.add",
+            "executions_per_add": "programs launched per torch.add (fused: results nobody holds are never run)",
+        },
+    }
+    out["ratios"] = {
+        "fused_record_over_cpu": ratio(us["fused"], us["cpu"]),
+        "fused_record_over_meta": ratio(us["fused"], us["meta"]),
+        "strict_over_fused_record": ratio(us["strict"], us["fused"]),
+    }
+    out["checks"] = {}
+    rows = [(k, [v], out["what"][k].split(":")[0][:60]) for k, v in out["us_per_op"].items()]
+    rows += [(k, [v], out["what"][k]) for k, v in out["breakdown_us"].items()]
+    table(
+        f"per_op: {out['setup']}",
+        ["us/op"],
+        rows,
+        note=f"runtime ops per add {out['runtime_ops_per_add']}, executions per add {out['executions_per_add']}, "
+        f"Python calls in one meta add: {meta_python}",
+    )
+    print_ratios(out["ratios"], out["checks"])
+    return out
+
+
+RUNS = {
+    "generate": run_generate,
+    "gpt_train": run_gpt_train,
+    "two_threads": run_two_threads,
+    "compile_heavy": run_compile_heavy,
+    "per_op": run_per_op,
+}
+
+if __name__ == "__main__" and sys.argv[1:2] == ["compile_heavy"]:
+    print(json.dumps(compile_heavy_child(sys.argv[2], int(sys.argv[3]))))
