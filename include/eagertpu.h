@@ -70,6 +70,8 @@ etpu_status eagertpu_set_mode(int32_t mode);
 etpu_status eagertpu_get_mode(int32_t* out);
 /* Runs everything pending and waits; reports every failure since the last sync. */
 etpu_status eagertpu_sync(void);
+/* Runs everything pending, waits, and stops the background compile pool: call before exiting. */
+etpu_status eagertpu_shutdown(void);
 /* Waits until the fused chunks queued for background compilation are compiled. */
 etpu_status eagertpu_wait_for_compiles(void);
 /* 1: the first op producing NaN/Inf is an error naming it. */

@@ -286,6 +286,13 @@ mod runtime_api {
             Ok(())
         }
 
+        /// Runs everything pending, waits, and stops the background compile
+        /// pool: call before the process exits.
+        fn eagertpu_shutdown() {
+            eagertpu::shutdown()?;
+            Ok(())
+        }
+
         /// Waits until the fused chunks queued for background compilation are
         /// compiled.
         fn eagertpu_wait_for_compiles() {

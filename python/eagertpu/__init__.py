@@ -8,6 +8,7 @@ the CPU, counted (`fallbacks()`), warned about once, or refused under
 `EAGERTPU_FALLBACK=error`.
 """
 
+import atexit
 import contextlib
 import os
 import warnings
@@ -57,8 +58,16 @@ def _autoload() -> None:
 # through the entry point): a failure is a warning here, and an error at the
 # first use of this API.
 _load_error = None
+def _shutdown_at_exit() -> None:
+    # Before the interpreter and the plugin's static state go away: no
+    # background compile may still be running inside the plugin.
+    if _load_error is None:
+        _lib.ffi.eagertpu_shutdown()
+
+
 try:
     _register()
+    atexit.register(_shutdown_at_exit)
 except Exception as e:  # noqa: BLE001 - reported, then raised on use
     _load_error = e
     warnings.warn(f"eagertpu: the tpu backend did not load: {e}", stacklevel=2)

@@ -4,7 +4,7 @@
 //! full a chunk is simply offered again the next time it is seen.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
@@ -25,6 +25,8 @@ pub(crate) struct BackgroundCompiler {
     failed: Mutex<HashSet<u64>>,
     /// Chunks queued or compiling.
     unfinished: AtomicUsize,
+    /// Set at exit: queued chunks are dropped, not compiled.
+    stopping: AtomicBool,
 }
 
 impl BackgroundCompiler {
@@ -36,6 +38,7 @@ impl BackgroundCompiler {
             queue: OnceLock::new(),
             failed: Mutex::default(),
             unfinished: AtomicUsize::new(0),
+            stopping: AtomicBool::new(false),
         }
     }
 
@@ -47,6 +50,9 @@ impl BackgroundCompiler {
     /// Queues `graph` to compile; false if the queue is full (or the pool
     /// could not start).
     pub fn submit(&self, graph: Graph) -> bool {
+        if self.stopping.load(Ordering::Acquire) {
+            return false;
+        }
         let Some(queue) = self.queue.get_or_init(|| self.start()) else {
             return false;
         };
@@ -66,6 +72,13 @@ impl BackgroundCompiler {
         while self.unfinished.load(Ordering::Acquire) > 0 {
             std::thread::sleep(Duration::from_millis(1));
         }
+    }
+
+    /// Drops the queued chunks and waits for the compiles in progress: a
+    /// process must not exit while a compile thread is inside the plugin.
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::Release);
+        self.wait_idle();
     }
 
     /// Whether the fused program of the chunk with graph hash `key` failed to
@@ -91,6 +104,10 @@ impl BackgroundCompiler {
                         return;
                     };
                     for graph in receiver {
+                        if rt.compiler.stopping.load(Ordering::Acquire) {
+                            rt.compiler.unfinished.fetch_sub(1, Ordering::AcqRel);
+                            continue;
+                        }
                         if let Err(e) = rt.cache.get(&graph, &rt.counters) {
                             tracing::warn!(
                                 target: "eagertpu::compile",

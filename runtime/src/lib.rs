@@ -73,12 +73,17 @@ pub fn with_mode(mode: Mode) -> Result<ModeGuard> {
     Ok(ModeGuard { previous })
 }
 
-/// Runs everything pending and waits for it: call before exiting to be sure
-/// work recorded but never read has run.
+/// Runs everything pending and waits for it, then stops the background
+/// compile pool (queued chunks are dropped; fused chunks run op by op from
+/// then on): call before exiting to be sure work recorded but never read has
+/// run. The Python package calls it at exit.
 pub fn shutdown() -> Result<()> {
     let rt = context::get()?;
     rt.cut_all(fusion::policy::CutReason::Shutdown)?;
-    tensor::sync()
+    let synced = tensor::sync();
+    // No compile thread may be inside the plugin when the process exits.
+    rt.compiler.stop();
+    synced
 }
 
 /// Waits until every fused chunk queued for compilation in the background is
