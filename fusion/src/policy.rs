@@ -166,11 +166,6 @@ impl Window {
         self.phase.map(|p| p.period)
     }
 
-    /// Ops seen so far.
-    pub fn seen(&self) -> u64 {
-        self.seen
-    }
-
     fn at(&self, position: u64) -> u64 {
         self.history[position as usize % HISTORY]
     }
@@ -315,11 +310,6 @@ impl Window {
         // reads; short periods are grouped, as many as fit after the last
         // cut (a loop that reads every iteration cuts the same way each time).
         p * 8 >= max || ops as u64 + p > max
-    }
-
-    /// Forgets the stream.
-    pub fn reset(&mut self) {
-        *self = Window::new(self.limits);
     }
 }
 
