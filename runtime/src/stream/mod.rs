@@ -157,8 +157,16 @@ impl Stream {
         let checks = self.prepare_read(rt, value)?;
         Counters::add(&rt.counters.host_syncs, 1);
         let buffer = value.wait()?;
+        self.release_done();
         self.take_index_error(rt, checks)?;
         Ok(buffer)
+    }
+
+    /// Chunks known done release the input buffers they hold: a read that
+    /// waited frees the dead inputs of what it waited for now, not at the
+    /// next launch.
+    fn release_done(&self) {
+        lock(&self.state).outstanding.retain(|c| !c.done_ok());
     }
 
     /// Launches `value`'s chunk if it is pending (and any pending index
@@ -187,6 +195,7 @@ impl Stream {
             .ok_or_else(|| Error::Internal("reading a value that was never launched".into()))?;
         match copy(&buffer) {
             Ok(out) => {
+                self.release_done();
                 self.take_index_error(rt, checks)?;
                 Ok(out)
             }
