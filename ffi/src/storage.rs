@@ -2,11 +2,15 @@
 //!
 //! PyTorch's allocator (in the backend) hands out addresses in a reserved,
 //! never-mapped range and registers each allocation here. An allocation's
-//! contents are a runtime value: a flat tensor of its elements. A kernel reads
-//! a tensor as (address, dtype, sizes, strides) -> a view of that value, and
-//! writes a result into a tensor (or a view of one) by rebuilding the value.
-//! Those are ordinary ops, so they fuse. `data_ptr()` is the base address plus
-//! the byte offset, so an address anywhere inside an allocation resolves.
+//! contents are a runtime value holding all its elements in order, in the
+//! shape it was last written whole with (a flat tensor after a partial
+//! write). A kernel reads a tensor as (address, dtype, sizes, strides) -> a
+//! view of that value, and writes a result into a tensor (or a view of one)
+//! by rebuilding the value. Those are ordinary ops, so they fuse; the common
+//! case, a whole contiguous tensor read in the shape it was written with,
+//! records no op at all (a PyTorch `a + b` is one runtime op, not four).
+//! `data_ptr()` is the base address plus the byte offset, so an address
+//! anywhere inside an allocation resolves.
 //!
 //! The buffer invariant (`runtime/src/value.rs`) holds here without locks on
 //! the device: a write through any view records ops and then rebinds the
@@ -68,7 +72,7 @@ fn geometry(byte_offset: u64, nbytes: u64, dtype: DType) -> FfiResult<(i64, i64)
     Ok(((byte_offset / size) as i64, (nbytes / size) as i64))
 }
 
-/// The storage's contents as a flat `dtype` tensor of `n` elements
+/// The storage's contents as a `dtype` tensor of `n` elements in some shape
 /// (zeros if never written).
 fn contents(s: &mut Storage, dtype: DType, n: i64) -> FfiResult<Tensor> {
     match &s.value {
@@ -163,13 +167,18 @@ pub(crate) unsafe fn read_view(
     let mut map = storages();
     let (byte_offset, s) = find(&mut map, address)?;
     let (offset, n) = geometry(byte_offset, s.nbytes, dtype)?;
-    let flat = contents(s, dtype, n)?;
+    let all = contents(s, dtype, n)?;
     drop(map);
-    if sizes.len() == 1 && is_whole(sizes, strides, offset, n) {
-        return Ok(flat);
-    }
     // SAFETY: `origin` as the caller guarantees.
-    unsafe { at(origin, || flat.as_strided(sizes, strides, offset)) }
+    unsafe {
+        if is_whole(sizes, strides, offset, n) {
+            // No op when the shape is the one the storage was written with.
+            at(origin, || all.reshape(sizes))
+        } else {
+            let flat = at(origin, || all.reshape(&[n]))?;
+            at(origin, || flat.as_strided(sizes, strides, offset))
+        }
+    }
 }
 
 /// Writes `value` (converted to `dtype`, broadcast to `sizes`) into the
@@ -193,10 +202,12 @@ pub(crate) unsafe fn write_view(
     // SAFETY: `origin` as the caller guarantees.
     let new = unsafe {
         if is_whole(sizes, strides, offset, n) {
-            // The whole storage, in order: its new contents are the value.
-            at(origin, || value.reshape(&[n]))?
+            // The whole storage, in order: its new contents are the value,
+            // kept in its shape so that the next read of it is no op.
+            value
         } else {
-            let flat = contents(s, dtype, n)?;
+            let all = contents(s, dtype, n)?;
+            let flat = at(origin, || all.reshape(&[n]))?;
             at(origin, || {
                 flat.as_strided_scatter(&value, sizes, strides, offset)
             })?
@@ -313,6 +324,7 @@ c_api! {
             )));
         }
         let (n, total) = ((nbytes / size) as i64, (d.nbytes as usize / size) as i64);
+        let v = v.reshape(&[v.numel()])?;
         let part = if n == v.numel() { v } else { v.slice(0, 0, n, 1)? };
         d.value = Some(if total == n {
             part

@@ -146,3 +146,28 @@ def test_boolean_masks_sync_with_the_host():
     check(lambda x: x[:, x[0] > 0], x)
     assert sum(eagertpu.host_syncs().values()) > before  # data-dependent shapes read the mask, as on CUDA
     assert torch.equal(x.to("tpu"), x.to("tpu").clone()) and not torch.equal(x.to("tpu"), x.to("tpu") + 1)
+
+
+@pytest.mark.usefixtures("no_fallbacks")
+def test_a_whole_tensor_read_in_its_own_shape_records_no_view_op():
+    import eagertpu
+
+    a, b = rand(4, 4), rand(4, 4)
+    ta, tb = a.to("tpu"), b.to("tpu")
+    before = eagertpu.metrics()["ops_recorded"]
+    out = ta + tb
+    assert eagertpu.metrics()["ops_recorded"] - before == 1, "a + b of 4x4 tensors is one runtime op"
+    assert_same(out, a + b)
+    # The same storage read in other shapes, partly written, then whole again.
+    c, t = (a + b), out
+    for x in (c, t):
+        flat = x.view(16)
+        flat[3:7] = 2.0
+        x.view(2, 8)[1].mul_(3)
+        x.t()[0].add_(1)
+    same(t, c)
+    same(t.view(8, 2)[::2], c.view(8, 2)[::2])
+    same(t.view(torch.int32), c.view(torch.int32))
+    for x in (c, t):
+        x.resize_(20)
+    same(t[:16], c[:16])
