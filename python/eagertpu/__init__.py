@@ -13,7 +13,14 @@ import contextlib
 import os
 import warnings
 
-import torch
+
+def _autoload() -> None:
+    """The `torch.backends` entry point: importing this module registers the
+    device (or warns why it could not). Defined before `import torch`, which
+    calls it: `import eagertpu` before `import torch` works too."""
+
+
+import torch  # noqa: E402 - after _autoload, which importing torch calls
 
 from . import _lib
 
@@ -49,15 +56,12 @@ def _register() -> None:
     _registered = True
 
 
-def _autoload() -> None:
-    """The `torch.backends` entry point: importing this module registered the
-    device already (or warned why it could not)."""
-
-
 # Registration must never break `import torch` (which imports this module
 # through the entry point): a failure is a warning here, and an error at the
 # first use of this API.
 _load_error = None
+
+
 def _shutdown_at_exit() -> None:
     # Before the interpreter and the plugin's static state go away: no
     # background compile may still be running inside the plugin.

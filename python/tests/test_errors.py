@@ -165,3 +165,18 @@ def test_host_syncs_are_reported_by_call_site():
     assert site in eagertpu.metrics_report()
     m = eagertpu.metrics()
     assert isinstance(m["compiles"], int) and m["host_syncs_by_site"][site] >= 5
+
+
+def test_import_eagertpu_before_torch():
+    # Importing torch autoloads eagertpu through its entry point, while
+    # `import eagertpu` is still running: this order must work too.
+    r = run_python(
+        """
+        import eagertpu
+        import torch
+        x = torch.arange(3.0, device="tpu") * 2
+        assert x.cpu().tolist() == [0.0, 2.0, 4.0], x.cpu()
+        print("ok")
+        """
+    )
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]
