@@ -13,8 +13,10 @@
 //!   period before it. A candidate that has matched a whole period is
 //!   confirmed; the confirmed candidate with the longest match is the period
 //!   (a step's repeated layers propose the layer length too, but only the
-//!   step's own period keeps matching across step boundaries). Periods of 2 to
-//!   `MAX_PERIOD` ops are found.
+//!   step's own period keeps matching across step boundaries), except that a
+//!   confirmed period short enough for one chunk wins over a longer one (a
+//!   decode step over the whole `generate()` call that repeats it). Periods
+//!   of 2 to `MAX_PERIOD` ops are found.
 //! - **Phase.** Where in the period chunks start is a property of the ops
 //!   alone: the rotation of one period that is smallest in signature order.
 //!   A host read, a CPU fallback or a mode switch in the middle of a step cuts
@@ -241,12 +243,21 @@ impl Window {
     /// The period is the confirmed candidate with the longest match; a new
     /// period gets its phase from its ops.
     fn update_phase(&mut self) {
-        let best = self
-            .candidates
-            .iter()
-            .filter(|c| c.run >= c.period)
-            .max_by(|a, b| a.run.cmp(&b.run).then(b.period.cmp(&a.period)))
-            .map(|c| c.period);
+        let longest = |fits: bool| {
+            self.candidates
+                .iter()
+                .filter(|c| c.run >= c.period && (!fits || c.period <= self.limits.max_ops))
+                .max_by(|a, b| a.run.cmp(&b.run).then(b.period.cmp(&a.period)))
+                .map(|c| c.period)
+        };
+        // A period that fits in one chunk cuts at the loop's own boundaries;
+        // a longer one only at fixed offsets. So a decode step (one token)
+        // wins over the whole generate() call it is part of, which repeats
+        // too, once a second call has begun, and matches longer.
+        let best = match longest(false) {
+            Some(p) if p > self.limits.max_ops => longest(true).or(Some(p)),
+            best => best,
+        };
         match (best, self.phase) {
             (None, _) => self.phase = None,
             (Some(p), Some(phase)) if phase.period == p => {}
@@ -554,6 +565,28 @@ mod tests {
         assert_eq!(w.period(), Some(50));
         w.record(sig(99_999), 1, 0);
         assert_eq!(w.period(), None);
+    }
+
+    #[test]
+    fn given_a_decode_loop_called_again_and_again_should_keep_the_step_period() {
+        // generate(): a 40-op prefill, then 60 decode steps of 20 ops, called
+        // five times. The whole call (1,240 ops) repeats too, and from the
+        // third call on it has matched longer than the step, which restarts
+        // at every prefill; the step, which fits in one chunk, still wins.
+        let prefill: Vec<u64> = (1000..1040).map(sig).collect();
+        let step: Vec<u64> = (0..20).map(sig).collect();
+        let mut w = Window::new(limits(512));
+        for _ in 0..5 {
+            for &s in &prefill {
+                w.record(s, 1, 0);
+            }
+            for _ in 0..60 {
+                for &s in &step {
+                    w.record(s, 1, 0);
+                }
+            }
+            assert_eq!(w.period(), Some(20));
+        }
     }
 
     #[test]
