@@ -168,12 +168,99 @@ fn child_never_repeating() {
     assert!((total - want).abs() < 1e-3 * want, "{total} vs {want}");
     eagertpu::wait_for_compiles().unwrap();
     let m = metrics().unwrap();
-    println!("KEYS {} BACKGROUND {}", m.chunk_keys, m.background_compiles);
+    println!(
+        "KEYS {} SPLIT {} BACKGROUND {}",
+        m.chunk_keys, m.chunks_split, m.background_compiles
+    );
 }
 
 #[test]
 fn chunks_that_never_repeat_never_compile_a_program_of_their_own() {
     let (ok, out) = child("child_never_repeating", &[]);
     assert!(ok, "{out}");
-    assert!(out.contains("KEYS 12 BACKGROUND 0"), "{out}");
+    // The first iteration is a chunk of its own; every later one has the same
+    // ops with other sizes, so each of its calls runs alone.
+    assert!(out.contains("KEYS 1 SPLIT 11 BACKGROUND 0"), "{out}");
+}
+
+/// A decode-like loop: each step reads the last entry of a tensor that grows
+/// by one entry per step, runs a fixed-shape body on it, and reads a scalar
+/// back (as `generate()` reads its stop flag). Prints, per step, [op by op,
+/// background compiles, promotions, new keys, executions] and the splits.
+#[test]
+fn child_growing() {
+    if !is_child("child_growing") {
+        return;
+    }
+    let _m = in_mode(Mode::Fused);
+    let w = Host::random(DType::F32, &[8, 8], 31);
+    let h0 = Host::random(DType::F32, &[1, 8], 32);
+    let wt = w.tensor();
+    let mut h = h0.tensor();
+    let mut ids = Tensor::full(&[1], 0.5, DType::F32).unwrap();
+    // The host reference, step by step.
+    let mut hr: Vec<f64> = h0.data.clone();
+    let mut last = 0.5f64;
+    for step in 0..12i64 {
+        let before = metrics().unwrap();
+        let n = step + 1;
+        let tail = ids.slice(0, n - 1, n, 1).unwrap();
+        let mut y = (&h + &tail).unwrap();
+        for _ in 0..4 {
+            y = y.matmul(&wt).unwrap().tanh().unwrap();
+        }
+        let s = y.sum_all().unwrap();
+        ids = Tensor::cat(&[&ids, &s.reshape(&[1]).unwrap()], 0).unwrap();
+        h = y;
+        let got = s.item::<f32>().unwrap() as f64;
+        // Reference.
+        let mut yr: Vec<f64> = hr.iter().map(|v| round(DType::F32, v + last)).collect();
+        for _ in 0..4 {
+            yr = (0..8)
+                .map(|c| {
+                    let dot: f64 = (0..8).map(|i| yr[i] * w.data[i * 8 + c]).sum();
+                    round(DType::F32, round(DType::F32, dot).tanh())
+                })
+                .collect();
+        }
+        let want: f64 = yr.iter().sum();
+        assert!(
+            (got - want).abs() <= 1e-4 * want.abs().max(1.0),
+            "step {step}: {got} vs {want}"
+        );
+        last = round(DType::F32, want);
+        hr = yr;
+        if step == 5 {
+            eagertpu::wait_for_compiles().unwrap();
+        }
+        let after = metrics().unwrap();
+        println!("STEP{step} {:?}", delta(&after, &before));
+        println!("SPLIT{step} {}", after.chunks_split - before.chunks_split);
+    }
+    let m = metrics().unwrap();
+    println!("BACKGROUND {}", m.background_compiles);
+}
+
+#[test]
+fn calls_whose_shapes_grow_run_apart_and_the_rest_of_the_step_compiles_once() {
+    let (ok, out) = child("child_growing", &[]);
+    assert!(ok, "{out}");
+    // From the third step on (the first one creates the tensor, so the
+    // second is the first of its kind), the step is split: the slice of the growing
+    // tensor and the cat into it run alone (strict mode's programs), the
+    // fixed-shape body between them is a chunk of its own, whose one key is
+    // compiled once, in the background. The whole step, new at every step,
+    // is never compiled.
+    for step in 2..12 {
+        assert!(
+            out.contains(&format!("SPLIT{step} 1\n")),
+            "step {step} not split: {out}"
+        );
+    }
+    assert!(out.contains("BACKGROUND 1\n"), "{out}");
+    // Once compiled: three launches a step (slice, body, cat), no new key.
+    for step in 7..12 {
+        let c = counts(&out, &format!("STEP{step}"));
+        assert_eq!(c, [0, 0, 0, 0, 3], "step {step}: {out}");
+    }
 }

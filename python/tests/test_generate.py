@@ -86,18 +86,19 @@ class Recompiled(Exception):
 
 @pytest.mark.xfail(
     strict=False,
-    reason="issue 9, open (with a warm disk cache it passes): with a cold compile cache the decode loop's cuts settle only after about "
-    "10 tokens (a chunk that starts repeating late compiles then); the growing input_ids and "
-    "attention_mask make the decode chunk new at every token",
+    reason="issue 9, open: decode steps are now split (the calls on the growing input_ids and attention_mask run "
+    "alone) and most of the step compiles by token 4, but a few of its parts still compile new programs at tokens "
+    "5 to 7 (per token, measured here: prefill 5, then 11, 4, 1, 2, 0, 2)",
 )
 def test_fused_decode_compiles_nothing_strict_mode_does_not_need_after_the_first_tokens():
     """`generate()` grows `input_ids` and `attention_mask` by one token each
     step (`torch.cat`), so programs reading them are new at every token in any
     mode (strict mode too: its single-op programs of the growing tensors).
-    Fused mode must add nothing to that: its chunks that never repeat run as
-    strict mode's programs and are never compiled, so after the first tokens a
-    fused decode step loads no program a strict decode of the same tokens did
-    not already compile."""
+    Fused mode must add nothing to that: a decode step's calls whose sizes
+    changed run alone, as strict mode's programs, and the rest of the step
+    keeps its chunks, compiled once, so after the first tokens a fused decode
+    step loads no program a strict decode of the same tokens did not already
+    compile."""
     model, prompt = tiny_llama()
     new_tokens = 2 * 12
     expected = cpu_tokens(model, prompt, new_tokens)
@@ -111,9 +112,11 @@ def test_fused_decode_compiles_nothing_strict_mode_does_not_need_after_the_first
     # check stops at the first decode step that loads a program past the
     # SETTLED tokens.
     at_call = []
-    background = eagertpu.metrics()["background_compiles"]
+    split = eagertpu.metrics()["chunks_split"]
 
     def count(module, args, kwargs):
+        # A compile queued in the background by a token counts for it.
+        eagertpu.wait_for_compiles()
         at_call.append(loaded_programs())
         if len(at_call) > SETTLED + 1 and at_call[-1] > at_call[SETTLED]:
             raise Recompiled
@@ -136,7 +139,6 @@ def test_fused_decode_compiles_nothing_strict_mode_does_not_need_after_the_first
         f"fused decoding compiled new programs after token {SETTLED}: programs compiled by token 1 (the prefill), "
         f"2, ...: {per_token} ({stopped}); latest recompile reasons: {reasons}"
     )
-    eagertpu.wait_for_compiles()
-    assert eagertpu.metrics()["background_compiles"] == background, "a decode chunk that never repeats compiled"
+    assert eagertpu.metrics()["chunks_split"] - split >= new_tokens - SETTLED, "decode steps were not split"
     got = out[:, PROMPT:].cpu()
     assert torch.equal(got, expected), f"tpu generated\n{got.tolist()}\nthe CPU\n{expected.tolist()}"

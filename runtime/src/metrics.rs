@@ -32,6 +32,7 @@ pub(crate) struct Counters {
     pub chunk_keys: AtomicU64,
     pub chunks_op_by_op: AtomicU64,
     pub chunks_op_by_op_while_compiling: AtomicU64,
+    pub chunks_split: AtomicU64,
     pub background_compiles: AtomicU64,
     pub promotions: AtomicU64,
     pub recompile_reasons: Mutex<Vec<String>>,
@@ -75,6 +76,7 @@ impl Counters {
             chunk_keys: get(&self.chunk_keys),
             chunks_op_by_op: get(&self.chunks_op_by_op),
             chunks_op_by_op_while_compiling: get(&self.chunks_op_by_op_while_compiling),
+            chunks_split: get(&self.chunks_split),
             background_compiles: get(&self.background_compiles),
             promotions: get(&self.promotions),
             cached_executables,
@@ -129,6 +131,9 @@ pub struct Metrics {
     pub chunks_op_by_op: u64,
     /// Of those, chunks whose program was compiling in the background.
     pub chunks_op_by_op_while_compiling: u64,
+    /// Fused chunks whose calls of changing shapes ran apart from the rest
+    /// (a decode step reading a growing mask: the rest keeps its program).
+    pub chunks_split: u64,
     /// Fused programs compiled (or loaded) by the background compile pool.
     pub background_compiles: u64,
     /// Chunks that ran op by op and then, their program ready, as one program.
@@ -177,7 +182,7 @@ impl Metrics {
              \"transfers_to_device\": {}, \"bytes_to_device\": {}, \"transfers_to_host\": {}, \
              \"bytes_to_host\": {}, \"host_syncs\": {}, \"donated_buffers\": {}, \"donations_blocked_by_readers\": {}, \
              \"hazard_checks\": {}, \"lifted_scalars\": {}, \"chunk_keys\": {}, \
-             \"chunks_op_by_op\": {}, \"chunks_op_by_op_while_compiling\": {}, \
+             \"chunks_op_by_op\": {}, \"chunks_op_by_op_while_compiling\": {}, \"chunks_split\": {}, \
              \"background_compiles\": {}, \"promotions\": {}, \
              \"cached_executables\": {}, \"live_buffers\": {}, \"live_executables\": {}, \
              \"recompile_reasons\": [{}]}}",
@@ -204,6 +209,7 @@ impl Metrics {
             self.chunk_keys,
             self.chunks_op_by_op,
             self.chunks_op_by_op_while_compiling,
+            self.chunks_split,
             self.background_compiles,
             self.promotions,
             self.cached_executables,
@@ -231,7 +237,7 @@ impl Metrics {
              donated buffers     {} ({} blocked by unfinished readers)\n\
              hazard checks       {}\n\
              lifted scalars      {}\n\
-             fused chunk keys    {} ({} chunks run op by op, {} while compiling; {} promoted)\n\
+             fused chunk keys    {} ({} chunks run op by op, {} while compiling; {} promoted; {} split by changing shapes)\n\
              background compiles {}\n\
              cached executables  {}\n\
              live buffers        {}\n\
@@ -263,6 +269,7 @@ impl Metrics {
             self.chunks_op_by_op,
             self.chunks_op_by_op_while_compiling,
             self.promotions,
+            self.chunks_split,
             self.background_compiles,
             self.cached_executables,
             self.live_buffers,

@@ -53,11 +53,11 @@ impl Stream {
         st.outstanding.retain(|c| !c.done_ok());
         let (graph, params) = self.build_graph(rt, st, launches, !debug)?;
         let program = if rt.effective_mode() == Mode::Fused && tiers::several_calls(launches) {
-            match self.fused_program(rt, st, &graph) {
-                Some(p) => p,
-                None => {
+            match self.fused_program(rt, st, &graph, launches) {
+                Ok(p) => p,
+                Err(parts) => {
                     drop(params);
-                    return Ok(self.run_op_by_op(rt, st, launches));
+                    return Ok(self.run_parts(rt, st, launches, parts));
                 }
             }
         } else {

@@ -11,13 +11,22 @@
 //!   op by op until its program is in the cache; the next occurrence then runs
 //!   as one program (a promotion). Results are the same either way: the
 //!   single-op programs compute each op as the fused program does.
+//! - A chunk whose ops are those of an earlier chunk, some with other sizes
+//!   (a decode step slicing a `input_ids` that grows by a token), is split:
+//!   the calls whose ops changed run one by one, as strict mode runs them, and
+//!   each run of calls between them is a chunk of its own, tiered in turn, so
+//!   the bulk of the step keeps one key and is compiled once. The whole chunk,
+//!   new at every token, is never compiled.
 
 use std::collections::HashSet;
+use std::hash::{Hash, Hasher};
 use std::num::NonZeroUsize;
+use std::ops::Range;
 use std::sync::{Arc, Weak};
 
 use fusion::Graph;
-use fusion::hash::FxBuild;
+use fusion::Op;
+use fusion::hash::{FxBuild, FxHasher};
 use lru::LruCache;
 use smallvec::SmallVec;
 
@@ -41,6 +50,44 @@ pub(super) struct Tiers {
     compiling: HashSet<u64, FxBuild>,
     /// Every chunk key seen (for `chunk_keys`).
     keys: HashSet<u64, FxBuild>,
+    /// A chunk's structure (`Shapes::structure`) -> the exact signature of
+    /// each of its ops the last time it ran without a program.
+    structures: LruCache<u64, Vec<u64>, FxBuild>,
+}
+
+/// What a chunk is made of: `structure` hashes the ops' window signatures
+/// (names, dtypes, ranks) and how they are wired; `exact` is each op's full
+/// signature (its parameters and input types).
+struct Shapes {
+    structure: u64,
+    exact: Vec<u64>,
+}
+
+impl Shapes {
+    fn of(launches: &[Launch]) -> Shapes {
+        let mut structure = FxHasher::default();
+        let mut exact = Vec::with_capacity(launches.len());
+        for l in launches {
+            let node = &l.node;
+            node.signature().hash(&mut structure);
+            l.from.hash(&mut structure);
+            let mut h = FxHasher::default();
+            match &node.op {
+                // A scalar's value is a parameter (a learning rate, a random
+                // key), not a change of size.
+                Op::Full { ty, .. } => ty.hash(&mut h),
+                op => op.hash(&mut h),
+            }
+            for v in &node.inputs {
+                v.ty.hash(&mut h);
+            }
+            exact.push(h.finish());
+        }
+        Shapes {
+            structure: structure.finish(),
+            exact,
+        }
+    }
 }
 
 impl Default for Tiers {
@@ -52,6 +99,10 @@ impl Default for Tiers {
             ),
             compiling: HashSet::default(),
             keys: HashSet::default(),
+            structures: LruCache::with_hasher(
+                NonZeroUsize::new(SIGHTINGS).unwrap_or(NonZeroUsize::MIN),
+                FxBuild::default(),
+            ),
         }
     }
 }
@@ -69,6 +120,27 @@ pub(super) fn calls(launches: &[Launch]) -> Vec<std::ops::Range<usize>> {
     out
 }
 
+/// The parts a chunk runs as when some of its ops changed sizes since the
+/// last time the same structure ran (`changed` per launch): each call with a
+/// changed op alone, each run of unchanged calls between them as one part.
+fn split_at_changes(launches: &[Launch], changed: &[bool]) -> Vec<Range<usize>> {
+    let mut parts: Vec<Range<usize>> = vec![];
+    let mut stable: Option<Range<usize>> = None;
+    for call in calls(launches) {
+        if changed[call.clone()].iter().any(|c| *c) {
+            parts.extend(stable.take());
+            parts.push(call);
+        } else {
+            stable = Some(match stable {
+                Some(r) => r.start..call.end,
+                None => call,
+            });
+        }
+    }
+    parts.extend(stable);
+    parts
+}
+
 /// Whether a chunk's launches come from more than one API call.
 pub(super) fn several_calls(launches: &[Launch]) -> bool {
     launches
@@ -77,25 +149,61 @@ pub(super) fn several_calls(launches: &[Launch]) -> bool {
 }
 
 impl Stream {
-    /// The fused program for `graph` if it is ready; otherwise records the
-    /// sighting (queueing the compile once the chunk is hot) and returns
-    /// `None`: run the chunk op by op.
+    /// The fused program for `graph` if it is ready. Otherwise `Err(parts)`:
+    /// run the chunk as those parts. Its API calls one by one, while its
+    /// sightings are counted (the compile queued once the chunk is hot); or,
+    /// when some of its ops changed sizes since its structure last ran, the
+    /// changed calls one by one and the unchanged runs between them as chunks
+    /// of their own, and the whole chunk is never compiled.
     pub(super) fn fused_program(
         &self,
         rt: &Runtime,
         st: &mut StreamState,
         graph: &Graph,
-    ) -> Option<Arc<Program>> {
+        launches: &[Launch],
+    ) -> Result<Arc<Program>, Vec<Range<usize>>> {
         let key = graph.key_hash();
-        if st.tiers.keys.insert(key) {
-            Counters::add(&rt.counters.chunk_keys, 1);
-        }
         if let Some(p) = rt.cache.loaded(graph, &rt.counters) {
             if st.tiers.compiling.remove(&key) {
                 Counters::add(&rt.counters.promotions, 1);
             }
-            return Some(p);
+            return Ok(p);
         }
+        let shapes = Shapes::of(launches);
+        let before = st.tiers.structures.put(shapes.structure, shapes.exact);
+        let now = st.tiers.structures.peek(&shapes.structure);
+        if let (Some(before), Some(now)) = (before, now)
+            && before.len() == now.len()
+            && before != *now
+        {
+            let changed: Vec<bool> = before.iter().zip(now).map(|(b, n)| b != n).collect();
+            let parts = split_at_changes(launches, &changed);
+            if parts.len() > 1 {
+                Counters::add(&rt.counters.chunks_split, 1);
+                return Err(parts);
+            }
+        }
+        // A split chunk is no key of its own: its parts are.
+        if st.tiers.keys.insert(key) {
+            Counters::add(&rt.counters.chunk_keys, 1);
+        }
+        self.sighted(rt, st, graph, key).ok_or_else(|| {
+            Counters::add(&rt.counters.chunks_op_by_op, 1);
+            calls(launches)
+        })
+    }
+
+    /// Counts a sighting of a chunk without a program: its program if the
+    /// disk has it (at first sight) or once compiled here
+    /// (`EAGERTPU_COMPILE_THREADS=0`); `None` to run it op by op, its compile
+    /// queued once it is hot.
+    fn sighted(
+        &self,
+        rt: &Runtime,
+        st: &mut StreamState,
+        graph: &Graph,
+        key: u64,
+    ) -> Option<Arc<Program>> {
         if rt.compiler.failed(key) {
             return None;
         }
@@ -138,30 +246,37 @@ impl Stream {
         None
     }
 
-    /// Runs a chunk as its ops one by one: each API call's nodes as one
-    /// program, the programs strict mode runs, without waiting. A result only
-    /// later calls read is donated to its last reader, as in strict mode.
-    /// Returns the first failure; each result is ready or failed on its own.
-    pub(super) fn run_op_by_op(
+    /// Runs a chunk as `parts` (ranges of its launches, in order), each
+    /// launched as a chunk of its own: an API call's nodes as the program
+    /// strict mode runs, several calls tiered in turn. A result only later
+    /// parts read is donated to its last reader, as in strict mode. Returns the
+    /// first failure; each result is ready or failed on its own.
+    pub(super) fn run_parts(
         &self,
         rt: &Runtime,
         st: &mut StreamState,
         launches: &[Launch],
+        parts: Vec<Range<usize>>,
     ) -> Option<Error> {
-        Counters::add(&rt.counters.chunks_op_by_op, 1);
         let n = launches.len();
-        // Readers of each node's result in later calls.
+        let mut part_of = vec![0u32; n];
+        for (p, range) in parts.iter().enumerate() {
+            for slot in &mut part_of[range.clone()] {
+                *slot = p as u32;
+            }
+        }
+        // Readers of each node's result in later parts.
         let mut readers = vec![0u32; n];
-        for l in launches {
+        for (i, l) in launches.iter().enumerate() {
             for k in l.from.iter().flatten() {
-                if launches[*k as usize].node.call != l.node.call {
+                if part_of[*k as usize] != part_of[i] {
                     readers[*k as usize] += 1;
                 }
             }
         }
         let mut results: Vec<Option<Arc<Value>>> = vec![None; n];
         let mut first = None;
-        for range in calls(launches) {
+        for range in parts {
             let mut unit: Vec<Launch> = Vec::with_capacity(range.len());
             for (m, l) in launches[range.clone()].iter().enumerate() {
                 let mut inputs = SmallVec::new();
