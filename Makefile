@@ -67,8 +67,12 @@ test-hazards: setup-test build
 	EAGERTPU_CHECK_HAZARDS=1 EAGERTPU_CACHE_DIR=$(TEST_CACHE) $(CARGO) test --release --workspace
 	EAGERTPU_CHECK_HAZARDS=1 EAGERTPU_CACHE_DIR=$(TEST_CACHE) $(VPY) -m pytest -q python/tests
 
+# In-process fused chunks compile on the recording thread: a test binary
+# returns from main without eagertpu::shutdown(), and a background compile
+# still inside the plugin then can crash in its static destructors. The
+# compile pool itself is tested in child processes (tests/tiers.rs).
 test-rust: setup-test
-	EAGERTPU_CACHE_DIR=$(TEST_CACHE) $(CARGO) test --release --workspace
+	EAGERTPU_COMPILE_THREADS=0 EAGERTPU_CACHE_DIR=$(TEST_CACHE) $(CARGO) test --release --workspace
 
 test-python: build
 	EAGERTPU_CACHE_DIR=$(TEST_CACHE) $(VPY) -m pytest -q python/tests
