@@ -44,6 +44,9 @@ fn assert_matches(what: &str, got: &[f32], want: &[f64]) {
     }
 }
 
+/// A child with the background compile pool (children default to none).
+const POOL: &[(&str, &str)] = &[("EAGERTPU_COMPILE_THREADS", "1")];
+
 fn delta(after: &Metrics, before: &Metrics) -> [u64; 5] {
     [
         after.chunks_op_by_op - before.chunks_op_by_op,
@@ -96,6 +99,7 @@ fn child_tiers() {
     println!("THIRD {:?}", run());
     println!("FOURTH {:?}", run());
     println!("COMPILES {}", metrics().unwrap().compiles);
+    eagertpu::wait_for_compiles().unwrap();
 }
 
 fn counts(out: &str, tag: &str) -> Vec<u64> {
@@ -112,7 +116,7 @@ fn counts(out: &str, tag: &str) -> Vec<u64> {
 
 #[test]
 fn a_chunk_seen_once_runs_op_by_op_and_a_hot_one_compiles_in_the_background() {
-    let (ok, out) = child("child_tiers", &[]);
+    let (ok, out) = child("child_tiers", POOL);
     assert!(ok, "{out}");
     // Seen once: its 12 API calls run one by one (as strict mode runs them),
     // and nothing is compiled for the chunk.
@@ -138,7 +142,13 @@ fn the_threshold_and_the_compile_threads_are_settings() {
     assert!(ok, "{out}");
     assert_eq!(counts(&out, "FIRST"), [0, 0, 0, 1, 1], "{out}");
     // A threshold of 3: the second run is still op by op and queues nothing.
-    let (ok, out) = child("child_tiers", &[("EAGERTPU_HOT_THRESHOLD", "3")]);
+    let (ok, out) = child(
+        "child_tiers",
+        &[
+            ("EAGERTPU_HOT_THRESHOLD", "3"),
+            ("EAGERTPU_COMPILE_THREADS", "1"),
+        ],
+    );
     assert!(ok, "{out}");
     assert_eq!(counts(&out, "SECOND")[..2], [1, 0], "{out}");
     assert_eq!(counts(&out, "THIRD")[..3], [1, 0, 0], "{out}");
@@ -176,7 +186,7 @@ fn child_never_repeating() {
 
 #[test]
 fn chunks_that_never_repeat_never_compile_a_program_of_their_own() {
-    let (ok, out) = child("child_never_repeating", &[]);
+    let (ok, out) = child("child_never_repeating", POOL);
     assert!(ok, "{out}");
     // The first iteration is a chunk of its own; every later one has the same
     // ops with other sizes, so each of its calls runs alone.
@@ -237,13 +247,14 @@ fn child_growing() {
         println!("STEP{step} {:?}", delta(&after, &before));
         println!("SPLIT{step} {}", after.chunks_split - before.chunks_split);
     }
+    eagertpu::wait_for_compiles().unwrap();
     let m = metrics().unwrap();
     println!("BACKGROUND {}", m.background_compiles);
 }
 
 #[test]
 fn calls_whose_shapes_grow_run_apart_and_the_rest_of_the_step_compiles_once() {
-    let (ok, out) = child("child_growing", &[]);
+    let (ok, out) = child("child_growing", POOL);
     assert!(ok, "{out}");
     // From the third step on (the first one creates the tensor, so the
     // second is the first of its kind), the step is split: the slice of the growing

@@ -312,6 +312,10 @@ pub fn child_command(name: &str, env: &[(&str, &str)]) -> std::process::Command 
     ] {
         cmd.env_remove(var);
     }
+    // No background compile may still be inside the plugin when a child
+    // exits (its static destructors would crash under it): tests of the
+    // compile pool ask for threads.
+    cmd.env("EAGERTPU_COMPILE_THREADS", "0");
     for (k, v) in env {
         cmd.env(k, v);
     }
