@@ -123,4 +123,5 @@ fn main() {
     benches(&mut c);
     c.final_summary();
     summary();
+    eagertpu::shutdown().unwrap();
 }

@@ -427,4 +427,5 @@ fn main() {
     let _ = std::fs::create_dir_all(&out);
     std::fs::write(out.join("modes.json"), &json).unwrap();
     print!("\n{json}");
+    eagertpu::shutdown().unwrap();
 }

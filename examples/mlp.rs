@@ -164,5 +164,7 @@ fn run() -> eagertpu::Result<()> {
         "{{\"first_loss\": {first:.6}, \"last_loss\": {last:.6}, \"steps\": {steps}, \"mode\": \"{}\", \"plugin\": \"{}\", \"pjrt_api\": \"{}\"}}",
         manifest.mode, manifest.platform_name, manifest.pjrt_api
     );
+    // Runs what is pending and stops the background compiles before exit.
+    eagertpu::shutdown()?;
     Ok(())
 }
