@@ -14,8 +14,9 @@
 //!   confirmed; the confirmed candidate with the longest match is the period
 //!   (a step's repeated layers propose the layer length too, but only the
 //!   step's own period keeps matching across step boundaries), except that a
-//!   confirmed period short enough for one chunk wins over a longer one (a
-//!   decode step over the whole `generate()` call that repeats it). Periods
+//!   confirmed period short enough for one chunk wins over one longer than
+//!   four windows (a decode step over the whole `generate()` call that
+//!   repeats it). Periods
 //!   of 2 to `MAX_PERIOD` ops are found.
 //! - **Phase.** Where in the period chunks start is a property of the ops
 //!   alone: the rotation of one period that is smallest in signature order.
@@ -112,6 +113,9 @@ const GRAM: usize = 8;
 const GRAM_SLOTS: usize = 1 << 15;
 /// Candidate periods tracked at once.
 const CANDIDATES: usize = 8;
+/// A period longer than this many windows yields to a confirmed one that
+/// fits in one.
+const LONG_PERIOD_WINDOWS: usize = 4;
 /// Equal smallest signatures compared when finding a period's phase.
 const PHASE_TIES: usize = 16;
 
@@ -251,11 +255,13 @@ impl Window {
                 .map(|c| c.period)
         };
         // A period that fits in one chunk cuts at the loop's own boundaries;
-        // a longer one only at fixed offsets. So a decode step (one token)
-        // wins over the whole generate() call it is part of, which repeats
-        // too, once a second call has begun, and matches longer.
+        // a much longer one only at fixed offsets. So a decode step (one
+        // token) wins over the whole generate() call it is part of, which
+        // repeats too once a second call has begun, and matches longer. (A
+        // training step of a few windows keeps its own period: its layers
+        // repeat only within a step.)
         let best = match longest(false) {
-            Some(p) if p > self.limits.max_ops => longest(true).or(Some(p)),
+            Some(p) if p > LONG_PERIOD_WINDOWS * self.limits.max_ops => longest(true).or(Some(p)),
             best => best,
         };
         match (best, self.phase) {
@@ -569,8 +575,8 @@ mod tests {
 
     #[test]
     fn given_a_decode_loop_called_again_and_again_should_keep_the_step_period() {
-        // generate(): a 40-op prefill, then 60 decode steps of 20 ops, called
-        // five times. The whole call (1,240 ops) repeats too, and from the
+        // generate(): a 40-op prefill, then 150 decode steps of 20 ops, called
+        // five times. The whole call (3,040 ops) repeats too, and from the
         // third call on it has matched longer than the step, which restarts
         // at every prefill; the step, which fits in one chunk, still wins.
         let prefill: Vec<u64> = (1000..1040).map(sig).collect();
@@ -580,7 +586,7 @@ mod tests {
             for &s in &prefill {
                 w.record(s, 1, 0);
             }
-            for _ in 0..60 {
+            for _ in 0..150 {
                 for &s in &step {
                     w.record(s, 1, 0);
                 }

@@ -37,18 +37,16 @@ impl TraceNode {
         }
     }
 
-    /// What the window compares to find the loop: the op's name and its
-    /// inputs' dtypes and ranks, not their sizes nor the op's parameters. A
-    /// decode step whose attention mask grows by a token is the same step:
-    /// the period is found at once and cuts never drift, while a chunk that
-    /// reads the growing tensor still gets a key of its own (the graph's).
+    /// Op and input types: what the window compares to find the loop.
     pub(super) fn signature(&self) -> u64 {
         let mut h = FxHasher::default();
-        self.op.name().hash(&mut h);
-        self.ty.dtype.hash(&mut h);
+        match &self.op {
+            // A key changes every step; the loop still repeats.
+            Op::Full { ty, .. } if self.lift => ty.hash(&mut h),
+            op => op.hash(&mut h),
+        }
         for v in &self.inputs {
-            v.ty.dtype.hash(&mut h);
-            v.ty.shape.len().hash(&mut h);
+            v.ty.hash(&mut h);
         }
         h.finish()
     }

@@ -55,7 +55,7 @@ pub(super) struct Tiers {
     structures: LruCache<u64, Vec<u64>, FxBuild>,
 }
 
-/// What a chunk is made of: `structure` hashes the ops' window signatures
+/// What a chunk is made of: `structure` hashes its ops without their sizes
 /// (names, dtypes, ranks) and how they are wired; `exact` is each op's full
 /// signature (its parameters and input types).
 struct Shapes {
@@ -69,7 +69,13 @@ impl Shapes {
         let mut exact = Vec::with_capacity(launches.len());
         for l in launches {
             let node = &l.node;
-            node.signature().hash(&mut structure);
+            // The op without sizes: name, dtypes and ranks.
+            node.op.name().hash(&mut structure);
+            node.ty.dtype.hash(&mut structure);
+            for v in &node.inputs {
+                v.ty.dtype.hash(&mut structure);
+                v.ty.shape.len().hash(&mut structure);
+            }
             l.from.hash(&mut structure);
             let mut h = FxHasher::default();
             match &node.op {
