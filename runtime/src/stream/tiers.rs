@@ -175,14 +175,13 @@ impl Stream {
             }
             return Ok(p);
         }
-        let shapes = Shapes::of(launches);
-        let before = st.tiers.structures.put(shapes.structure, shapes.exact);
-        let now = st.tiers.structures.peek(&shapes.structure);
-        if let (Some(before), Some(now)) = (before, now)
-            && before.len() == now.len()
-            && before != *now
+        let Shapes { structure, exact } = Shapes::of(launches);
+        let before = st.tiers.structures.put(structure, exact.clone());
+        if let Some(before) = before
+            && before.len() == exact.len()
+            && before != exact
         {
-            let changed: Vec<bool> = before.iter().zip(now).map(|(b, n)| b != n).collect();
+            let changed: Vec<bool> = before.iter().zip(&exact).map(|(b, n)| b != n).collect();
             let parts = split_at_changes(launches, &changed);
             if parts.len() > 1 {
                 Counters::add(&rt.counters.chunks_split, 1);
