@@ -560,36 +560,26 @@ def run_compile_heavy(quick=False):
 # ----------------------------------------------------------------- per_op ----
 
 
-def python_calls(fn):
-    """Python functions entered while fn() runs (0: it stays in C++)."""
-    calls = [0]
-
-    def profile(frame, event, arg):
-        if event == "call":
-            calls[0] += 1
-
-    sys.setprofile(profile)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
-    return calls[0] - 1  # fn itself
-
-
 def per_op_time(config, n, repeats):
-    """Best of `repeats` loops of n torch.add calls on 4x4 float32, results
-    dropped: the loop's time per op, the sync after it per op, and runtime
-    ops recorded / chunks executed per add."""
-    dev = {"cpu": "cpu", "cpu_out": "cpu", "meta": "meta"}.get(config, "tpu")
-    enter(config if config in ("strict", "fused") else "cpu")
+    """Best of `repeats` loops of n calls on 4x4 float32, results dropped: the
+    loop's time per call, the sync after it per call, and runtime ops recorded
+    / chunks executed per call. Configurations: cpu and cpu_out (PyTorch CPU,
+    torch.add and torch.add(out=)), fused and strict (torch.add on tpu),
+    fused_out (torch.add(out=) on tpu: ATen's structured meta function, no
+    allocation), tpu_empty (torch.empty on tpu: the allocation alone)."""
+    dev = "cpu" if config.startswith("cpu") else "tpu"
+    enter(config if config in ("strict", "fused") else "cpu" if dev == "cpu" else "fused")
     a, b = torch.randn(4, 4).to(dev), torch.randn(4, 4).to(dev)
-    c = torch.empty(4, 4)
+    c = torch.empty(4, 4, device=dev)
 
     def loop(k):
         start = time.perf_counter()
-        if config == "cpu_out":
+        if config.endswith("_out"):
             for _ in range(k):
                 torch.add(a, b, out=c)
+        elif config == "tpu_empty":
+            for _ in range(k):
+                torch.empty((4, 4), device="tpu")
         else:
             for _ in range(k):
                 torch.add(a, b)
@@ -611,69 +601,114 @@ def per_op_time(config, n, repeats):
     return {"loop_us": t / n * 1e6, "sync_us": s / n * 1e6, "ops_per_add": ops / n, "executions_per_add": execs / n}
 
 
+def per_op_stages_child(n):
+    """In a process with EAGERTPU_OP_TIMING=1: the fused torch.add loop, and
+    the runtime's time per add in each stage (runtime/src/timing.rs)."""
+    a, b = torch.randn(4, 4).to("tpu"), torch.randn(4, 4).to("tpu")
+    for _ in range(n):
+        torch.add(a, b)
+    eagertpu.sync()
+    best = None
+    for _ in range(3):
+        t0 = eagertpu.metrics()["op_timing"]
+        start = time.perf_counter()
+        for _ in range(n):
+            torch.add(a, b)
+        loop = time.perf_counter() - start
+        t1 = eagertpu.metrics()["op_timing"]
+        if best is None or loop < best[0]:
+            best = (loop, {k: (t1[k]["nanos"] - t0[k]["nanos"]) / n / 1e3 for k in t1})
+    loop, stages = best
+    return {"loop_us": loop / n * 1e6, **stages}
+
+
 def run_per_op(quick=False):
     n = 2000 if quick else 20000
-    configs = ("cpu", "cpu_out", "meta", "fused", "strict")
-    counts = {"meta": n // 20, "strict": n // 4}  # the slow ones: fewer ops
+    configs = ("cpu", "cpu_out", "fused", "fused_out", "tpu_empty", "strict")
+    counts = {"strict": n // 4}  # the slow one: fewer ops
     res = {c: per_op_time(c, counts.get(c, n), 3) for c in configs}
     eagertpu.set_mode("fused")
-    meta_t = torch.randn(4, 4, device="meta")
-    meta_python = python_calls(lambda: torch.add(meta_t, meta_t))
+    env = dict(os.environ, EAGERTPU_OP_TIMING="1", EAGERTPU_MODE="fused", EAGERTPU_LOG="error")
+    proc = subprocess.run([sys.executable, os.path.abspath(__file__), "per_op_stages", str(n)], env=env,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(proc.stderr[-2000:], file=sys.stderr)
+    st = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else None
     us = {c: res[c]["loop_us"] for c in configs}
     out = {
         "setup": f"torch.add(a, b), a and b 4x4 float32, results dropped, best of 3 loops of {n} "
-        f"({counts['strict']} in strict mode, {counts['meta']} on meta)",
+        f"({counts['strict']} in strict mode)",
         "us_per_op": {
             "cpu": round(us["cpu"], 3),
             "cpu_out": round(us["cpu_out"], 3),
-            "meta": round(us["meta"], 3),
             "tpu_fused_record": round(us["fused"], 3),
+            "tpu_fused_out": round(us["fused_out"], 3),
+            "tpu_empty": round(us["tpu_empty"], 3),
             "tpu_fused_flush": round(res["fused"]["sync_us"], 3),
             "tpu_strict_enqueue": round(us["strict"], 3),
             "tpu_strict_drain": round(res["strict"]["sync_us"], 3),
         },
-        "meta_python_calls_per_add": meta_python,
         "breakdown_us": {
             "cpu_allocation": round(us["cpu"] - us["cpu_out"], 3),
             "backend_over_cpu": round(us["fused"] - us["cpu"], 3),
-            "backend_over_meta": round(us["fused"] - us["meta"], 3),
             "strict_launch_over_fused_record": round(us["strict"] - us["fused"], 3),
         },
         "runtime_ops_per_add": {m: res[m]["ops_per_add"] for m in ("fused", "strict")},
         "executions_per_add": {m: res[m]["executions_per_add"] for m in ("fused", "strict")},
         "what": {
-            "cpu": "PyTorch CPU eager: Python call, ATen dispatch, CPU kernel, output allocation",
-            "cpu_out": "the same with out= (no allocation): Python call, dispatch, CPU kernel",
-            "meta": "the meta device: Python call, ATen dispatch, the meta function, no data. In torch 2.15 the "
-            "meta add runs a Python reference (torch._refs, see meta_python_calls_per_add), so it is no lower "
-            "bound for dispatch cost when that count is above 0",
-            "tpu_fused_record": "tpu, fused mode, nothing read: the loop's time per op (dispatch, the backend's "
-            "kernel, recording; window cuts inside the loop included, see executions_per_add)",
+            "cpu": "PyTorch CPU eager: Python call, ATen dispatch, structured meta function, output allocation, "
+            "CPU kernel",
+            "cpu_out": "the same with out= (no allocation)",
+            "tpu_fused_record": "tpu, fused mode, nothing read: the loop's time per op (window cuts inside the loop "
+            "included, see executions_per_add)",
+            "tpu_fused_out": "torch.add(out=) on tpu: ATen's structured meta function and the backend's kernel, no "
+            "allocation (the functional form skips the meta function for contiguous operands)",
+            "tpu_empty": "torch.empty((4, 4), device='tpu') alone: dispatch, allocation, registering and freeing "
+            "the storage",
             "tpu_fused_flush": "the eagertpu.sync() after the fused loop, per op of the loop",
             "tpu_strict_enqueue": "tpu, strict mode: the loop's time per op (each op launched, not awaited)",
             "tpu_strict_drain": "the eagertpu.sync() after the strict loop, per op",
             "cpu_allocation": "= cpu - cpu_out",
             "backend_over_cpu": "= tpu_fused_record - cpu: what the tpu path costs beyond PyTorch's own CPU op",
-            "backend_over_meta": "= tpu_fused_record - meta (meaningful only when meta stays in C++)",
             "strict_launch_over_fused_record": "= tpu_strict_enqueue - tpu_fused_record: launching each op",
             "runtime_ops_per_add": "ops the runtime recorded per torch.add",
             "executions_per_add": "programs launched per torch.add (fused: results nobody holds are never run)",
         },
     }
+    if st is not None:
+        # Stages nest: abi > views, record > cut (runtime/src/timing.rs).
+        out["stages_us"] = {
+            "loop_timed": round(st["loop_us"], 3),
+            "pytorch_and_backend": round(st["loop_us"] - st["abi"], 3),
+            "abi_entry": round(st["abi"] - st["views"] - st["record"], 3),
+            "views": round(st["views"], 3),
+            "record": round(st["record"] - st["cut"], 3),
+            "cut": round(st["cut"], 3),
+        }
+        out["what"].update({
+            "loop_timed": "tpu_fused_record again, in a process timing the runtime's stages (EAGERTPU_OP_TIMING=1: "
+            "each clock read adds to it)",
+            "pytorch_and_backend": "outside the C ABI: Python call, ATen dispatch, autograd and ADInplaceOrView "
+            "layers, the backend's C++ kernel (result dtype and shape, allocation, the caller's file:line)",
+            "abi_entry": "inside C ABI calls, outside views and recording: argument decoding, the origin, "
+            "registering and freeing storages",
+            "views": "reading the inputs' storages and writing the output's (the storage table)",
+            "record": "recording the op: checks, type inference, the trace node, the window's signature and policy",
+            "cut": "cuts inside the loop: building, looking up and launching chunks (or dropping dead ones)",
+        })
     out["ratios"] = {
         "fused_record_over_cpu": ratio(us["fused"], us["cpu"]),
-        "fused_record_over_meta": ratio(us["fused"], us["meta"]),
         "strict_over_fused_record": ratio(us["strict"], us["fused"]),
     }
     out["checks"] = {}
     rows = [(k, [v], out["what"][k].split(":")[0][:60]) for k, v in out["us_per_op"].items()]
     rows += [(k, [v], out["what"][k]) for k, v in out["breakdown_us"].items()]
+    rows += [(k, [v], out["what"][k][:70]) for k, v in out.get("stages_us", {}).items()]
     table(
         f"per_op: {out['setup']}",
         ["us/op"],
         rows,
-        note=f"runtime ops per add {out['runtime_ops_per_add']}, executions per add {out['executions_per_add']}, "
-        f"Python calls in one meta add: {meta_python}",
+        note=f"runtime ops per add {out['runtime_ops_per_add']}, executions per add {out['executions_per_add']}",
     )
     print_ratios(out["ratios"], out["checks"])
     return out
@@ -689,3 +724,5 @@ RUNS = {
 
 if __name__ == "__main__" and sys.argv[1:2] == ["compile_heavy"]:
     print(json.dumps(compile_heavy_child(sys.argv[2], int(sys.argv[3]))))
+if __name__ == "__main__" and sys.argv[1:2] == ["per_op_stages"]:
+    print(json.dumps(per_op_stages_child(int(sys.argv[2]))))

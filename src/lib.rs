@@ -21,7 +21,7 @@ pub use fusion::{BinaryOp, DType, Reduction, Scalar, UnaryOp};
 pub use runtime::pjrt::MemoryStats;
 pub use runtime::{
     Device, Element, Error, Manifest, Metrics, Mode, ModeGuard, Operand, Result, Tensor,
-    default_device, manifest, metrics, mode, set_check_nan, set_mode, shutdown, sync,
+    default_device, manifest, metrics, mode, set_check_nan, set_mode, shutdown, sync, timing,
     wait_for_compiles, with_mode, with_origin,
 };
 

@@ -93,7 +93,10 @@ fn set_last_error(message: &str) {
 /// Runs an entry point's body: converts its result to a status, records the
 /// message of a failure, and stops any panic at the boundary.
 pub(crate) fn guard(body: impl FnOnce() -> FfiResult) -> Status {
-    match catch_unwind(AssertUnwindSafe(body)) {
+    let result = eagertpu::timing::timed(eagertpu::timing::Stage::Abi, || {
+        catch_unwind(AssertUnwindSafe(body))
+    });
+    match result {
         Ok(Ok(())) => ETPU_OK,
         Ok(Err(f)) => {
             set_last_error(&f.message);
@@ -132,10 +135,13 @@ pub(crate) unsafe fn c_str<'a>(p: *const c_char, what: &str) -> FfiResult<&'a st
 ///
 /// # Safety
 /// `origin` must be NULL or a NUL-terminated string.
-pub(crate) unsafe fn at<T>(
+pub(crate) unsafe fn at<T, E>(
     origin: *const c_char,
-    f: impl FnOnce() -> eagertpu::Result<T>,
-) -> FfiResult<T> {
+    f: impl FnOnce() -> Result<T, E>,
+) -> FfiResult<T>
+where
+    Failure: From<E>,
+{
     let o = if origin.is_null() {
         "an unknown C caller"
     } else {

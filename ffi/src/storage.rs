@@ -27,6 +27,7 @@ use std::collections::BTreeMap;
 use std::ffi::c_char;
 use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
 
+use eagertpu::timing::{self, Stage};
 use eagertpu::{DType, Device, Tensor};
 
 use crate::handles::{dims, dtype_from, get, put_tensor};
@@ -111,30 +112,19 @@ fn is_whole(sizes: &[i64], strides: &[i64], offset: i64, n: i64) -> bool {
 
 /// `value` converted to `dtype` and broadcast to `sizes`, as PyTorch writes a
 /// result into an `out=` tensor or a view.
-///
-/// # Safety
-/// `origin` must be NULL or a NUL-terminated string.
-unsafe fn fit(
-    value: Tensor,
-    dtype: DType,
-    sizes: &[i64],
-    origin: *const c_char,
-) -> FfiResult<Tensor> {
+fn fit(value: Tensor, dtype: DType, sizes: &[i64]) -> FfiResult<Tensor> {
     let mut v = value;
-    // SAFETY: `origin` as the caller guarantees.
-    unsafe {
-        if v.dtype() != dtype {
-            v = at(origin, || v.to_dtype(dtype))?;
-        }
-        if v.shape() != sizes {
-            v = at(origin, || v.broadcast_to(sizes)).map_err(|e| {
-                Failure::invalid(format!(
-                    "writing a {} value into a {dtype}{sizes:?} view: {}",
-                    v.ty(),
-                    e.message
-                ))
-            })?;
-        }
+    if v.dtype() != dtype {
+        v = v.to_dtype(dtype)?;
+    }
+    if v.shape() != sizes {
+        v = v.broadcast_to(sizes).map_err(|e| {
+            Failure::invalid(format!(
+                "writing a {} value into a {dtype}{sizes:?} view: {}",
+                v.ty(),
+                e
+            ))
+        })?;
     }
     Ok(v)
 }
@@ -153,65 +143,75 @@ unsafe fn view_args<'a>(
 }
 
 /// The view (`address` = storage base + byte offset, `dtype`, `sizes`,
-/// `strides` in elements) as a tensor.
-///
-/// # Safety
-/// `origin` must be NULL or a NUL-terminated string.
-pub(crate) unsafe fn read_view(
+/// `strides` in elements) as a tensor. Ops it records take the origin of the
+/// enclosing `at`.
+pub(crate) fn read_view(
     address: u64,
     dtype: DType,
     sizes: &[i64],
     strides: &[i64],
-    origin: *const c_char,
+) -> FfiResult<Tensor> {
+    timing::timed(Stage::Views, || {
+        read_view_untimed(address, dtype, sizes, strides)
+    })
+}
+
+fn read_view_untimed(
+    address: u64,
+    dtype: DType,
+    sizes: &[i64],
+    strides: &[i64],
 ) -> FfiResult<Tensor> {
     let mut map = storages();
     let (byte_offset, s) = find(&mut map, address)?;
     let (offset, n) = geometry(byte_offset, s.nbytes, dtype)?;
     let all = contents(s, dtype, n)?;
     drop(map);
-    // SAFETY: `origin` as the caller guarantees.
-    unsafe {
-        if is_whole(sizes, strides, offset, n) {
-            // No op when the shape is the one the storage was written with.
-            at(origin, || all.reshape(sizes))
-        } else {
-            let flat = at(origin, || all.reshape(&[n]))?;
-            at(origin, || flat.as_strided(sizes, strides, offset))
+    if is_whole(sizes, strides, offset, n) {
+        // No op when the shape is the one the storage was written with.
+        if all.shape() == sizes {
+            return Ok(all);
         }
+        Ok(all.reshape(sizes)?)
+    } else {
+        Ok(all.reshape(&[n])?.as_strided(sizes, strides, offset)?)
     }
 }
 
 /// Writes `value` (converted to `dtype`, broadcast to `sizes`) into the
-/// view, rebuilding its storage's contents.
-///
-/// # Safety
-/// `origin` must be NULL or a NUL-terminated string.
-pub(crate) unsafe fn write_view(
+/// view, rebuilding its storage's contents. Ops it records take the origin
+/// of the enclosing `at`.
+pub(crate) fn write_view(
     address: u64,
     dtype: DType,
     sizes: &[i64],
     strides: &[i64],
     value: Tensor,
-    origin: *const c_char,
 ) -> FfiResult {
-    // SAFETY: `origin` as the caller guarantees.
-    let value = unsafe { fit(value, dtype, sizes, origin)? };
+    timing::timed(Stage::Views, || {
+        write_view_untimed(address, dtype, sizes, strides, value)
+    })
+}
+
+fn write_view_untimed(
+    address: u64,
+    dtype: DType,
+    sizes: &[i64],
+    strides: &[i64],
+    value: Tensor,
+) -> FfiResult {
+    let value = fit(value, dtype, sizes)?;
     let mut map = storages();
     let (byte_offset, s) = find(&mut map, address)?;
     let (offset, n) = geometry(byte_offset, s.nbytes, dtype)?;
-    // SAFETY: `origin` as the caller guarantees.
-    let new = unsafe {
-        if is_whole(sizes, strides, offset, n) {
-            // The whole storage, in order: its new contents are the value,
-            // kept in its shape so that the next read of it is no op.
-            value
-        } else {
-            let all = contents(s, dtype, n)?;
-            let flat = at(origin, || all.reshape(&[n]))?;
-            at(origin, || {
-                flat.as_strided_scatter(&value, sizes, strides, offset)
-            })?
-        }
+    let new = if is_whole(sizes, strides, offset, n) {
+        // The whole storage, in order: its new contents are the value, kept
+        // in its shape so that the next read of it is no op.
+        value
+    } else {
+        let all = contents(s, dtype, n)?;
+        all.reshape(&[n])?
+            .as_strided_scatter(&value, sizes, strides, offset)?
     };
     s.value = Some(new);
     Ok(())
@@ -276,7 +276,7 @@ c_api! {
         // SAFETY: pointers and `origin` as documented.
         unsafe {
             let (sizes, strides) = view_args(sizes, strides, rank)?;
-            let view = read_view(address, dtype, sizes, strides, origin)?;
+            let view = at(origin, || read_view(address, dtype, sizes, strides))?;
             put_tensor(out, view)
         }
     }
@@ -297,7 +297,7 @@ c_api! {
         // SAFETY: pointers and `origin` as documented.
         unsafe {
             let (sizes, strides) = view_args(sizes, strides, rank)?;
-            write_view(address, dtype, sizes, strides, value, origin)
+            at(origin, || write_view(address, dtype, sizes, strides, value))
         }
     }
 

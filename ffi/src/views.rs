@@ -56,27 +56,12 @@ unsafe fn view<'a>(p: *const i64, what: &str) -> FfiResult<View<'a>> {
 }
 
 impl View<'_> {
-    /// # Safety
-    /// `origin` must be NULL or a NUL-terminated string.
-    unsafe fn read(&self, origin: *const c_char) -> FfiResult<Tensor> {
-        // SAFETY: as the caller guarantees.
-        unsafe { read_view(self.address, self.dtype, self.sizes, self.strides, origin) }
+    fn read(&self) -> FfiResult<Tensor> {
+        read_view(self.address, self.dtype, self.sizes, self.strides)
     }
 
-    /// # Safety
-    /// `origin` must be NULL or a NUL-terminated string.
-    unsafe fn write(&self, value: Tensor, origin: *const c_char) -> FfiResult {
-        // SAFETY: as the caller guarantees.
-        unsafe {
-            write_view(
-                self.address,
-                self.dtype,
-                self.sizes,
-                self.strides,
-                value,
-                origin,
-            )
-        }
+    fn write(&self, value: Tensor) -> FfiResult {
+        write_view(self.address, self.dtype, self.sizes, self.strides, value)
     }
 }
 
@@ -87,9 +72,7 @@ c_api! {
         unsafe {
             let op = unary_op(c_str(op, "op")?)?;
             let (x, out) = (view(x, "x")?, view(out, "out")?);
-            let v = x.read(origin)?;
-            let r = at(origin, || v.unary_op(op))?;
-            out.write(r, origin)
+            at(origin, || out.write(x.read()?.unary_op(op)?))
         }
     }
 
@@ -100,9 +83,7 @@ c_api! {
         unsafe {
             let op = binary_op(c_str(op, "op")?)?;
             let (a, b, out) = (view(a, "a")?, view(b, "b")?, view(out, "out")?);
-            let (a, b) = (a.read(origin)?, b.read(origin)?);
-            let r = at(origin, || a.binary_op(op, &b))?;
-            out.write(r, origin)
+            at(origin, || out.write(a.read()?.binary_op(op, &b.read()?)?))
         }
     }
 
@@ -121,10 +102,11 @@ c_api! {
         unsafe {
             let op = binary_op(c_str(op, "op")?)?;
             let (a, out) = (view(a, "a")?, view(out, "out")?);
-            let a = a.read(origin)?;
             let s = scalar(value, is_int);
-            let r = at(origin, || if reversed { a.binary_op_reversed(op, s) } else { a.binary_op(op, s) })?;
-            out.write(r, origin)
+            at(origin, || {
+                let a = a.read()?;
+                out.write(if reversed { a.binary_op_reversed(op, s) } else { a.binary_op(op, s) }?)
+            })
         }
     }
 }

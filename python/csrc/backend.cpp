@@ -6,6 +6,7 @@
 #include <frameobject.h>
 
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 namespace etpu {
@@ -46,7 +47,7 @@ at::ScalarType scalar_type(int32_t code) {
 namespace {
 thread_local int scope_depth = 0;
 thread_local bool origin_valid = false;
-thread_local std::string origin_text;
+thread_local const char* origin_text = "";
 
 std::mutex internal_mu;
 std::vector<std::string> internal_dirs;
@@ -60,10 +61,11 @@ bool internal_file(const char* f) {
   return false;
 }
 
-// The file:line of a frame by (code object, instruction offset): computing a
-// line number scans the code's line table, too slow to do for every op. The
-// first line number is in the key, so a code object freed and another
-// allocated at its address is not mistaken for it. Guarded by the GIL.
+// A frame's place in the code: (code object, instruction offset). Computing
+// a line number scans the code's line table and classifying a file compares
+// it with every internal directory, too slow to do for every op, so both are
+// cached per place. The first line number is in the key, so a code object
+// freed and another allocated at its address is not mistaken for it.
 struct Site {
   const void* code;
   int lasti;
@@ -75,40 +77,55 @@ struct SiteHash {
     return std::hash<const void*>()(s.code) ^ (static_cast<size_t>(s.lasti) * 0x9e3779b97f4a7c15ULL);
   }
 };
-std::unordered_map<Site, std::string, SiteHash> sites;
+// A place's `file:line`, or nullopt for a frame of torch or eagertpu. Never
+// cleared (the strings are handed out as origins; a program has a bounded
+// number of call sites): past kMaxSites, places are looked up uncached.
+// Guarded by the GIL.
+constexpr size_t kMaxSites = 1 << 16;
+std::unordered_map<Site, std::optional<std::string>, SiteHash> sites;
+thread_local std::string uncached_site;
 
-std::string compute_origin() {
+const char* kNoFrame = "autograd backward (no Python frame)";
+
+// The user's `file:line` of `frame`, or nullptr for an internal frame.
+const char* site_of(PyFrameObject* frame, PyCodeObject* code) {
+  Site key{code, PyFrame_GetLasti(frame), code->co_firstlineno};
+  auto it = sites.find(key);
+  if (it == sites.end()) {
+    const char* file = PyUnicode_AsUTF8(code->co_filename);
+    std::optional<std::string> text;
+    if (file != nullptr && !internal_file(file)) text = std::string(file) + ":" + std::to_string(PyFrame_GetLineNumber(frame));
+    if (sites.size() >= kMaxSites) {
+      if (!text) return nullptr;
+      uncached_site = std::move(*text);
+      return uncached_site.c_str();
+    }
+    it = sites.emplace(key, std::move(text)).first;
+  }
+  return it->second ? it->second->c_str() : nullptr;
+}
+
+const char* compute_origin() {
   if (!Py_IsInitialized()) return "a C++ caller";
   // A thread that never ran Python (autograd's device threads) has no frames:
   // no need to take the GIL to find that out.
-  if (PyGILState_GetThisThreadState() == nullptr) return "autograd backward (no Python frame)";
+  if (PyGILState_GetThisThreadState() == nullptr) return kNoFrame;
   PyGILState_STATE gil = PyGILState_Ensure();
-  std::string out;
+  const char* out = nullptr;
   PyFrameObject* frame = PyEval_GetFrame();
   Py_XINCREF(frame);
-  while (frame != nullptr) {
+  while (frame != nullptr && out == nullptr) {
     PyCodeObject* code = PyFrame_GetCode(frame);
-    const char* file = PyUnicode_AsUTF8(code->co_filename);
-    if (file != nullptr && !internal_file(file)) {
-      Site key{code, PyFrame_GetLasti(frame), code->co_firstlineno};
-      auto it = sites.find(key);
-      if (it == sites.end()) {
-        if (sites.size() > 16384) sites.clear();
-        it = sites.emplace(key, std::string(file) + ":" + std::to_string(PyFrame_GetLineNumber(frame))).first;
-      }
-      out = it->second;
-      Py_DECREF(code);
-      Py_DECREF(frame);
-      break;
-    }
+    out = site_of(frame, code);
     Py_DECREF(code);
-    PyFrameObject* back = PyFrame_GetBack(frame);
+    PyFrameObject* back = out == nullptr ? PyFrame_GetBack(frame) : nullptr;
     Py_DECREF(frame);
     frame = back;
   }
+  Py_XDECREF(frame);
   if (PyErr_Occurred()) PyErr_Clear();
   PyGILState_Release(gil);
-  return out.empty() ? "autograd backward (no Python frame)" : out;
+  return out == nullptr ? kNoFrame : out;
 }
 }  // namespace
 
@@ -123,7 +140,7 @@ const char* origin() {
     origin_text = compute_origin();
     origin_valid = scope_depth > 0;
   }
-  return origin_text.c_str();
+  return origin_text;
 }
 
 namespace {

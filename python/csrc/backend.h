@@ -120,6 +120,9 @@ inline Handle sub(const Handle& a, const Handle& b) { return binary("sub", a, b)
 inline Handle mul(const Handle& a, const Handle& b) { return binary("mul", a, b); }
 inline Handle div(const Handle& a, const Handle& b) { return binary("div", a, b); }
 
+// A new contiguous `tpu` tensor on device `index` (no dispatch).
+at::Tensor empty_tpu(at::IntArrayRef sizes, at::ScalarType t, c10::DeviceIndex index);
+
 // The device index of a `tpu` tensor.
 inline int64_t device_index(const at::Tensor& t) { return t.device().index() < 0 ? 0 : t.device().index(); }
 

@@ -31,6 +31,15 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarTy
   return at::detail::empty_generic(size, tpu_allocator(), kTpuKeys, checked_dtype(dtype), memory_format);
 }
 
+}  // namespace
+
+at::Tensor empty_tpu(at::IntArrayRef sizes, at::ScalarType t, c10::DeviceIndex index) {
+  const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, index));
+  return at::detail::empty_generic(sizes, tpu_allocator(), kTpuKeys, checked_dtype(t), std::nullopt);
+}
+
+namespace {
+
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<at::ScalarType> dtype,
                          std::optional<at::Layout> layout, std::optional<at::Device> device,
                          std::optional<bool> pin_memory) {

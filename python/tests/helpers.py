@@ -1,5 +1,10 @@
 """Comparing tpu results with PyTorch CPU on the same inputs."""
 
+import os
+import subprocess
+import sys
+import textwrap
+
 import torch
 
 FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
@@ -91,3 +96,15 @@ def check_grad(fn, *args, rtol=None, atol=None):
     for i, (a, e) in enumerate(zip(tpu_args, cpu_args)):
         if isinstance(e, torch.Tensor) and e.requires_grad:
             assert_same(a.grad, e.grad, rtol, atol, f"grad of argument {i}")
+
+
+def run_python(code, **env):
+    """Runs `code` in a fresh Python process with `env` added to the
+    environment; the CompletedProcess (stdout and stderr as text)."""
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=300,
+    )

@@ -3,14 +3,13 @@ and the user's line; the next op works. Ops without a tpu kernel run on the
 CPU: counted, warned about once, refused under EAGERTPU_FALLBACK=error."""
 
 import os
-import subprocess
 import sys
-import textwrap
 
 import pytest
 import torch
 
 import eagertpu
+from helpers import run_python
 
 HERE = os.path.abspath(__file__)
 
@@ -102,17 +101,6 @@ def test_out_of_range_targets_raise_in_every_mode(mode):
     expected = torch.nn.functional.cross_entropy(logits.cpu(), ignored.cpu())
     assert abs(loss.item() - expected.item()) < 1e-5
     next_op_works()
-
-
-def run_python(code, **env):
-    r = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env},
-        timeout=300,
-    )
-    return r
 
 
 def test_fallback_is_counted_warned_once_and_correct():

@@ -4,7 +4,7 @@ broadcasting, Python scalars, non-contiguous inputs, in every mode."""
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import FLOATS, INTS, check, check_grad, rand
+from helpers import FLOATS, INTS, assert_same, check, check_grad, rand
 
 pytestmark = pytest.mark.usefixtures("mode", "no_fallbacks")
 
@@ -130,6 +130,63 @@ def test_python_scalar_does_not_promote_half():
 def test_zero_dim_cpu_tensor_operand():
     check(lambda x: x * torch.tensor(2.5), rand(3, 4))  # a CPU 0-d tensor is allowed, as on CUDA
     check(lambda x: x + torch.tensor(3), rand(3, dtype=torch.int32))
+
+
+def _layouts():
+    """(name, CPU tensor) pairs: contiguous, channels-last, transposed, a
+    broadcast row, an int tensor, a bool tensor, a 0-d tensor."""
+    x = rand(2, 3, 4, 5)
+    return [
+        ("contiguous", x),
+        ("channels_last", x.to(memory_format=torch.channels_last)),
+        ("transposed", x.transpose(1, 3)),
+        ("row", rand(5)),
+        ("int", rand(2, 3, 4, 5, dtype=torch.int32)),
+        ("bool", rand(2, 3, 4, 5, dtype=torch.bool)),
+        ("zero_dim", rand()),
+    ]
+
+
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div"])
+def test_binary_results_have_cpus_dtype_shape_and_strides(name):
+    """The functional forms compute their result's dtype, shape and strides
+    themselves for contiguous operands: they must be the CPU's."""
+    f = getattr(torch, name)
+    for (a_name, a), (b_name, b) in [(p, q) for p in _layouts() for q in _layouts()]:
+        if name == "sub" and a.dtype == b.dtype == torch.bool:
+            continue
+        try:
+            expected = f(a, b)
+        except RuntimeError:
+            continue  # shapes that do not broadcast
+        for operands in [(a.to("tpu"), b.to("tpu")), (a.to("tpu"), 3), (2.5, b.to("tpu"))]:
+            actual = f(*operands)
+            want = f(*[o.cpu() if isinstance(o, torch.Tensor) else o for o in operands])
+            what = f"{name}({a_name}, {b_name}) {[type(o).__name__ for o in operands]}"
+            assert (actual.dtype, actual.shape, actual.stride()) == (want.dtype, want.shape, want.stride()), what
+            assert_same(actual, want, what=what)
+        del expected
+
+
+@pytest.mark.parametrize("name", ["exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos", "neg"])
+def test_unary_results_have_cpus_dtype_shape_and_strides(name):
+    f = getattr(torch, name)
+    for x_name, x in _layouts():
+        if name == "neg" and x.dtype == torch.bool:
+            continue
+        want, actual = f(x), f(x.to("tpu"))  # NaNs of log and sqrt compare equal
+        assert (actual.dtype, actual.shape, actual.stride()) == (want.dtype, want.shape, want.stride()), x_name
+        assert_same(actual, want, what=f"{name}({x_name})")
+
+
+def test_bool_subtraction_and_negation_are_errors_as_on_cpu():
+    b = rand(3, dtype=torch.bool)
+    for f in (lambda x: x - x, lambda x: -x):
+        with pytest.raises(RuntimeError) as cpu_error:
+            f(b)
+        with pytest.raises(RuntimeError) as tpu_error:
+            f(b.to("tpu"))
+        assert str(tpu_error.value).split("\n")[0] == str(cpu_error.value).split("\n")[0]
 
 
 @pytest.mark.parametrize("op", ["eq", "ne", "lt", "le", "gt", "ge"])

@@ -13,6 +13,7 @@ mod origin;
 pub mod pjrt;
 mod stream;
 mod tensor;
+pub mod timing;
 mod value;
 
 pub use config::Mode;

@@ -83,6 +83,7 @@ impl Counters {
             live_buffers: crate::pjrt::live::BUFFERS.get(),
             live_executables: crate::pjrt::live::EXECUTABLES.get(),
             recompile_reasons: lock(&self.recompile_reasons).clone(),
+            op_timing: crate::timing::snapshot(),
         }
     }
 }
@@ -146,6 +147,9 @@ pub struct Metrics {
     pub live_executables: i64,
     /// Why programs seen before were compiled again (once per pair).
     pub recompile_reasons: Vec<String>,
+    /// (stage, calls, nanoseconds) of the op path's stages, counted while
+    /// `EAGERTPU_OP_TIMING=1` (`runtime::timing`); zeros otherwise.
+    pub op_timing: Vec<(&'static str, u64, u64)>,
 }
 
 impl Metrics {
@@ -175,6 +179,11 @@ impl Metrics {
             .iter()
             .map(|r| json_string(r))
             .collect();
+        let timing: Vec<String> = self
+            .op_timing
+            .iter()
+            .map(|(s, calls, nanos)| format!("\"{s}\": {{\"calls\": {calls}, \"nanos\": {nanos}}}"))
+            .collect();
         format!(
             "{{\"ops_recorded\": {}, \"compiles\": {}, \"compile_seconds\": {:.6}, \
              \"memory_hits\": {}, \"disk_hits\": {}, \"cache_hits\": {}, \"misses\": {}, \
@@ -185,7 +194,7 @@ impl Metrics {
              \"chunks_op_by_op\": {}, \"chunks_op_by_op_while_compiling\": {}, \"chunks_split\": {}, \
              \"background_compiles\": {}, \"promotions\": {}, \
              \"cached_executables\": {}, \"live_buffers\": {}, \"live_executables\": {}, \
-             \"recompile_reasons\": [{}]}}",
+             \"recompile_reasons\": [{}], \"op_timing\": {{{}}}}}",
             self.ops_recorded,
             self.compiles,
             self.compile_seconds,
@@ -215,7 +224,8 @@ impl Metrics {
             self.cached_executables,
             self.live_buffers,
             self.live_executables,
-            reasons.join(", ")
+            reasons.join(", "),
+            timing.join(", ")
         )
     }
 

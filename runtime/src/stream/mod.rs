@@ -30,6 +30,7 @@ use crate::context::Runtime;
 use crate::error::{Error, Result};
 use crate::metrics::Counters;
 use crate::pjrt::{Buffer, Device};
+use crate::timing::{Stage, timed};
 use crate::value::{Completion, Value, lock};
 
 pub use crate::origin::Origin;
@@ -94,6 +95,15 @@ impl Stream {
     /// Records the node(s) `build` adds for one API call at `origin`, then
     /// applies the mode's cut policy. On a bad input nothing is recorded.
     pub fn record(
+        &self,
+        rt: &Runtime,
+        origin: Origin,
+        build: impl FnOnce(&mut Recorder) -> Result<Arc<Value>>,
+    ) -> Result<Arc<Value>> {
+        timed(Stage::Record, || self.record_untimed(rt, origin, build))
+    }
+
+    fn record_untimed(
         &self,
         rt: &Runtime,
         origin: Origin,
@@ -235,6 +245,16 @@ impl Stream {
     /// Cuts the trace and launches it; with `wait`, waits for it and returns
     /// its error. Without, a failure is left in the results.
     fn flush(
+        &self,
+        rt: &Runtime,
+        st: &mut StreamState,
+        reason: CutReason,
+        wait: bool,
+    ) -> Result<()> {
+        timed(Stage::Cut, || self.flush_untimed(rt, st, reason, wait))
+    }
+
+    fn flush_untimed(
         &self,
         rt: &Runtime,
         st: &mut StreamState,
