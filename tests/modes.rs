@@ -273,7 +273,7 @@ fn a_loop_without_reads_is_cut_at_its_period_and_each_chunk_repeats() {
 }
 
 #[test]
-fn threads_share_one_stream_per_device() {
+fn a_value_handed_to_another_thread_cuts_the_trace_it_is_pending_in() {
     let _m = in_mode(Mode::Fused);
     let a = Host::random(DType::F32, &[4, 4], 5);
     let t = a.tensor();
@@ -281,7 +281,9 @@ fn threads_share_one_stream_per_device() {
     let step = || {
         let before = metrics();
         // Forward on this thread, "backward" on another, the update back
-        // here: one chunk.
+        // here: each thread records into a trace of its own, and reading a
+        // value pending in another's cuts that one (the producer's chunk
+        // runs first, once).
         let fwd = t.exp().unwrap();
         let bwd = std::thread::scope(|s| {
             s.spawn(|| (&fwd * 2.0).unwrap().tanh().unwrap())
@@ -292,7 +294,11 @@ fn threads_share_one_stream_per_device() {
         (upd.to_vec::<f32>().unwrap(), before, metrics())
     };
     let (got, before, after) = warmed(step);
-    assert_eq!(after.executions - before.executions, 1);
+    assert_eq!(after.executions - before.executions, 3);
+    assert_eq!(
+        after.chunks_cut("cross_thread") - before.chunks_cut("cross_thread"),
+        2
+    );
     let want = a.map(DType::F32, |v| v - (2.0 * v.exp()).tanh());
     assert_close_tol(
         "threads",

@@ -50,10 +50,12 @@ pub enum CutReason {
     ModeSwitch,
     /// The runtime is shutting down.
     Shutdown,
+    /// Another thread's op reads a value pending in this thread's trace.
+    CrossThread,
 }
 
 impl CutReason {
-    pub const ALL: [CutReason; 9] = [
+    pub const ALL: [CutReason; 10] = [
         CutReason::EveryOp,
         CutReason::HostRead,
         CutReason::Sync,
@@ -63,6 +65,7 @@ impl CutReason {
         CutReason::Unfusible,
         CutReason::ModeSwitch,
         CutReason::Shutdown,
+        CutReason::CrossThread,
     ];
 
     pub fn name(self) -> &'static str {
@@ -76,6 +79,7 @@ impl CutReason {
             CutReason::Unfusible => "unfusible",
             CutReason::ModeSwitch => "mode_switch",
             CutReason::Shutdown => "shutdown",
+            CutReason::CrossThread => "cross_thread",
         }
     }
 

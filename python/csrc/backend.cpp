@@ -2,6 +2,8 @@
 // reading and writing tensors as views of their storages.
 #include "backend.h"
 
+#include <c10/core/AutogradState.h>
+
 #include <Python.h>
 #include <frameobject.h>
 
@@ -129,8 +131,21 @@ const char* compute_origin() {
 }
 }  // namespace
 
+// A thread's first tpu op turns off autograd's device threads for it: its
+// backward passes then run on the thread itself, as on the CPU, instead of on
+// autograd's one worker thread per device, where two Python threads training
+// at once would have their backward ops interleaved into one op stream (the
+// runtime keeps one trace per recording thread). Kernels only record ops, so
+// a worker thread would overlap nothing. A user's own setting made after that
+// first op stands.
+thread_local bool backward_on_this_thread = false;
+
 OpScope::OpScope() {
   if (scope_depth++ == 0) origin_valid = false;
+  if (!backward_on_this_thread) {
+    backward_on_this_thread = true;
+    c10::AutogradState::get_tls_state().set_multithreading_enabled(false);
+  }
 }
 
 OpScope::~OpScope() { scope_depth--; }

@@ -219,15 +219,19 @@ pub(crate) struct Value {
     /// While pending: the position of the node producing it in its stream's
     /// trace (so a chunk finds producers without a map).
     pub slot: u32,
+    /// While pending: the trace holding that node (one per recording thread;
+    /// `u32::MAX` for a value created ready).
+    pub trace: u32,
     state: Mutex<State>,
 }
 
 impl Value {
-    /// A value to be computed by the node at `slot` of a trace.
-    pub fn pending(ty: TensorType, slot: usize) -> Arc<Value> {
+    /// A value to be computed by the node at `slot` of trace `trace`.
+    pub fn pending(ty: TensorType, slot: usize, trace: u32) -> Arc<Value> {
         Arc::new(Value {
             ty,
             slot: slot as u32,
+            trace,
             state: Mutex::new(State::Pending),
         })
     }
@@ -237,6 +241,7 @@ impl Value {
         Arc::new(Value {
             ty,
             slot: u32::MAX,
+            trace: u32::MAX,
             state: Mutex::new(State::Ready {
                 buffer: Arc::new(buffer),
                 done: None,

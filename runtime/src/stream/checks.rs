@@ -33,16 +33,30 @@ pub(super) struct IndexCheck {
     size: i64,
 }
 
-/// The running flag and the ops it covers.
+/// The running flag of one trace and the ops it covers, and those of other
+/// traces taken with it (a read that cut several).
 #[derive(Default)]
 pub(super) struct IndexChecks {
     flag: Option<Arc<Value>>,
     checks: Vec<IndexCheck>,
+    others: Vec<IndexChecks>,
 }
 
 impl IndexChecks {
     pub(super) fn is_empty(&self) -> bool {
-        self.flag.is_none()
+        self.flag.is_none() && self.others.is_empty()
+    }
+
+    /// Adds `other`'s checks, to be read with these.
+    pub(super) fn merge(&mut self, other: IndexChecks) {
+        if other.is_empty() {
+            return;
+        }
+        if self.is_empty() {
+            *self = other;
+        } else {
+            self.others.push(other);
+        }
     }
 }
 
@@ -54,9 +68,9 @@ impl Stream {
         st: &mut StreamState,
         from: usize,
     ) -> Result<()> {
-        let end = st.trace.len();
+        let end = st.trace.nodes.len();
         for i in from..end {
-            let node = &st.trace[i];
+            let node = &st.trace.nodes[i];
             let Some(ix) = node.op.index_operand() else {
                 continue;
             };
@@ -80,24 +94,19 @@ impl Stream {
             };
             st.calls = st.calls.wrapping_add(1);
             let call = st.calls;
+            let number = st.trace.index.checks.len().min(MAX_CHECKS - 1) as i64 + 1;
+            let previous = st.trace.index.flag.clone();
             let mut rec = Recorder {
-                trace: &mut st.trace,
+                st,
+                stream: self,
+                rt,
                 origin,
-                counters: &rt.counters,
                 call,
             };
-            let number = st.index.checks.len().min(MAX_CHECKS - 1) as i64 + 1;
-            let flag = out_of_range(
-                &mut rec,
-                &index,
-                size,
-                ignore,
-                number,
-                st.index.flag.as_ref(),
-            )?;
-            st.index.flag = Some(flag);
-            if st.index.checks.len() < MAX_CHECKS {
-                st.index.checks.push(check);
+            let flag = out_of_range(&mut rec, &index, size, ignore, number, previous.as_ref())?;
+            st.trace.index.flag = Some(flag);
+            if st.trace.index.checks.len() < MAX_CHECKS {
+                st.trace.index.checks.push(check);
             }
         }
         Ok(())
@@ -107,6 +116,9 @@ impl Stream {
     /// (the trace holding it must have been flushed). A set flag is the error
     /// of the first op that had an index out of range.
     pub(super) fn take_index_error(&self, rt: &Runtime, checks: IndexChecks) -> Result<()> {
+        for other in checks.others {
+            self.take_index_error(rt, other)?;
+        }
         let Some(flag) = checks.flag else {
             return Ok(());
         };

@@ -3,9 +3,16 @@
 //! stream is cut: debug cuts after every op and waits; strict cuts after every
 //! op and does not wait; fused asks the window policy.
 //!
-//! Every thread recording on a device appends to that device's trace (so the
-//! forward pass, autograd's backward thread and the optimizer step land in one
-//! stream). At a cut, the pending nodes become one `Graph`:
+//! Each thread recording on a device appends to a trace of its own, with a
+//! window of its own: two threads training two models at once each see their
+//! own loop repeat, and cut it the same way every step. (The PyTorch backend
+//! runs a thread's backward passes on the thread itself, so a training step's
+//! forward pass, backward pass and optimizer step land in one trace.) An op
+//! reading a value pending in another thread's trace first cuts that trace
+//! (`cross_thread`), so no trace ever holds another's pending values; a host
+//! read cuts the trace holding the value read and the reader's own; `sync()`
+//! and a mode switch cut them all. At a cut, the pending nodes become one
+//! `Graph`:
 //! - ready inputs become parameters; a parameter nothing outside the chunk
 //!   holds any more is donated to an output of its type (updated in place);
 //! - scalars other than 0, 1 and -1 become 0-d parameters, so a learning rate
@@ -51,16 +58,53 @@ use record::TraceNode;
 /// Scalar buffers kept per stream (lifted scalars repeat: a learning rate).
 pub(super) const SCALAR_CACHE: usize = 4096;
 
-pub(super) struct StreamState {
-    trace: Vec<TraceNode>,
-    /// Addresses of the ready values the pending trace reads (its parameters).
+/// The pending ops one thread recorded, and its cut policy's state.
+pub(super) struct Trace {
+    nodes: Vec<TraceNode>,
+    /// Addresses of the ready values the pending nodes read (their parameters).
     params: HashSet<usize, FxBuild>,
     window: Window,
+    /// Index checks not yet read (strict and fused mode).
+    index: checks::IndexChecks,
+}
+
+impl Trace {
+    fn new(limits: fusion::policy::WindowLimits) -> Trace {
+        Trace {
+            nodes: vec![],
+            params: HashSet::default(),
+            window: Window::new(limits),
+            index: checks::IndexChecks::default(),
+        }
+    }
+}
+
+/// Traces of threads other than the active one kept at most: past this, the
+/// empty ones are dropped (a thread that comes back starts a new window).
+const MAX_PARKED_TRACES: usize = 64;
+
+thread_local! {
+    /// This thread's trace key (the same on every device).
+    static TRACE_KEY: u32 = {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    };
+}
+
+fn this_thread_trace() -> u32 {
+    TRACE_KEY.with(|k| *k)
+}
+
+pub(super) struct StreamState {
+    /// The trace of thread `active` (the last one to record here).
+    trace: Trace,
+    active: u32,
+    /// The other threads' traces, by key.
+    parked: Vec<(u32, Trace)>,
+    limits: fusion::policy::WindowLimits,
     scalars: HashMap<(DType, u64), Arc<Buffer>, FxBuild>,
     /// Launched chunks not yet known to be done (for `sync`).
     outstanding: Vec<Arc<Completion>>,
-    /// Index checks not yet read (strict and fused mode).
-    index: checks::IndexChecks,
     /// Fused chunks seen, and those compiling in the background.
     tiers: tiers::Tiers,
     /// API calls recorded (numbers each call's nodes).
@@ -80,12 +124,12 @@ impl Stream {
             index,
             device,
             state: Mutex::new(StreamState {
-                trace: vec![],
-                params: HashSet::default(),
-                window: Window::new(window),
+                trace: Trace::new(window),
+                active: this_thread_trace(),
+                parked: vec![],
+                limits: window,
                 scalars: HashMap::default(),
                 outstanding: vec![],
-                index: checks::IndexChecks::default(),
                 tiers: tiers::Tiers::default(),
                 calls: 0,
             }),
@@ -110,19 +154,21 @@ impl Stream {
         build: impl FnOnce(&mut Recorder) -> Result<Arc<Value>>,
     ) -> Result<Arc<Value>> {
         let mut st = lock(&self.state);
-        let before = st.trace.len();
+        st.activate(this_thread_trace());
+        let before = st.trace.nodes.len();
         st.calls = st.calls.wrapping_add(1);
         let call = st.calls;
         let mut rec = Recorder {
-            trace: &mut st.trace,
+            st: &mut st,
+            stream: self,
+            rt,
             origin,
-            counters: &rt.counters,
             call,
         };
         let out = match build(&mut rec) {
             Ok(v) => v,
             Err(e) => {
-                st.trace.truncate(before);
+                st.trace.nodes.truncate(before);
                 return Err(e);
             }
         };
@@ -134,20 +180,20 @@ impl Stream {
             Mode::Strict => self.flush(rt, &mut st, CutReason::EveryOp, false)?,
             Mode::Fused => {
                 let mut cut = None;
-                let st = &mut *st;
-                for i in before..st.trace.len() {
-                    for v in &st.trace[i].inputs {
+                let trace = &mut st.trace;
+                for i in before..trace.nodes.len() {
+                    for v in &trace.nodes[i].inputs {
                         if !v.is_pending() {
-                            st.params.insert(Arc::as_ptr(v) as usize);
+                            trace.params.insert(Arc::as_ptr(v) as usize);
                         }
                     }
-                    let sig = st.trace[i].signature();
-                    if let Some(reason) = st.window.record(sig, i + 1, st.params.len()) {
+                    let sig = trace.nodes[i].signature();
+                    if let Some(reason) = trace.window.record(sig, i + 1, trace.params.len()) {
                         cut = Some(reason);
                     }
                 }
                 if let Some(reason) = cut {
-                    self.flush(rt, st, reason, false)?;
+                    self.flush(rt, &mut st, reason, false)?;
                 }
             }
         }
@@ -159,7 +205,45 @@ impl Stream {
         // The window is not reset: where the period cuts depends on the ops
         // alone, not on cuts (a mode switch in a loop moves nothing).
         let mut st = lock(&self.state);
-        self.flush(rt, &mut st, reason, false)
+        self.flush_all(rt, &mut st, reason).map(|_| ())
+    }
+
+    /// Launches every thread's trace; their index checks, to read.
+    fn flush_all(
+        &self,
+        rt: &Runtime,
+        st: &mut StreamState,
+        reason: CutReason,
+    ) -> Result<checks::IndexChecks> {
+        let mut index = std::mem::take(&mut st.trace.index);
+        self.flush(rt, st, reason, false)?;
+        let keys: Vec<u32> = st
+            .parked
+            .iter()
+            .filter(|(_, t)| !t.nodes.is_empty() || !t.index.is_empty())
+            .map(|(k, _)| *k)
+            .collect();
+        for key in keys {
+            let checks = self.flush_trace(rt, st, key, reason)?;
+            index.merge(checks);
+        }
+        Ok(index)
+    }
+
+    /// Launches the trace of thread `key`; its index checks, to read.
+    fn flush_trace(
+        &self,
+        rt: &Runtime,
+        st: &mut StreamState,
+        key: u32,
+        reason: CutReason,
+    ) -> Result<checks::IndexChecks> {
+        let home = st.active;
+        st.activate(key);
+        let flushed = self.flush(rt, st, reason, false);
+        let index = std::mem::take(&mut st.trace.index);
+        st.activate(home);
+        flushed.map(|_| index)
     }
 
     /// Waits for `value`, launching its chunk first if it is pending.
@@ -183,10 +267,16 @@ impl Stream {
     /// check); takes the index checks to read with it.
     fn prepare_read(&self, rt: &Runtime, value: &Value) -> Result<checks::IndexChecks> {
         let mut st = lock(&self.state);
-        if value.is_pending() || !st.index.is_empty() {
+        st.activate(this_thread_trace());
+        let mut index = checks::IndexChecks::default();
+        if value.trace != st.active && value.is_pending() {
+            index = self.flush_trace(rt, &mut st, value.trace, CutReason::HostRead)?;
+        }
+        if value.is_pending() || !st.trace.index.is_empty() {
             self.flush(rt, &mut st, CutReason::HostRead, false)?;
         }
-        Ok(std::mem::take(&mut st.index))
+        index.merge(std::mem::take(&mut st.trace.index));
+        Ok(index)
     }
 
     /// Copies `value` to the host with `copy`, launching its chunk first if it
@@ -224,11 +314,8 @@ impl Stream {
     pub fn sync(&self, rt: &Runtime) -> Result<()> {
         let (outstanding, checks) = {
             let mut st = lock(&self.state);
-            self.flush(rt, &mut st, CutReason::Sync, false)?;
-            (
-                std::mem::take(&mut st.outstanding),
-                std::mem::take(&mut st.index),
-            )
+            let checks = self.flush_all(rt, &mut st, CutReason::Sync)?;
+            (std::mem::take(&mut st.outstanding), checks)
         };
         let mut first = Ok(());
         for c in outstanding {
@@ -261,9 +348,9 @@ impl Stream {
         reason: CutReason,
         wait: bool,
     ) -> Result<()> {
-        let capacity = st.trace.capacity();
-        let nodes = std::mem::replace(&mut st.trace, Vec::with_capacity(capacity.min(4096)));
-        st.params.clear();
+        let capacity = st.trace.nodes.capacity();
+        let nodes = std::mem::replace(&mut st.trace.nodes, Vec::with_capacity(capacity.min(4096)));
+        st.trace.params.clear();
         if nodes.is_empty() {
             return Ok(());
         }
@@ -285,6 +372,27 @@ impl Stream {
                 Ok(())
             }
             None => Ok(()),
+        }
+    }
+}
+
+impl StreamState {
+    /// Makes thread `key`'s trace the active one (`trace`), parking the one
+    /// that was.
+    fn activate(&mut self, key: u32) {
+        if key == self.active {
+            return;
+        }
+        let incoming = match self.parked.iter().position(|(k, _)| *k == key) {
+            Some(i) => self.parked.swap_remove(i).1,
+            None => Trace::new(self.limits),
+        };
+        let outgoing = std::mem::replace(&mut self.trace, incoming);
+        self.parked.push((self.active, outgoing));
+        self.active = key;
+        if self.parked.len() > MAX_PARKED_TRACES {
+            self.parked
+                .retain(|(_, t)| !t.nodes.is_empty() || !t.index.is_empty());
         }
     }
 }

@@ -7,6 +7,10 @@ use fusion::hash::FxHasher;
 use fusion::{DType, Op, Scalar, TensorType};
 use smallvec::SmallVec;
 
+use fusion::policy::CutReason;
+
+use super::{Stream, StreamState};
+use crate::context::Runtime;
 use crate::error::Result;
 use crate::metrics::Counters;
 use crate::origin::Origin;
@@ -52,11 +56,12 @@ impl TraceNode {
     }
 }
 
-/// Records the nodes of one API call.
+/// Records the nodes of one API call into the active trace of `st`.
 pub(crate) struct Recorder<'a> {
-    pub(super) trace: &'a mut Vec<TraceNode>,
+    pub(super) st: &'a mut StreamState,
+    pub(super) stream: &'a Stream,
+    pub(super) rt: &'a Runtime,
     pub(super) origin: Origin,
-    pub(super) counters: &'a Counters,
     pub(super) call: u32,
 }
 
@@ -69,8 +74,21 @@ impl Recorder<'_> {
     fn push(&mut self, op: Op, inputs: &[&Arc<Value>], lift: bool) -> Result<Arc<Value>> {
         let types: SmallVec<[TensorType; 3]> = inputs.iter().map(|v| v.ty.clone()).collect();
         let ty = op.infer(&types)?;
-        let out = Value::pending(ty.clone(), self.trace.len());
-        self.trace.push(TraceNode {
+        // A value pending in another thread's trace: that trace is cut first,
+        // so that no trace reads another's pending values.
+        for v in inputs {
+            if v.trace != self.st.active && v.trace != u32::MAX && v.is_pending() {
+                let index =
+                    self.stream
+                        .flush_trace(self.rt, self.st, v.trace, CutReason::CrossThread)?;
+                let mine = std::mem::take(&mut self.st.trace.index);
+                self.st.trace.index = index;
+                self.st.trace.index.merge(mine);
+            }
+        }
+        let trace = &mut self.st.trace.nodes;
+        let out = Value::pending(ty.clone(), trace.len(), self.st.active);
+        trace.push(TraceNode {
             op,
             inputs: inputs.iter().map(|v| Arc::clone(v)).collect(),
             output: Arc::downgrade(&out),
@@ -79,7 +97,7 @@ impl Recorder<'_> {
             lift,
             call: self.call,
         });
-        Counters::add(&self.counters.ops_recorded, 1);
+        Counters::add(&self.rt.counters.ops_recorded, 1);
         Ok(out)
     }
 

@@ -317,9 +317,11 @@ impl Stream {
                 let k = range.start + m;
                 let export = match &l.export {
                     Some(v) => Some(v.clone()),
-                    None if readers[k] > 0 => {
-                        Some(Value::pending(l.node.ty.clone(), u32::MAX as usize))
-                    }
+                    None if readers[k] > 0 => Some(Value::pending(
+                        l.node.ty.clone(),
+                        u32::MAX as usize,
+                        u32::MAX,
+                    )),
                     None => None,
                 };
                 let mut node = detached(&l.node, inputs);

@@ -1,0 +1,124 @@
+//! Threads recording on one device: each has a trace (and a window) of its
+//! own, so two loops running at once each settle on their own chunks; a value
+//! one thread left pending is computed before another thread's op reads it.
+//! The counting tests run in child processes (the counters are global).
+
+mod common;
+
+use std::sync::{Arc, Barrier};
+use std::thread;
+
+use common::*;
+use eagertpu::{DType, Mode, metrics};
+
+/// `steps` iterations of a small elementwise loop on `x`, the sum read at the
+/// end of each, and the host reference of each sum.
+fn elementwise_loop(x: &Host, scale: f64, steps: usize) -> eagertpu::Result<(Vec<f32>, Vec<f64>)> {
+    let t = x.tensor();
+    let mut got = vec![];
+    let mut want = vec![];
+    let mut y = t.clone();
+    let mut y_host: Vec<f64> = x.data.clone();
+    for _ in 0..steps {
+        y = (&(&y * scale)?.tanh()? + &t)?;
+        got.push(y.sum_all()?.to_vec::<f32>()?[0]);
+        y_host = y_host
+            .iter()
+            .zip(&x.data)
+            .map(|(v, x0)| {
+                let scaled = round(DType::F32, v * scale);
+                round(DType::F32, round(DType::F32, scaled.tanh()) + x0)
+            })
+            .collect();
+        want.push(y_host.iter().sum());
+    }
+    Ok((got, want))
+}
+
+fn assert_close(what: &str, got: &[f32], want: &[f64]) {
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (*g as f64 - w).abs() <= 1e-4 * w.abs().max(1.0),
+            "{what}: iteration {i}: got {g}, want {w}"
+        );
+    }
+}
+
+#[test]
+fn a_value_another_thread_left_pending_is_computed_before_it_is_read() {
+    let name = "a_value_another_thread_left_pending_is_computed_before_it_is_read";
+    if !is_child(name) {
+        let (ok, out) = child(name, &[("EAGERTPU_MODE", "fused")]);
+        assert!(ok, "{out}");
+        return;
+    }
+    let _fused = in_mode(Mode::Fused);
+    let x = Host::random(DType::F32, &[64], 3);
+    let pending = (&(&x.tensor() * 2.0).unwrap() + 1.0).unwrap();
+    let before = metrics().unwrap().chunks_cut("cross_thread");
+    // Another thread's op reads it (its own trace): the first trace is cut.
+    let tripled = thread::spawn(move || {
+        let z = (&pending * 3.0).unwrap();
+        let w = (&z - &pending).unwrap();
+        w.to_vec::<f32>().unwrap()
+    })
+    .join()
+    .unwrap();
+    for (g, x0) in tripled.iter().zip(&x.data) {
+        let p = round(DType::F32, round(DType::F32, x0 * 2.0) + 1.0);
+        let want = round(DType::F32, round(DType::F32, p * 3.0) - p);
+        assert_eq!(*g as f64, want);
+    }
+    assert_eq!(metrics().unwrap().chunks_cut("cross_thread") - before, 1);
+    eagertpu::shutdown().unwrap();
+}
+
+#[test]
+fn two_loops_running_at_once_each_settle_on_their_own_chunks() {
+    let name = "two_loops_running_at_once_each_settle_on_their_own_chunks";
+    if !is_child(name) {
+        let (ok, out) = child(name, &[("EAGERTPU_MODE", "fused")]);
+        assert!(ok, "{out}");
+        return;
+    }
+    let _fused = in_mode(Mode::Fused);
+    const WARMUP: usize = 12;
+    const STEPS: usize = 30;
+    // Both threads meet after their warm-up and at the end, so the keys
+    // counted between are the steady state's, with both loops interleaving.
+    let barrier = Arc::new(Barrier::new(3));
+    let workers: Vec<_> = [(0.5, 1), (0.25, 2)]
+        .into_iter()
+        .map(|(scale, seed)| {
+            let barrier = barrier.clone();
+            thread::spawn(move || {
+                let x = Host::random(DType::F32, &[32, 8], seed);
+                // Checked after the last meeting: a thread that failed
+                // must not leave the others waiting.
+                let warm = elementwise_loop(&x, scale, WARMUP);
+                let compiled = eagertpu::wait_for_compiles();
+                barrier.wait();
+                let steady = elementwise_loop(&x, scale, STEPS);
+                barrier.wait();
+                let (warm, steady) = (warm.unwrap(), steady.unwrap());
+                compiled.unwrap();
+                assert_close("warm-up", &warm.0, &warm.1);
+                assert_close("steady", &steady.0, &steady.1);
+            })
+        })
+        .collect();
+    barrier.wait();
+    let steady = metrics().unwrap();
+    barrier.wait();
+    let end = metrics().unwrap();
+    for w in workers {
+        w.join().unwrap();
+    }
+    assert_eq!(
+        end.chunk_keys - steady.chunk_keys,
+        0,
+        "new fused chunks after both loops settled: {end:?}"
+    );
+    assert_eq!(end.compiles - steady.compiles, 0, "{end:?}");
+    eagertpu::shutdown().unwrap();
+}
