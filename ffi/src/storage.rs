@@ -152,30 +152,21 @@ pub(crate) fn read_view(
     strides: &[i64],
 ) -> FfiResult<Tensor> {
     timing::timed(Stage::Views, || {
-        read_view_untimed(address, dtype, sizes, strides)
-    })
-}
-
-fn read_view_untimed(
-    address: u64,
-    dtype: DType,
-    sizes: &[i64],
-    strides: &[i64],
-) -> FfiResult<Tensor> {
-    let mut map = storages();
-    let (byte_offset, s) = find(&mut map, address)?;
-    let (offset, n) = geometry(byte_offset, s.nbytes, dtype)?;
-    let all = contents(s, dtype, n)?;
-    drop(map);
-    if is_whole(sizes, strides, offset, n) {
-        // No op when the shape is the one the storage was written with.
-        if all.shape() == sizes {
-            return Ok(all);
+        let mut map = storages();
+        let (byte_offset, s) = find(&mut map, address)?;
+        let (offset, n) = geometry(byte_offset, s.nbytes, dtype)?;
+        let all = contents(s, dtype, n)?;
+        drop(map);
+        if is_whole(sizes, strides, offset, n) {
+            // No op when the shape is the one the storage was written with.
+            if all.shape() == sizes {
+                return Ok(all);
+            }
+            Ok(all.reshape(sizes)?)
+        } else {
+            Ok(all.reshape(&[n])?.as_strided(sizes, strides, offset)?)
         }
-        Ok(all.reshape(sizes)?)
-    } else {
-        Ok(all.reshape(&[n])?.as_strided(sizes, strides, offset)?)
-    }
+    })
 }
 
 /// Writes `value` (converted to `dtype`, broadcast to `sizes`) into the
@@ -189,32 +180,22 @@ pub(crate) fn write_view(
     value: Tensor,
 ) -> FfiResult {
     timing::timed(Stage::Views, || {
-        write_view_untimed(address, dtype, sizes, strides, value)
+        let value = fit(value, dtype, sizes)?;
+        let mut map = storages();
+        let (byte_offset, s) = find(&mut map, address)?;
+        let (offset, n) = geometry(byte_offset, s.nbytes, dtype)?;
+        let new = if is_whole(sizes, strides, offset, n) {
+            // The whole storage, in order: its new contents are the value, kept
+            // in its shape so that the next read of it is no op.
+            value
+        } else {
+            let all = contents(s, dtype, n)?;
+            all.reshape(&[n])?
+                .as_strided_scatter(&value, sizes, strides, offset)?
+        };
+        s.value = Some(new);
+        Ok(())
     })
-}
-
-fn write_view_untimed(
-    address: u64,
-    dtype: DType,
-    sizes: &[i64],
-    strides: &[i64],
-    value: Tensor,
-) -> FfiResult {
-    let value = fit(value, dtype, sizes)?;
-    let mut map = storages();
-    let (byte_offset, s) = find(&mut map, address)?;
-    let (offset, n) = geometry(byte_offset, s.nbytes, dtype)?;
-    let new = if is_whole(sizes, strides, offset, n) {
-        // The whole storage, in order: its new contents are the value, kept
-        // in its shape so that the next read of it is no op.
-        value
-    } else {
-        let all = contents(s, dtype, n)?;
-        all.reshape(&[n])?
-            .as_strided_scatter(&value, sizes, strides, offset)?
-    };
-    s.value = Some(new);
-    Ok(())
 }
 
 c_api! {

@@ -144,60 +144,53 @@ impl Stream {
         origin: Origin,
         build: impl FnOnce(&mut Recorder) -> Result<Arc<Value>>,
     ) -> Result<Arc<Value>> {
-        timed(Stage::Record, || self.record_untimed(rt, origin, build))
-    }
-
-    fn record_untimed(
-        &self,
-        rt: &Runtime,
-        origin: Origin,
-        build: impl FnOnce(&mut Recorder) -> Result<Arc<Value>>,
-    ) -> Result<Arc<Value>> {
-        let mut st = lock(&self.state);
-        st.activate(this_thread_trace());
-        let before = st.trace.nodes.len();
-        st.calls = st.calls.wrapping_add(1);
-        let call = st.calls;
-        let mut rec = Recorder {
-            st: &mut st,
-            stream: self,
-            rt,
-            origin,
-            call,
-        };
-        let out = match build(&mut rec) {
-            Ok(v) => v,
-            Err(e) => {
-                st.trace.nodes.truncate(before);
-                return Err(e);
+        timed(Stage::Record, || {
+            let mut st = lock(&self.state);
+            st.activate(this_thread_trace());
+            let before = st.trace.nodes.len();
+            st.calls = st.calls.wrapping_add(1);
+            let call = st.calls;
+            let mut rec = Recorder {
+                st: &mut st,
+                stream: self,
+                rt,
+                origin,
+                call,
+            };
+            let out = match build(&mut rec) {
+                Ok(v) => v,
+                Err(e) => {
+                    st.trace.nodes.truncate(before);
+                    return Err(e);
+                }
+            };
+            if rt.effective_mode() != Mode::Debug {
+                self.record_index_checks(rt, &mut st, before)?;
             }
-        };
-        if rt.effective_mode() != Mode::Debug {
-            self.record_index_checks(rt, &mut st, before)?;
-        }
-        match rt.effective_mode() {
-            Mode::Debug => self.flush(rt, &mut st, CutReason::EveryOp, true)?,
-            Mode::Strict => self.flush(rt, &mut st, CutReason::EveryOp, false)?,
-            Mode::Fused => {
-                let mut cut = None;
-                let trace = &mut st.trace;
-                for i in before..trace.nodes.len() {
-                    for v in &trace.nodes[i].inputs {
-                        if !v.is_pending() {
-                            trace.params.insert(Arc::as_ptr(v) as usize);
+            match rt.effective_mode() {
+                Mode::Debug => self.flush(rt, &mut st, CutReason::EveryOp, true)?,
+                Mode::Strict => self.flush(rt, &mut st, CutReason::EveryOp, false)?,
+                Mode::Fused => {
+                    let mut cut = None;
+                    let trace = &mut st.trace;
+                    for i in before..trace.nodes.len() {
+                        for v in &trace.nodes[i].inputs {
+                            if !v.is_pending() {
+                                trace.params.insert(Arc::as_ptr(v) as usize);
+                            }
+                        }
+                        let sig = trace.nodes[i].signature();
+                        if let Some(reason) = trace.window.record(sig, i + 1, trace.params.len()) {
+                            cut = Some(reason);
                         }
                     }
-                    let sig = trace.nodes[i].signature();
-                    if let Some(reason) = trace.window.record(sig, i + 1, trace.params.len()) {
-                        cut = Some(reason);
+                    if let Some(reason) = cut {
+                        self.flush(rt, &mut st, reason, false)?;
                     }
                 }
-                if let Some(reason) = cut {
-                    self.flush(rt, &mut st, reason, false)?;
-                }
             }
-        }
-        Ok(out)
+            Ok(out)
+        })
     }
 
     /// Launches everything pending on this stream (a cut for `reason`).
@@ -338,41 +331,34 @@ impl Stream {
         reason: CutReason,
         wait: bool,
     ) -> Result<()> {
-        timed(Stage::Cut, || self.flush_untimed(rt, st, reason, wait))
-    }
-
-    fn flush_untimed(
-        &self,
-        rt: &Runtime,
-        st: &mut StreamState,
-        reason: CutReason,
-        wait: bool,
-    ) -> Result<()> {
-        let capacity = st.trace.nodes.capacity();
-        let nodes = std::mem::replace(&mut st.trace.nodes, Vec::with_capacity(capacity.min(4096)));
-        st.trace.params.clear();
-        if nodes.is_empty() {
-            return Ok(());
-        }
-        let launches = liveness(nodes);
-        if launches.iter().all(|l| l.export.is_none()) {
-            return Ok(());
-        }
-        rt.counters.cut(reason);
-        let failure = match self.launch(rt, st, &launches, wait) {
-            Ok(isolated) => isolated,
-            Err(e) => Some(fail(&launches, e)),
-        };
-        match failure {
-            // A hazard is the runtime's failure, not the program's: at once.
-            Some(e) if wait || matches!(e.root(), Error::Hazard(_)) => Err(e),
-            Some(e) => {
-                // `sync()` reports it too, even if nothing reads the results.
-                st.outstanding.push(Completion::failed(e));
-                Ok(())
+        timed(Stage::Cut, || {
+            let capacity = st.trace.nodes.capacity();
+            let nodes =
+                std::mem::replace(&mut st.trace.nodes, Vec::with_capacity(capacity.min(4096)));
+            st.trace.params.clear();
+            if nodes.is_empty() {
+                return Ok(());
             }
-            None => Ok(()),
-        }
+            let launches = liveness(nodes);
+            if launches.iter().all(|l| l.export.is_none()) {
+                return Ok(());
+            }
+            rt.counters.cut(reason);
+            let failure = match self.launch(rt, st, &launches, wait) {
+                Ok(isolated) => isolated,
+                Err(e) => Some(fail(&launches, e)),
+            };
+            match failure {
+                // A hazard is the runtime's failure, not the program's: at once.
+                Some(e) if wait || matches!(e.root(), Error::Hazard(_)) => Err(e),
+                Some(e) => {
+                    // `sync()` reports it too, even if nothing reads the results.
+                    st.outstanding.push(Completion::failed(e));
+                    Ok(())
+                }
+                None => Ok(()),
+            }
+        })
     }
 }
 

@@ -81,9 +81,7 @@ impl Recorder<'_> {
                 let index =
                     self.stream
                         .flush_trace(self.rt, self.st, v.trace, CutReason::CrossThread)?;
-                let mine = std::mem::take(&mut self.st.trace.index);
-                self.st.trace.index = index;
-                self.st.trace.index.merge(mine);
+                self.st.trace.index.merge(index);
             }
         }
         let trace = &mut self.st.trace.nodes;
