@@ -86,6 +86,10 @@ fn buffers_round_trip_every_dtype_and_report_type_and_dims() {
         let mut back = vec![0u8; bytes.len()];
         b.to_host(&mut back).unwrap();
         assert_eq!(back, bytes, "{dtype}");
+        // The plugin's own copy (a TPU's path) gives the same bytes.
+        let mut by_plugin = vec![0u8; bytes.len()];
+        b.to_host_by_plugin(&mut by_plugin).unwrap();
+        assert_eq!(by_plugin, bytes, "{dtype}");
     }
     // A 0-d buffer.
     let s = f32_buffer(&[2.5], &[]);
@@ -112,6 +116,49 @@ fn compile_execute_serialize_and_deserialize_and_load() {
     assert_eq!(run(&loaded, &a, &b), (sum, total));
     // The inputs are untouched (nothing was donated).
     assert_eq!(read_f32(&a), vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+}
+
+/// 64 rounds of `x = x * 1.0001 + 0.5` over a 1M-element array: long enough
+/// that the plugin runs it on a worker thread.
+fn slow_program() -> String {
+    let mut body = String::new();
+    let mut last = "%a".to_string();
+    for i in 0..64 {
+        body.push_str(&format!(
+            "    %m{i} = stablehlo.multiply {last}, %k : tensor<1048576xf32>\n\
+             \x20   %s{i} = stablehlo.add %m{i}, %h : tensor<1048576xf32>\n"
+        ));
+        last = format!("%s{i}");
+    }
+    format!(
+        "func.func @main(%a: tensor<1048576xf32>) -> tensor<1048576xf32> {{\n\
+         \x20   %k = stablehlo.constant dense<1.0001> : tensor<1048576xf32>\n\
+         \x20   %h = stablehlo.constant dense<0.5> : tensor<1048576xf32>\n\
+         {body}    return {last} : tensor<1048576xf32>\n}}"
+    )
+}
+
+#[test]
+fn reading_an_output_still_being_computed_waits_for_it() {
+    let exe = Executable::compile(client(), &slow_program(), &CompileOptions::portable()).unwrap();
+    let input: Vec<f32> = (0..1 << 20).map(|i| (i % 1000) as f32 * 0.01).collect();
+    let a = f32_buffer(&input, &[1 << 20]);
+    let expected: Vec<f32> = input
+        .iter()
+        .map(|&x| (0..64).fold(x, |x, _| x * 1.0001 + 0.5))
+        .collect();
+    for _ in 0..3 {
+        let device = client().device(0).unwrap();
+        // Read at once, without awaiting the execution's completion event.
+        let (outs, _done) = exe.execute(&[&a], &device).unwrap();
+        let got = read_f32(&outs[0]);
+        let worst = got
+            .iter()
+            .zip(&expected)
+            .map(|(g, e)| ((g - e) / e).abs())
+            .fold(0f32, f32::max);
+        assert!(worst < 1e-5, "relative error {worst}");
+    }
 }
 
 #[test]

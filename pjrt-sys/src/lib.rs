@@ -428,6 +428,10 @@ args!(PJRT_Buffer_ReadyEvent_Args {
     buffer: *mut PJRT_Buffer,
     event: *mut PJRT_Event,
 });
+args!(PJRT_Buffer_UnsafePointer_Args {
+    buffer: *mut PJRT_Buffer,
+    buffer_pointer: usize,
+});
 args!(PJRT_Buffer_Device_Args {
     buffer: *mut PJRT_Buffer,
     device: *mut PJRT_Device,
@@ -566,7 +570,7 @@ api_table! {
     PJRT_Buffer_ToHostBuffer: call<PJRT_Buffer_ToHostBuffer_Args>,
     PJRT_Buffer_IsOnCpu: unbound,
     PJRT_Buffer_ReadyEvent: call<PJRT_Buffer_ReadyEvent_Args>,
-    PJRT_Buffer_UnsafePointer: unbound,
+    PJRT_Buffer_UnsafePointer: call<PJRT_Buffer_UnsafePointer_Args>,
     PJRT_Buffer_IncreaseExternalReferenceCount: unbound,
     PJRT_Buffer_DecreaseExternalReferenceCount: unbound,
     PJRT_Buffer_OpaqueDeviceMemoryDataPointer: unbound,
@@ -668,6 +672,7 @@ pub fn bound_structs() -> Vec<(&'static str, usize, &'static [Field])> {
         PJRT_Buffer_Delete_Args,
         PJRT_Buffer_IsDeleted_Args,
         PJRT_Buffer_ReadyEvent_Args,
+        PJRT_Buffer_UnsafePointer_Args,
         PJRT_Buffer_Device_Args,
         PJRT_Buffer_ToHostBuffer_Args,
         PJRT_Api,

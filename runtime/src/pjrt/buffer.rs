@@ -85,7 +85,22 @@ impl Buffer {
     }
 
     /// Copies the array into `dst` (exactly its size in bytes), waiting for it.
+    ///
+    /// On a plugin whose device memory is host memory (the XLA CPU plugin),
+    /// the buffer is copied directly once its ready event completes:
+    /// `PJRT_Buffer_ToHostBuffer` there hands the copy to the plugin's worker
+    /// threads and back, two thread wake-ups that cost 20-50 us on a 2-core
+    /// VM, where the copy of a small array takes well under 1 us.
     pub fn to_host(&self, dst: &mut [u8]) -> Result<()> {
+        if self.client.memory_is_host && self.on_device_size()? == dst.len() {
+            return self.copy_from_host_memory(dst);
+        }
+        self.to_host_by_plugin(dst)
+    }
+
+    /// [`Buffer::to_host`] through `PJRT_Buffer_ToHostBuffer`, whatever the
+    /// plugin: the path of a TPU or a GPU.
+    pub fn to_host_by_plugin(&self, dst: &mut [u8]) -> Result<()> {
         let mut args = PJRT_Buffer_ToHostBuffer_Args {
             src: self.raw,
             dst: dst.as_mut_ptr().cast(),
@@ -95,6 +110,33 @@ impl Buffer {
         pjrt_call!(self.client.plugin, PJRT_Buffer_ToHostBuffer, &mut args)?;
         if !args.event.is_null() {
             Event::from_raw(self.client.plugin.clone(), args.event).wait()?;
+        }
+        Ok(())
+    }
+
+    /// [`Buffer::to_host`] on a plugin whose device memory is host memory.
+    fn copy_from_host_memory(&self, dst: &mut [u8]) -> Result<()> {
+        // Also the computation's error: a failed one leaves the memory unwritten.
+        self.ready_event()?.wait()?;
+        let mut args = PJRT_Buffer_UnsafePointer_Args {
+            buffer: self.raw,
+            ..Default::default()
+        };
+        pjrt_call!(self.client.plugin, PJRT_Buffer_UnsafePointer, &mut args)?;
+        let src = args.buffer_pointer as *const u8;
+        if src.is_null() && !dst.is_empty() {
+            return Err(Error::Internal(
+                "the plugin gave a null buffer pointer".into(),
+            ));
+        }
+        if !dst.is_empty() {
+            // SAFETY: the plugin's device memory is host memory; the buffer is
+            // ready (its ready event completed without error) and holds
+            // `on_device_size() == dst.len()` bytes at `src`, which stay valid
+            // and unwritten while `self` is alive (a buffer is written only by
+            // the execution that defines it; donation consumes the value that
+            // owns `self`, so no reader holds it then).
+            unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) };
         }
         Ok(())
     }
