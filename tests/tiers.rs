@@ -275,3 +275,29 @@ fn calls_whose_shapes_grow_run_apart_and_the_rest_of_the_step_compiles_once() {
         assert_eq!(c, [0, 0, 0, 0, 3], "step {step}: {out}");
     }
 }
+
+#[test]
+fn child_exits_while_compiling() {
+    if !is_child("child_exits_while_compiling") {
+        return;
+    }
+    let _m = in_mode(Mode::Fused);
+    let x = Host::random(DType::F32, &[16, 32], 31);
+    let w = Host::random(DType::F32, &[32, 32], 32).tensor();
+    // A chunk of 4 * 60 ops seen twice: hot, its program queued on the
+    // compile pool, which takes a while to build it.
+    for _ in 0..2 {
+        chunk(&x, &w, 60);
+    }
+    println!("QUEUED {}", metrics().unwrap().background_compiles);
+    // The test returns, and the process exits without eagertpu::shutdown()
+    // while the compile thread is inside the plugin.
+}
+
+#[test]
+fn a_process_that_exits_while_a_chunk_compiles_exits_cleanly() {
+    for _ in 0..3 {
+        let (ok, out) = child("child_exits_while_compiling", POOL);
+        assert!(ok && out.contains("QUEUED 0"), "{out}");
+    }
+}

@@ -91,6 +91,21 @@ def test_out_of_range_indices_fail_at_the_next_sync(mode_name):
         next_op_works()
 
 
+@pytest.mark.parametrize("mode_name", ["strict", "fused"])
+def test_an_op_inside_a_module_names_the_line_that_called_the_module(mode_name):
+    # The failing op runs three torch frames deep (Module.__call__,
+    # Embedding.forward, F.embedding): the error names this file's line.
+    embed = torch.nn.Embedding(4, 3).to("tpu")
+    with eagertpu.mode(mode_name):
+        y = embed(torch.tensor([0, 9], device="tpu")) * 2
+        line = sys._getframe().f_lineno - 1
+        with pytest.raises(RuntimeError) as e:
+            y.cpu()
+        msg = str(e.value)
+        assert "out of range" in msg and f"{HERE}:{line}" in msg, msg
+        next_op_works()
+
+
 def test_out_of_range_targets_raise_in_every_mode(mode):
     logits = torch.randn(3, 5, device="tpu")
     target = torch.tensor([1, 5, 0], device="tpu")
