@@ -57,23 +57,18 @@ demo-rust: build
 # more with the buffer-hazard checker on (EAGERTPU_CHECK_HAZARDS=1).
 # Tests get a fresh on-disk compile cache of their own.
 TEST_CACHE := $(CURDIR)/target/test-cache
-# In Rust test binaries, fused chunks compile on the recording thread: a test
-# binary returns from main without eagertpu::shutdown(), and a background
-# compile still inside the plugin then can crash in its static destructors.
-# The compile pool itself is tested in child processes (tests/tiers.rs).
-RUST_TEST_ENV := EAGERTPU_COMPILE_THREADS=0
 test: setup-test build
 	rm -rf $(TEST_CACHE)
-	$(RUST_TEST_ENV) EAGERTPU_CACHE_DIR=$(TEST_CACHE) $(CARGO) test --release --workspace
+	EAGERTPU_CACHE_DIR=$(TEST_CACHE) $(CARGO) test --release --workspace
 	EAGERTPU_CACHE_DIR=$(TEST_CACHE) $(VPY) -m pytest -q python/tests
 	$(MAKE) --no-print-directory test-hazards
 
 test-hazards: setup-test build
-	$(RUST_TEST_ENV) EAGERTPU_CHECK_HAZARDS=1 EAGERTPU_CACHE_DIR=$(TEST_CACHE) $(CARGO) test --release --workspace
+	EAGERTPU_CHECK_HAZARDS=1 EAGERTPU_CACHE_DIR=$(TEST_CACHE) $(CARGO) test --release --workspace
 	EAGERTPU_CHECK_HAZARDS=1 EAGERTPU_CACHE_DIR=$(TEST_CACHE) $(VPY) -m pytest -q python/tests
 
 test-rust: setup-test
-	$(RUST_TEST_ENV) EAGERTPU_CACHE_DIR=$(TEST_CACHE) $(CARGO) test --release --workspace
+	EAGERTPU_CACHE_DIR=$(TEST_CACHE) $(CARGO) test --release --workspace
 
 test-python: build
 	EAGERTPU_CACHE_DIR=$(TEST_CACHE) $(VPY) -m pytest -q python/tests

@@ -312,9 +312,10 @@ pub fn child_command(name: &str, env: &[(&str, &str)]) -> std::process::Command 
     ] {
         cmd.env_remove(var);
     }
-    // No background compile may still be inside the plugin when a child
-    // exits (its static destructors would crash under it): tests of the
-    // compile pool ask for threads.
+    // Children compile on the recording thread, so that the counts they
+    // print never depend on when a background compile finishes: tests of the
+    // compile pool ask for threads (and one checks that a child exiting
+    // mid-compile exits cleanly).
     cmd.env("EAGERTPU_COMPILE_THREADS", "0");
     for (k, v) in env {
         cmd.env(k, v);
