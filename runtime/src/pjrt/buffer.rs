@@ -92,7 +92,7 @@ impl Buffer {
     /// threads and back, two thread wake-ups that cost 20-50 us on a 2-core
     /// VM, where the copy of a small array takes well under 1 us.
     pub fn to_host(&self, dst: &mut [u8]) -> Result<()> {
-        if self.client.memory_is_host && self.on_device_size()? == dst.len() {
+        if self.client.memory_is_host() && self.on_device_size()? == dst.len() {
             return self.copy_from_host_memory(dst);
         }
         self.to_host_by_plugin(dst)

@@ -16,9 +16,14 @@ pub(super) struct ClientInner {
     platform_name: String,
     platform_version: String,
     devices: Vec<DeviceInfo>,
+}
+
+impl ClientInner {
     /// Device memory is ordinary host memory holding dense row-major arrays
     /// (the XLA CPU plugin): a host read of a ready buffer is a `memcpy`.
-    pub(super) memory_is_host: bool,
+    pub(super) fn memory_is_host(&self) -> bool {
+        self.platform_name == "cpu"
+    }
 }
 
 // SAFETY: a PJRT client is thread-safe; every C API call on it may be made from
@@ -63,13 +68,11 @@ impl Client {
             platform_name: String::new(),
             platform_version: String::new(),
             devices: vec![],
-            memory_is_host: false,
         };
         // From here on, `inner` destroys the client if anything below fails.
         inner.platform_name = inner.platform_name()?;
         inner.platform_version = inner.platform_version()?;
         inner.devices = inner.addressable_devices()?;
-        inner.memory_is_host = inner.platform_name == "cpu";
         Ok(Client {
             inner: Arc::new(inner),
         })
