@@ -301,3 +301,51 @@ fn a_process_that_exits_while_a_chunk_compiles_exits_cleanly() {
         assert!(ok && out.contains("QUEUED 0"), "{out}");
     }
 }
+
+/// `(x * 1.5 + 0.25).tanh() * x - 0.125` read back, and its host reference.
+fn temporaries(x: &Tensor) -> Vec<f32> {
+    let y =
+        (&(&(&(x * 1.5).unwrap() + 0.25).unwrap().tanh().unwrap() * x).unwrap() - 0.125).unwrap();
+    y.to_vec::<f32>().unwrap()
+}
+
+fn temporaries_reference(x: &Host) -> Vec<f64> {
+    let f = |v: f64| round(DType::F32, v);
+    x.data
+        .iter()
+        .map(|&v| f(f(f(f(f(v * 1.5) + 0.25).tanh()) * v) - 0.125))
+        .collect()
+}
+
+#[test]
+fn child_op_by_op_programs() {
+    if !is_child("child_op_by_op_programs") {
+        return;
+    }
+    let host = Host::random(DType::F32, &[16, 43], 41);
+    let x = host.tensor();
+    let want = temporaries_reference(&host);
+    {
+        let _m = in_mode(Mode::Strict);
+        assert_matches("strict", &temporaries(&x), &want);
+    }
+    let before = metrics().unwrap();
+    let _m = in_mode(Mode::Fused);
+    assert_matches("fused", &temporaries(&x), &want);
+    let after = metrics().unwrap();
+    println!(
+        "OP_BY_OP {} COMPILES {}",
+        after.chunks_op_by_op - before.chunks_op_by_op,
+        after.compiles - before.compiles
+    );
+}
+
+#[test]
+fn a_chunk_run_op_by_op_runs_the_programs_strict_mode_compiled() {
+    // The chunk's temporaries are dead when it runs, but strict mode ran each
+    // op while its caller held them: the same programs (none donating), so
+    // nothing new is compiled.
+    let (ok, out) = child("child_op_by_op_programs", &[]);
+    assert!(ok, "{out}");
+    assert!(out.contains("OP_BY_OP 1 COMPILES 0"), "{out}");
+}

@@ -253,9 +253,13 @@ impl Stream {
 
     /// Runs a chunk as `parts` (ranges of its launches, in order), each
     /// launched as a chunk of its own: an API call's nodes as the program
-    /// strict mode runs, several calls tiered in turn. A result only later
-    /// parts read is donated to its last reader, as in strict mode. Returns the
-    /// first failure; each result is ready or failed on its own.
+    /// strict mode runs, several calls tiered in turn. A result one part
+    /// passes to a later one is never donated to it: strict mode launches an
+    /// op while its caller still holds its inputs, so its program donates
+    /// none, and an op run here must run that same program (one compile
+    /// serves both modes; a donating variant is another program, and on the
+    /// XLA CPU plugin some compile several times slower). Returns the first
+    /// failure; each result is ready or failed on its own.
     pub(super) fn run_parts(
         &self,
         rt: &Runtime,
@@ -280,6 +284,9 @@ impl Stream {
             }
         }
         let mut results: Vec<Option<Arc<Value>>> = vec![None; n];
+        // Results whose last reader is in the part being launched: held until
+        // it is launched, so that it does not donate them.
+        let mut released = Vec::new();
         let mut first = None;
         for range in parts {
             let mut unit: Vec<Launch> = Vec::with_capacity(range.len());
@@ -294,14 +301,10 @@ impl Stream {
                         }
                         Some(k) => {
                             readers[k] -= 1;
-                            // The last reader takes the only reference, so
-                            // the result can be donated to it.
-                            let result = if readers[k] == 0 {
-                                results[k].take()
-                            } else {
-                                results[k].clone()
-                            };
-                            let Some(result) = result else {
+                            if readers[k] == 0 {
+                                released.push(k);
+                            }
+                            let Some(result) = results[k].clone() else {
                                 let e = Error::Internal("an op ran before its input".into());
                                 return Some(first.unwrap_or(e));
                             };
@@ -337,6 +340,9 @@ impl Stream {
                 Ok(failure) => failure,
                 Err(e) => Some(fail(&unit, e)),
             };
+            for k in released.drain(..) {
+                results[k] = None;
+            }
             if let Some(e) = failure {
                 first.get_or_insert(e);
             }
