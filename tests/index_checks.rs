@@ -100,6 +100,7 @@ fn in_range_loops_do_not_recompile() {
         for i in 0..3 {
             run(i);
         }
+        eagertpu::wait_for_compiles().unwrap();
         let before = eagertpu::metrics().unwrap().compiles;
         for i in 0..20 {
             let v = run(i)[0];

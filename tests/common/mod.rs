@@ -351,9 +351,11 @@ pub struct InMode {
 }
 
 /// Runs the rest of a test in `mode`, one such test at a time (the mode is
-/// process-wide).
+/// process-wide). Compiles an earlier test queued on the background pool
+/// finish first, so that none is counted in this test's metrics.
 pub fn in_mode(mode: eagertpu::Mode) -> InMode {
     let lock = MODE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    eagertpu::wait_for_compiles().unwrap();
     InMode {
         _mode: eagertpu::with_mode(mode).unwrap(),
         _lock: lock,
