@@ -98,41 +98,75 @@ struct SiteHash {
 // A place's `file:line`, or nullopt for a frame of torch or eagertpu. Never
 // cleared (the strings are handed out as origins; a program has a bounded
 // number of call sites): past kMaxSites, places are looked up uncached.
-// Guarded by the GIL.
+// Guarded by `sites_mu`, never held while taking the GIL.
 constexpr size_t kMaxSites = 1 << 16;
+std::mutex sites_mu;
 std::unordered_map<Site, std::optional<std::string>, SiteHash> sites;
 thread_local std::string uncached_site;
 
 const char* kNoFrame = "autograd backward (no Python frame)";
 
-// The user's `file:line` of the frame running `code` at byte offset `lasti`,
-// or nullptr for an internal frame.
-const char* site_of(PyCodeObject* code, int lasti) {
-  Site key{code, lasti, code->co_firstlineno};
+// The cached place of `key`: found (its text, or nullptr for an internal
+// frame) or not.
+std::optional<const char*> cached_site(const Site& key) {
+  std::lock_guard<std::mutex> lock(sites_mu);
   auto it = sites.find(key);
-  if (it == sites.end()) {
-    const char* file = PyUnicode_AsUTF8(code->co_filename);
-    std::optional<std::string> text;
-    if (file != nullptr && !internal_file(file)) text = std::string(file) + ":" + std::to_string(PyCode_Addr2Line(code, lasti));
-    if (sites.size() >= kMaxSites) {
-      if (!text) return nullptr;
-      uncached_site = std::move(*text);
-      return uncached_site.c_str();
-    }
-    it = sites.emplace(key, std::move(text)).first;
-  }
+  if (it == sites.end()) return std::nullopt;
   return it->second ? it->second->c_str() : nullptr;
 }
+
+// The user's `file:line` of the frame running `code` at byte offset `lasti`,
+// or nullptr for an internal frame. The GIL held.
+const char* site_of(PyCodeObject* code, int lasti) {
+  Site key{code, lasti, code->co_firstlineno};
+  if (auto cached = cached_site(key)) return *cached;
+  const char* file = PyUnicode_AsUTF8(code->co_filename);
+  std::optional<std::string> text;
+  if (file != nullptr && !internal_file(file)) text = std::string(file) + ":" + std::to_string(PyCode_Addr2Line(code, lasti));
+  std::lock_guard<std::mutex> lock(sites_mu);
+  if (sites.size() >= kMaxSites) {
+    if (!text) return nullptr;
+    uncached_site = std::move(*text);
+    return uncached_site.c_str();
+  }
+  auto it = sites.emplace(key, std::move(text)).first;
+  return it->second ? it->second->c_str() : nullptr;
+}
+
+#if ETPU_READ_INTERPRETER_FRAMES
+// The place a frame is at (a frame still setting up has none of its own yet).
+std::optional<Site> site_key(_PyInterpreterFrame* f) {
+  if (_PyFrame_IsIncomplete(f)) return std::nullopt;
+  int lasti = _PyInterpreterFrame_LASTI(f);
+  return Site{f->f_code, lasti < 0 ? -1 : lasti * static_cast<int>(sizeof(_Py_CODEUNIT)), f->f_code->co_firstlineno};
+}
+
+// The innermost user frame's `file:line` (or nullptr) if every frame up to
+// it is a place seen before; nullopt otherwise. Needs no GIL: a thread in a
+// kernel is not running Python, so its own frames (and the code objects they
+// hold) stay as they are while they are read; the GIL, which ATen released
+// for the op, is taken only to read a new place. With two Python threads
+// training at once, taking it back for every op queued each op behind the
+// other thread's Python.
+std::optional<const char*> innermost_cached_site(PyThreadState* tstate) {
+  for (_PyInterpreterFrame* f = tstate->cframe->current_frame; f != nullptr; f = f->previous) {
+    auto key = site_key(f);
+    if (!key) continue;
+    auto cached = cached_site(*key);
+    if (!cached) return std::nullopt;
+    if (*cached != nullptr) return cached;
+  }
+  return nullptr;
+}
+#endif
 
 // The innermost user frame's `file:line` (the GIL held), or nullptr.
 const char* innermost_user_site() {
 #if ETPU_READ_INTERPRETER_FRAMES
   for (_PyInterpreterFrame* f = PyThreadState_Get()->cframe->current_frame; f != nullptr; f = f->previous) {
-    // A frame still setting up has no instruction of its own yet.
-    if (_PyFrame_IsIncomplete(f)) continue;
-    int lasti = _PyInterpreterFrame_LASTI(f);
-    if (const char* out = site_of(f->f_code, lasti < 0 ? -1 : lasti * static_cast<int>(sizeof(_Py_CODEUNIT))))
-      return out;
+    auto key = site_key(f);
+    if (!key) continue;
+    if (const char* out = site_of(f->f_code, key->lasti)) return out;
   }
   return nullptr;
 #else
@@ -156,7 +190,11 @@ const char* compute_origin() {
   if (!Py_IsInitialized()) return "a C++ caller";
   // A thread that never ran Python (autograd's device threads) has no frames:
   // no need to take the GIL to find that out.
-  if (PyGILState_GetThisThreadState() == nullptr) return kNoFrame;
+  PyThreadState* tstate = PyGILState_GetThisThreadState();
+  if (tstate == nullptr) return kNoFrame;
+#if ETPU_READ_INTERPRETER_FRAMES
+  if (auto cached = innermost_cached_site(tstate)) return *cached == nullptr ? kNoFrame : *cached;
+#endif
   PyGILState_STATE gil = PyGILState_Ensure();
   const char* out = innermost_user_site();
   if (PyErr_Occurred()) PyErr_Clear();

@@ -4,6 +4,7 @@ CPU: counted, warned about once, refused under EAGERTPU_FALLBACK=error."""
 
 import os
 import sys
+import threading
 
 import pytest
 import torch
@@ -89,6 +90,38 @@ def test_out_of_range_indices_fail_at_the_next_sync(mode_name):
         msg = str(e.value)
         assert "index_select" in msg and "out of range for dim 0 of size 4" in msg and f"{HERE}:{line}" in msg, msg
         next_op_works()
+
+
+@pytest.mark.parametrize("mode_name", ["strict", "fused"])
+def test_an_op_failing_at_a_line_run_before_names_it_in_every_thread(mode_name):
+    # A line's place is looked up once, then read from the backend's cache
+    # without taking the GIL: a later failure there, in either of two
+    # threads running at once, still names it.
+    def pick(x, rows):
+        return x[rows] * 2
+
+    line = pick.__code__.co_firstlineno + 1
+    x = torch.ones(4, 3, device="tpu")
+    messages = []
+
+    def worker():
+        for _ in range(20):
+            assert pick(x, torch.tensor([0, 1], device="tpu")).sum().item() == 12.0
+        try:
+            pick(x, torch.tensor([0, 9], device="tpu")).cpu()
+        except RuntimeError as e:
+            messages.append(str(e))
+
+    with eagertpu.mode(mode_name):
+        threads = [threading.Thread(target=worker) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        next_op_works()
+    assert len(messages) == 2, messages
+    for msg in messages:
+        assert "out of range" in msg and f"{HERE}:{line}" in msg, msg
 
 
 @pytest.mark.parametrize("mode_name", ["strict", "fused"])
