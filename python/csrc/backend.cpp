@@ -145,9 +145,8 @@ std::optional<Site> site_key(_PyInterpreterFrame* f) {
 // it is a place seen before; nullopt otherwise. Needs no GIL: a thread in a
 // kernel is not running Python, so its own frames (and the code objects they
 // hold) stay as they are while they are read; the GIL, which ATen released
-// for the op, is taken only to read a new place. With two Python threads
-// training at once, taking it back for every op queued each op behind the
-// other thread's Python.
+// for the op, is taken only to read a new place (taken for every op, it
+// also made each op wait while another Python thread held it).
 std::optional<const char*> innermost_cached_site(PyThreadState* tstate) {
   for (_PyInterpreterFrame* f = tstate->cframe->current_frame; f != nullptr; f = f->previous) {
     auto key = site_key(f);
