@@ -294,11 +294,52 @@ fn child_exits_while_compiling() {
     // while the compile thread is inside the plugin.
 }
 
+/// The chunk of `child_exits_while_compiling` again, in a process sharing
+/// its on-disk cache: seen once, it runs as one program if the disk has it.
 #[test]
-fn a_process_that_exits_while_a_chunk_compiles_exits_cleanly() {
-    for _ in 0..3 {
-        let (ok, out) = child("child_exits_while_compiling", POOL);
+fn child_finds_the_chunk_on_disk() {
+    if !is_child("child_finds_the_chunk_on_disk") {
+        return;
+    }
+    let _m = in_mode(Mode::Fused);
+    let x = Host::random(DType::F32, &[16, 32], 31);
+    let w = Host::random(DType::F32, &[32, 32], 32).tensor();
+    let before = metrics().unwrap();
+    let got = chunk(&x, &w, 60);
+    // 240 chained float32 ops: rounding compounds past assert_matches' 1e-4.
+    for (g, r) in got.iter().zip(chunk_reference(&x, &Host::of(&w), 60)) {
+        assert!(
+            (*g as f64 - r).abs() <= 2e-3 * r.abs().max(1.0),
+            "chunk: {g} vs {r}"
+        );
+    }
+    let after = metrics().unwrap();
+    println!(
+        "OP_BY_OP {}",
+        after.chunks_op_by_op - before.chunks_op_by_op
+    );
+}
+
+#[test]
+fn a_process_that_exits_while_a_chunk_compiles_finishes_the_compile_first() {
+    // A Rust `main` returning (no `eagertpu::shutdown()`) while the compile
+    // pool is inside the plugin: the exit waits for the compile, whose
+    // program is then on disk for the next process, instead of tearing the
+    // plugin down under it (SIGABRT, "pure virtual method called").
+    for round in 0..3 {
+        let dir =
+            std::env::temp_dir().join(format!("eagertpu-exit-{}-{round}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cache = dir.to_str().unwrap();
+        let pool_and_cache = [POOL[0], ("EAGERTPU_CACHE_DIR", cache)];
+        let (ok, out) = child("child_exits_while_compiling", &pool_and_cache);
         assert!(ok && out.contains("QUEUED 0"), "{out}");
+        let (ok, out) = child(
+            "child_finds_the_chunk_on_disk",
+            &[("EAGERTPU_CACHE_DIR", cache)],
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(ok && out.contains("OP_BY_OP 0"), "round {round}: {out}");
     }
 }
 

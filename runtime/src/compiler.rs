@@ -4,6 +4,7 @@
 //! full a chunk is simply offered again the next time it is seen.
 
 use std::collections::HashSet;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
@@ -11,6 +12,7 @@ use std::time::Duration;
 use crossbeam::channel::{Sender, TrySendError, bounded};
 use fusion::Graph;
 
+use crate::error::Error;
 use crate::metrics::Counters;
 use crate::value::lock;
 
@@ -92,6 +94,14 @@ impl BackgroundCompiler {
     }
 
     fn start(&self) -> Option<Sender<Graph>> {
+        // A process that exits without `shutdown()` (a Rust `main` returning)
+        // must not tear the plugin down under a compile thread. The pool
+        // starts once a chunk is hot, after the single-op programs of its
+        // ops compiled: the plugin's compiler is built by then, and its exit
+        // handlers run after this one.
+        if !crate::pjrt::before_plugin_teardown(stop_at_exit) {
+            tracing::warn!("cannot register the compile pool's exit hook");
+        }
         let (sender, receiver) = bounded::<Graph>(QUEUE);
         let mut started = 0;
         for i in 0..self.threads {
@@ -108,7 +118,15 @@ impl BackgroundCompiler {
                             rt.compiler.unfinished.fetch_sub(1, Ordering::AcqRel);
                             continue;
                         }
-                        if let Err(e) = rt.cache.get(&graph, &rt.counters) {
+                        // A panic must not leave the chunk unfinished:
+                        // `wait_idle` (and so the exit hook) would wait forever.
+                        let compiled = catch_unwind(AssertUnwindSafe(|| {
+                            rt.cache.get(&graph, &rt.counters).map(drop)
+                        }))
+                        .unwrap_or_else(|_| {
+                            Err(Error::Internal("the compile thread panicked".into()))
+                        });
+                        if let Err(e) = compiled {
                             tracing::warn!(
                                 target: "eagertpu::compile",
                                 "a fused chunk of {} ops failed to compile in the background \
@@ -127,5 +145,12 @@ impl BackgroundCompiler {
             }
         }
         (started > 0).then_some(sender)
+    }
+}
+
+/// At exit: drops the queued chunks and waits for the compiles in progress.
+extern "C" fn stop_at_exit() {
+    if let Ok(rt) = crate::context::get() {
+        rt.compiler.stop();
     }
 }

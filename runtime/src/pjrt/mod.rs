@@ -5,6 +5,7 @@
 //! - `locate`: find the plugin to load (`EAGERTPU_PJRT_PLUGIN`, `.venv`, site-packages);
 //! - `client`, `buffer`, `event`, `executable`: RAII handles;
 //! - `options`: the `CompileOptionsProto` every compile needs;
+//! - `exit`: work to finish before the process tears a plugin down;
 //! - `probe`: asks a plugin which argument-struct sizes it expects.
 
 #![allow(non_upper_case_globals)]
@@ -14,6 +15,7 @@ mod buffer;
 mod client;
 mod event;
 mod executable;
+mod exit;
 pub mod locate;
 mod options;
 pub mod probe;
@@ -23,6 +25,7 @@ pub use buffer::{Buffer, Pod, as_bytes, as_bytes_mut};
 pub use client::{Client, Device, MemoryStats};
 pub use event::Event;
 pub use executable::Executable;
+pub use exit::before_plugin_teardown;
 pub use options::{CompileOptions, Placement, XlaOption, required_xla_options};
 
 /// Counts of live PJRT objects created by this process (leak checks, metrics).
