@@ -276,14 +276,22 @@ fn calls_whose_shapes_grow_run_apart_and_the_rest_of_the_step_compiles_once() {
     }
 }
 
+/// The inputs of the 240-op chunk the exit tests compile: x, then w.
+fn long_chunk_inputs() -> (Host, Host) {
+    (
+        Host::random(DType::F32, &[16, 32], 31),
+        Host::random(DType::F32, &[32, 32], 32),
+    )
+}
+
 #[test]
 fn child_exits_while_compiling() {
     if !is_child("child_exits_while_compiling") {
         return;
     }
     let _m = in_mode(Mode::Fused);
-    let x = Host::random(DType::F32, &[16, 32], 31);
-    let w = Host::random(DType::F32, &[32, 32], 32).tensor();
+    let (x, w) = long_chunk_inputs();
+    let w = w.tensor();
     // A chunk of 4 * 60 ops seen twice: hot, its program queued on the
     // compile pool, which takes a while to build it.
     for _ in 0..2 {
@@ -291,7 +299,7 @@ fn child_exits_while_compiling() {
     }
     println!("QUEUED {}", metrics().unwrap().background_compiles);
     // The test returns, and the process exits without eagertpu::shutdown()
-    // while the compile thread is inside the plugin.
+    // while the compile thread is inside the plugin (the exit waits for it).
 }
 
 /// The chunk of `child_exits_while_compiling` again, in a process sharing
@@ -302,12 +310,12 @@ fn child_finds_the_chunk_on_disk() {
         return;
     }
     let _m = in_mode(Mode::Fused);
-    let x = Host::random(DType::F32, &[16, 32], 31);
-    let w = Host::random(DType::F32, &[32, 32], 32).tensor();
+    let (x, w_host) = long_chunk_inputs();
+    let w = w_host.tensor();
     let before = metrics().unwrap();
     let got = chunk(&x, &w, 60);
     // 240 chained float32 ops: rounding compounds past assert_matches' 1e-4.
-    for (g, r) in got.iter().zip(chunk_reference(&x, &Host::of(&w), 60)) {
+    for (g, r) in got.iter().zip(chunk_reference(&x, &w_host, 60)) {
         assert!(
             (*g as f64 - r).abs() <= 2e-3 * r.abs().max(1.0),
             "chunk: {g} vs {r}"
