@@ -19,6 +19,9 @@
 pub use fusion::policy::CutReason;
 pub use fusion::{BinaryOp, DType, Reduction, Scalar, UnaryOp};
 pub use runtime::pjrt::MemoryStats;
+/// Storages addressed as a foreign framework's allocator addresses them (the
+/// PyTorch backend's `tpu` memory).
+pub use runtime::storage;
 pub use runtime::{
     Device, Element, Error, Manifest, Metrics, Mode, ModeGuard, Operand, Result, Tensor,
     default_device, manifest, metrics, mode, set_check_nan, set_mode, shutdown, sync, timing,

@@ -154,6 +154,25 @@ fn arange_follows_torch_dtype_rules_and_steps() {
 }
 }
 
+all_modes! {
+fn int64_bounds_beyond_2_pow_53_count_and_fill_exactly() {
+    // 2^60 + 1 is no f64: a length or a value computed through one is off.
+    let big: i64 = (1 << 60) + 1;
+    let up = Tensor::arange(big, big + 3, 1).unwrap();
+    assert_eq!(up.to_vec::<i64>().unwrap(), vec![big, big + 1, big + 2]);
+    let down = Tensor::arange(big, -big, -(big / 3 + 7)).unwrap();
+    let want: Vec<i64> = (0..)
+        .map(|k: i64| big - k * (big / 3 + 7))
+        .take_while(|&x| x > -big)
+        .collect();
+    assert_eq!(down.to_vec::<i64>().unwrap(), want);
+    let dev = default_device().unwrap();
+    let filled = dev.full(&[2], big, DType::I64).unwrap();
+    let shifted = (&filled + big).unwrap().clamp_min(big + 2 + big).unwrap();
+    assert_eq!(shifted.to_vec::<i64>().unwrap(), vec![2 * big + 2; 2]);
+}
+}
+
 /// torch.linspace: the first half steps up from `start`, the rest steps down
 /// from `end`; integer dtypes truncate the ends and each value toward 0.
 fn linspace_ref(start: f64, end: f64, n: i64, dtype: DType) -> Host {

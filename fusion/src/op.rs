@@ -294,6 +294,10 @@ pub enum Op {
     },
     /// (x) converted to `DType`.
     Cast(DType),
+    /// (x) with its bits read as `DType` (`Tensor.view(dtype)`): an element
+    /// size that halves (or less) adds a last dim of the ratio, one that grows
+    /// takes a last dim of the ratio away. Not to or from bool.
+    Bitcast(DType),
 
     // ----------------------------------------------------------------- layout
     /// (x) with a new shape of the same element count.
@@ -483,6 +487,7 @@ impl Op {
             Op::Where => "where",
             Op::Clamp { .. } => "clamp",
             Op::Cast(_) => "to",
+            Op::Bitcast(_) => "view_dtype",
             Op::Reshape(_) => "reshape",
             Op::Permute(_) => "permute",
             Op::BroadcastTo(_) => "expand",

@@ -72,6 +72,10 @@ pub enum Error {
     #[error("{what}: {message}")]
     Config { what: &'static str, message: String },
 
+    /// A bad address, view or size given to the storage table (`storage.rs`).
+    #[error("{0}")]
+    Storage(String),
+
     #[error("internal error: {0}")]
     Internal(String),
 }

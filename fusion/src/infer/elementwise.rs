@@ -109,6 +109,42 @@ pub(super) fn clamp(
     Ok(x.with_dtype(clamp_dtype(x, min, max)))
 }
 
+/// The bits of `x` read as `dtype`: the shape gains a last dim of the size
+/// ratio when elements shrink, and loses one (which must equal the ratio)
+/// when they grow.
+pub(super) fn bitcast(op: &'static str, dtype: DType, inputs: &[TensorType]) -> Result<TensorType> {
+    arity(op, inputs, 1)?;
+    let x = &inputs[0];
+    for d in [x.dtype, dtype] {
+        if d.is_bool() {
+            return Err(unsupported(
+                op,
+                d,
+                "a numeric dtype (bool has no bit layout to reinterpret)",
+            ));
+        }
+    }
+    let (from, to) = (x.dtype.size_in_bytes() as i64, dtype.size_in_bytes() as i64);
+    let mut shape = x.shape.to_vec();
+    if from > to {
+        shape.push(from / to);
+    } else if from < to {
+        if shape.last() != Some(&(to / from)) {
+            return Err(Error::ShapeMismatch {
+                op,
+                got: format!("{x}"),
+                expected: format!(
+                    "a last dim of {} ({dtype} elements are {to} bytes, {} ones {from})",
+                    to / from,
+                    x.dtype
+                ),
+            });
+        }
+        shape.pop();
+    }
+    Ok(TensorType::new(dtype, &shape))
+}
+
 /// `torch.clamp` promotes with its scalar bounds: `clamp(int_tensor, 0.5)` is float.
 pub fn clamp_dtype(x: &TensorType, min: Option<Scalar>, max: Option<Scalar>) -> DType {
     let mut rt = ResultType::new().tensor(x.dtype, x.rank());

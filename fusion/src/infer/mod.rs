@@ -54,6 +54,7 @@ impl Op {
                 arity(op, inputs, 1)?;
                 Ok(inputs[0].with_dtype(*dtype))
             }
+            Op::Bitcast(dtype) => elementwise::bitcast(op, *dtype, inputs),
             Op::Reshape(shape) => layout::reshape(op, shape, inputs),
             Op::Permute(perm) => layout::permute(op, perm, inputs),
             Op::BroadcastTo(shape) => layout::broadcast_to(op, shape, inputs),

@@ -663,6 +663,7 @@ fn lower_op(e: &mut Emitter, op: &Op, inputs: &[V], out: TensorType) -> V {
         Op::Where => elementwise::where_(e, inputs, out),
         Op::Clamp { min, max } => elementwise::clamp(e, &inputs[0], *min, *max, out),
         Op::Cast(dtype) => e.convert(&inputs[0], *dtype),
+        Op::Bitcast(_) => e.op("stablehlo.bitcast_convert", &[&inputs[0]], "", out),
         Op::Reshape(shape) => e.reshape(&inputs[0], shape),
         Op::Permute(perm) => e.transpose(&inputs[0], perm),
         Op::BroadcastTo(shape) => e.broadcast_to(&inputs[0], shape),

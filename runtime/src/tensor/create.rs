@@ -154,7 +154,24 @@ impl Device {
             }
             .into());
         }
-        let len = ((e - s) / st).ceil().max(0.0) as i64;
+        let integral = |x: Scalar| !matches!(x, Scalar::Float(_));
+        let len = if integral(start) && integral(end) && integral(step) {
+            // Exactly, in integers: int64 bounds beyond 2^53 do not survive f64.
+            let (s, e, st) = (
+                start.as_i64() as i128,
+                end.as_i64() as i128,
+                step.as_i64() as i128,
+            );
+            let span = e - s;
+            (if span == 0 {
+                0
+            } else {
+                (span + st - st.signum()) / st
+            })
+            .max(0) as i64
+        } else {
+            ((e - s) / st).ceil().max(0.0) as i64
+        };
         self.create(Op::Arange {
             start,
             step,

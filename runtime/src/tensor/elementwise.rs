@@ -237,4 +237,16 @@ impl Tensor {
         }
         self.op(Op::Cast(dtype), &[])
     }
+
+    /// The tensor's bits read as `dtype`, on the device (`Tensor.view(dtype)`
+    /// of a contiguous tensor): the same element size keeps the shape; a
+    /// smaller one adds a last dim of the size ratio (float32 `[n]` as uint8
+    /// is `[n, 4]`); a larger one takes a last dim of the ratio away.
+    #[track_caller]
+    pub fn bitcast(&self, dtype: DType) -> Result<Tensor> {
+        if dtype == self.dtype() {
+            return Ok(self.clone());
+        }
+        self.op(Op::Bitcast(dtype), &[])
+    }
 }
