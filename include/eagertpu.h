@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-#define EAGERTPU_ABI_VERSION 1
+#define EAGERTPU_ABI_VERSION 2
 
 typedef int32_t etpu_status;
 typedef uint64_t etpu_tensor;
@@ -51,6 +51,19 @@ enum {
   ETPU_F32 = 8,
   ETPU_F64 = 9
 };
+
+/* etpu_scalar kinds */
+enum { ETPU_SCALAR_BOOL = 0, ETPU_SCALAR_INT = 1, ETPU_SCALAR_FLOAT = 2 };
+
+/* A Python number: a bool (0 or 1) or an integer in `i`, exactly (an int64
+ * above 2^53 survives), a float in `f`. Promotes as PyTorch promotes a Python
+ * number: an int does not widen an int8 tensor, a float makes an int tensor
+ * float32. */
+typedef struct {
+  int32_t kind;
+  int64_t i;
+  double f;
+} etpu_scalar;
 
 /* etpu_mode */
 enum { ETPU_MODE_DEBUG = 0, ETPU_MODE_STRICT = 1, ETPU_MODE_FUSED = 2 };
@@ -134,8 +147,8 @@ etpu_status etpu_view_write(uint64_t address, int32_t dtype, const int64_t* size
 etpu_status etpu_view_unary(const char* op, const int64_t* x, const int64_t* out, const char* origin);
 etpu_status etpu_view_binary(const char* op, const int64_t* a, const int64_t* b, const int64_t* out,
                              const char* origin);
-etpu_status etpu_view_binary_scalar(const char* op, const int64_t* a, double value, bool is_int,
-                                    bool reversed, const int64_t* out, const char* origin);
+etpu_status etpu_view_binary_scalar(const char* op, const int64_t* a, etpu_scalar value, bool reversed,
+                                    const int64_t* out, const char* origin);
 
 /* ---------------------------------------------------------------- ops ---- */
 
@@ -147,14 +160,14 @@ etpu_status etpu_unary(const char* op, etpu_tensor x, const char* origin, etpu_t
  * broadcasting and type promotion as in PyTorch. */
 etpu_status etpu_binary(const char* op, etpu_tensor a, etpu_tensor b, const char* origin,
                         etpu_tensor* out);
-/* op(a, value), or op(value, a) when `reversed`; `value` is an integer when
- * `is_int` and promotes like a Python number (int8 + 1000 stays int8). */
-etpu_status etpu_binary_scalar(const char* op, etpu_tensor a, double value, bool is_int,
-                               bool reversed, const char* origin, etpu_tensor* out);
+/* op(a, value), or op(value, a) when `reversed`; `value` promotes like a
+ * Python number (int8 + 1000 stays int8). */
+etpu_status etpu_binary_scalar(const char* op, etpu_tensor a, etpu_scalar value, bool reversed,
+                               const char* origin, etpu_tensor* out);
 etpu_status etpu_where(etpu_tensor condition, etpu_tensor x, etpu_tensor y, const char* origin,
                        etpu_tensor* out);
 etpu_status etpu_cast(etpu_tensor x, int32_t dtype, const char* origin, etpu_tensor* out);
-etpu_status etpu_full(int64_t device, const int64_t* dims, size_t rank, double value,
+etpu_status etpu_full(int64_t device, const int64_t* dims, size_t rank, etpu_scalar value,
                       int32_t dtype, const char* origin, etpu_tensor* out);
 /* One dim may be -1. */
 etpu_status etpu_reshape(etpu_tensor x, const int64_t* dims, size_t rank, const char* origin,
@@ -187,11 +200,12 @@ etpu_status etpu_gather(etpu_tensor x, int64_t dim, etpu_tensor index, const cha
 /* x with src written (or added, when `add`) at index along dim. */
 etpu_status etpu_scatter(etpu_tensor x, int64_t dim, etpu_tensor index, etpu_tensor src, bool add,
                          const char* origin, etpu_tensor* out);
-etpu_status etpu_arange(int64_t device, double start, double end, double step, int32_t dtype,
-                        const char* origin, etpu_tensor* out);
-/* Bounds are used when their has_ flag is set; integers when is_int. */
-etpu_status etpu_clamp(etpu_tensor x, double lo, bool has_lo, double hi, bool has_hi, bool is_int,
-                       const char* origin, etpu_tensor* out);
+/* Integer bounds and step give an exact length, whatever their size. */
+etpu_status etpu_arange(int64_t device, etpu_scalar start, etpu_scalar end, etpu_scalar step,
+                        int32_t dtype, const char* origin, etpu_tensor* out);
+/* A NULL bound is none. */
+etpu_status etpu_clamp(etpu_tensor x, const etpu_scalar* lo, const etpu_scalar* hi, const char* origin,
+                       etpu_tensor* out);
 /* op: argmax argmin; over `dim`, or the flattened tensor unless has_dim. */
 etpu_status etpu_argreduce(const char* op, etpu_tensor x, int64_t dim, bool has_dim, bool keepdim,
                            const char* origin, etpu_tensor* out);

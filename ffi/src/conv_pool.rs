@@ -1,5 +1,4 @@
-//! Entry points for convolutions and their gradients, pooling and counter-based
-//! random numbers.
+//! Entry points for convolutions and their gradients, and pooling.
 //!
 //! Per-spatial-dim lists (`stride`, `padding`, `dilation`, `kernel`) hold
 //! `nspatial` values each; a NULL list takes PyTorch's default: stride 1 for
@@ -11,11 +10,9 @@
 
 use std::ffi::c_char;
 
-use eagertpu::Device;
-
-use crate::handles::{dims, dtype_from, get, put_pair, put_tensor};
+use crate::handles::{dims, get, put_pair, put_tensor};
 use crate::types::TensorHandle;
-use crate::{Failure, FfiResult, at, c_api};
+use crate::{at, c_api};
 
 /// `n` values at `p`, or `default` repeated `n` times when `p` is NULL.
 ///
@@ -61,38 +58,7 @@ unsafe fn pool_stride(p: *const i64, n: usize) -> Vec<i64> {
     unsafe { list(p, n, 1) }
 }
 
-/// The device numbered `device`.
-fn device(device: i64) -> FfiResult<Device> {
-    let index = usize::try_from(device)
-        .map_err(|_| Failure::invalid(format!("device {device} is negative")))?;
-    Ok(Device::get(index)?)
-}
-
 c_api! {
-    /// Samples uniform in [0, 1) of shape `dims[0..rank]` and float `dtype`
-    /// (`etpu_dtype`), from the Threefry generator keyed by (`key0`, `key1`):
-    /// the same key gives the same samples. Keys are program parameters, so a
-    /// new key never compiles a new program.
-    fn etpu_rand_uniform(
-        device_index: i64,
-        key0: u64,
-        key1: u64,
-        dims_ptr: *const i64,
-        rank: usize,
-        dtype: i32,
-        origin: *const c_char,
-        out: *mut TensorHandle,
-    ) {
-        let d = dtype_from(dtype)?;
-        let dev = device(device_index)?;
-        // SAFETY: pointers and strings as documented.
-        unsafe {
-            let shape = dims(dims_ptr, rank, "dims")?;
-            let t = at(origin, || dev.rand_uniform((key0, key1), shape, d))?;
-            put_tensor(out, t)
-        }
-    }
-
     /// `conv{1,2,3}d(x, w)` without bias: `x` `[N, C, *spatial]` or
     /// `[C, *spatial]`, `w` `[O, C / groups, *kernel]`.
     fn etpu_conv(
@@ -229,7 +195,7 @@ mod tests {
     use crate::{ETPU_BAD_HANDLE, ETPU_INVALID_ARGUMENT, ETPU_OK, Status, eagertpu_last_error};
 
     const F64: i32 = 9;
-    const ORIGIN: *const c_char = c"nn.rs:test".as_ptr();
+    const ORIGIN: *const c_char = c"conv_pool.rs:test".as_ptr();
 
     fn last_error() -> String {
         // SAFETY: a NUL-terminated string valid until this thread's next failure.
@@ -467,18 +433,6 @@ mod tests {
             close(&read::<f64>(out, 4), &sums);
         }
 
-        // The same key, the same samples; another key, others.
-        let shape = [64i64];
-        let draw = |k0: u64, k1: u64| {
-            let mut t = TensorHandle(0);
-            // SAFETY: as above.
-            ok(unsafe { etpu_rand_uniform(0, k0, k1, shape.as_ptr(), 1, F64, ORIGIN, &mut t) });
-            read::<f64>(t, 64)
-        };
-        let (a, b, c) = (draw(0, 1), draw(0, 1), draw(1, 0));
-        assert_eq!(a, b);
-        assert!(a.iter().zip(&c).all(|(u, v)| u != v));
-        assert!(a.iter().chain(&c).all(|u| (0.0..1.0).contains(u)));
         for t in [x, w, g, p] {
             // SAFETY: handles this test owns, freed once.
             ok(unsafe { etpu_tensor_free(t) });
@@ -486,7 +440,7 @@ mod tests {
     }
 
     #[test]
-    fn convolutions_pooling_and_random_numbers_through_the_c_abi_in_every_mode() {
+    fn convolutions_and_pooling_through_the_c_abi_in_every_mode() {
         for mode in [
             eagertpu::Mode::Debug,
             eagertpu::Mode::Strict,
@@ -557,14 +511,6 @@ mod tests {
             );
             assert_eq!(s, ETPU_INVALID_ARGUMENT);
             assert!(last_error().contains("values is NULL"), "{}", last_error());
-            let shape = [4i64];
-            let s = etpu_rand_uniform(0, 1, 2, shape.as_ptr(), 1, 5, ORIGIN, &mut out);
-            assert_eq!(s, ETPU_INVALID_ARGUMENT);
-            assert!(
-                last_error().contains("rand") && last_error().contains("int64"),
-                "{}",
-                last_error()
-            );
             // divisor_override 0 is none, not a division by zero.
             let s = etpu_avg_pool(
                 x,

@@ -275,6 +275,13 @@ c_api! {
     }
 }
 
+/// The device numbered `index`.
+pub(crate) fn device(index: i64) -> FfiResult<Device> {
+    let i = usize::try_from(index)
+        .map_err(|_| Failure::invalid(format!("device {index} is negative")))?;
+    Ok(Device::get(i)?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,9 +13,10 @@
 //! records its C signature; `tests/header.rs` checks the hand-written header
 //! against that table, so the two cannot drift apart.
 
+mod conv_pool;
 mod handles;
-mod nn;
 mod ops;
+mod random;
 mod storage;
 mod types;
 mod views;
@@ -26,10 +27,10 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use eagertpu::{Error, Mode};
 
-pub use types::{CType, Signature};
+pub use types::{CType, ETPU_SCALAR_BOOL, ETPU_SCALAR_FLOAT, ETPU_SCALAR_INT, Signature};
 
 /// Version of the C ABI; bumped on any incompatible change to `eagertpu.h`.
-pub const EAGERTPU_ABI_VERSION: u32 = 1;
+pub const EAGERTPU_ABI_VERSION: u32 = 2;
 
 /// Status codes (`etpu_status`).
 pub type Status = i32;
@@ -53,7 +54,7 @@ pub(crate) struct Failure {
 impl From<Error> for Failure {
     fn from(e: Error) -> Failure {
         let status = match e.root() {
-            Error::Op(_) | Error::Config { .. } => ETPU_INVALID_ARGUMENT,
+            Error::Op(_) | Error::Config { .. } | Error::Storage(_) => ETPU_INVALID_ARGUMENT,
             _ => ETPU_FAILED,
         };
         Failure {
@@ -237,7 +238,8 @@ pub fn all_signatures() -> Vec<Signature> {
     v.extend(runtime_api::signatures());
     v.extend(handles::signatures());
     v.extend(ops::signatures());
-    v.extend(nn::signatures());
+    v.extend(conv_pool::signatures());
+    v.extend(random::signatures());
     v.extend(storage::signatures());
     v.extend(views::signatures());
     v

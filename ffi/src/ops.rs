@@ -5,10 +5,10 @@
 
 use std::ffi::c_char;
 
-use eagertpu::{BinaryOp, Device, Reduction, Scalar, Tensor, UnaryOp};
+use eagertpu::{BinaryOp, Reduction, Scalar, Tensor, UnaryOp};
 
 use crate::handles::{dims, dtype_from, get, put_pair, put_tensor};
-use crate::types::TensorHandle;
+use crate::types::{ETPU_SCALAR_BOOL, ETPU_SCALAR_FLOAT, ETPU_SCALAR_INT, ScalarArg, TensorHandle};
 use crate::{Failure, FfiResult, at, c_api, c_str};
 
 fn unknown(family: &str, op: &str, known: &str) -> Failure {
@@ -31,11 +31,27 @@ pub(crate) fn binary_op(op: &str) -> FfiResult<BinaryOp> {
     })
 }
 
-pub(crate) fn scalar(value: f64, is_int: bool) -> Scalar {
-    if is_int {
-        Scalar::Int(value as i64)
-    } else {
-        Scalar::Float(value)
+/// Decodes a tagged scalar argument (`what` names it in the error).
+pub(crate) fn scalar(s: ScalarArg, what: &str) -> FfiResult<Scalar> {
+    match s.kind {
+        ETPU_SCALAR_BOOL => Ok(Scalar::Bool(s.int != 0)),
+        ETPU_SCALAR_INT => Ok(Scalar::Int(s.int)),
+        ETPU_SCALAR_FLOAT => Ok(Scalar::Float(s.float)),
+        kind => Err(Failure::invalid(format!(
+            "{what} has scalar kind {kind}; expected ETPU_SCALAR_BOOL (0), ETPU_SCALAR_INT (1) or ETPU_SCALAR_FLOAT (2)"
+        ))),
+    }
+}
+
+/// An optional tagged scalar argument: NULL is none.
+///
+/// # Safety
+/// `s` must be NULL or point at an `etpu_scalar`.
+unsafe fn optional_scalar(s: *const ScalarArg, what: &str) -> FfiResult<Option<Scalar>> {
+    // SAFETY: NULL or valid, as the caller guarantees.
+    match unsafe { s.as_ref() } {
+        None => Ok(None),
+        Some(s) => scalar(*s, what).map(Some),
     }
 }
 
@@ -62,13 +78,12 @@ c_api! {
         }
     }
 
-    /// `out = op(a, s)`, or `op(s, a)` when `reversed`, with a scalar `s` (an
-    /// integer when `is_int`) that promotes like a Python number.
+    /// `out = op(a, s)`, or `op(s, a)` when `reversed`, with a scalar `s` that
+    /// promotes like a Python number.
     fn etpu_binary_scalar(
         op: *const c_char,
         a: TensorHandle,
-        value: f64,
-        is_int: bool,
+        value: ScalarArg,
         reversed: bool,
         origin: *const c_char,
         out: *mut TensorHandle,
@@ -77,7 +92,7 @@ c_api! {
         unsafe {
             let op = binary_op(c_str(op, "op")?)?;
             let a = get(a, "a")?;
-            let s = scalar(value, is_int);
+            let s = scalar(value, "value")?;
             let t = at(origin, || if reversed { a.binary_op_reversed(op, s) } else { a.binary_op(op, s) })?;
             put_tensor(out, t)
         }
@@ -104,14 +119,13 @@ c_api! {
     }
 
     /// A tensor of shape `dims[0..rank]` and `dtype` filled with `value`.
-    fn etpu_full(device: i64, dims_ptr: *const i64, rank: usize, value: f64, dtype: i32, origin: *const c_char, out: *mut TensorHandle) {
+    fn etpu_full(device: i64, dims_ptr: *const i64, rank: usize, value: ScalarArg, dtype: i32, origin: *const c_char, out: *mut TensorHandle) {
         let d = dtype_from(dtype)?;
-        let index = usize::try_from(device).map_err(|_| Failure::invalid(format!("device {device} is negative")))?;
-        let dev = Device::get(index)?;
+        let v = scalar(value, "value")?;
+        let dev = crate::handles::device(device)?;
         // SAFETY: pointers as documented.
         unsafe {
             let shape = dims(dims_ptr, rank, "dims")?;
-            let v = if d.is_float() { Scalar::Float(value) } else { Scalar::Int(value as i64) };
             let t = at(origin, || dev.full(shape, v, d))?;
             put_tensor(out, t)
         }
@@ -269,10 +283,10 @@ c_api! {
     }
 
     /// `start, start + step, ...` below `end`, as `dtype`.
-    fn etpu_arange(device: i64, start: f64, end: f64, step: f64, dtype: i32, origin: *const c_char, out: *mut TensorHandle) {
+    fn etpu_arange(device: i64, start: ScalarArg, end: ScalarArg, step: ScalarArg, dtype: i32, origin: *const c_char, out: *mut TensorHandle) {
         let d = dtype_from(dtype)?;
-        let index = usize::try_from(device).map_err(|_| Failure::invalid(format!("device {device} is negative")))?;
-        let dev = Device::get(index)?;
+        let (start, end, step) = (scalar(start, "start")?, scalar(end, "end")?, scalar(step, "step")?);
+        let dev = crate::handles::device(device)?;
         // SAFETY: pointers as documented.
         unsafe {
             let t = at(origin, || dev.arange_with(start, end, step, d))?;
@@ -280,17 +294,17 @@ c_api! {
         }
     }
 
-    /// `out = clamp(x, lo, hi)`; a bound is used only when its `has_` flag is set.
-    fn etpu_clamp(x: TensorHandle, lo: f64, has_lo: bool, hi: f64, has_hi: bool, is_int: bool, origin: *const c_char, out: *mut TensorHandle) {
+    /// `out = clamp(x, lo, hi)`; a NULL bound is none.
+    fn etpu_clamp(x: TensorHandle, lo: *const ScalarArg, hi: *const ScalarArg, origin: *const c_char, out: *mut TensorHandle) {
         let x = get(x, "x")?;
-        let s = |v: f64| if is_int { Scalar::Int(v as i64) } else { Scalar::Float(v) };
         // SAFETY: pointers as documented.
         unsafe {
-            let t = at(origin, || match (has_lo, has_hi) {
-                (true, true) => x.clamp(s(lo), s(hi)),
-                (true, false) => x.clamp_min(s(lo)),
-                (false, true) => x.clamp_max(s(hi)),
-                (false, false) => Ok(x.clone()),
+            let (lo, hi) = (optional_scalar(lo, "lo")?, optional_scalar(hi, "hi")?);
+            let t = at(origin, || match (lo, hi) {
+                (Some(lo), Some(hi)) => x.clamp(lo, hi),
+                (Some(lo), None) => x.clamp_min(lo),
+                (None, Some(hi)) => x.clamp_max(hi),
+                (None, None) => Ok(x.clone()),
             })?;
             put_tensor(out, t)
         }

@@ -8,6 +8,24 @@ use std::ffi::{c_char, c_void};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct TensorHandle(pub u64);
 
+/// A Python number as it crosses the ABI (`etpu_scalar`): a tag and the value
+/// in the slot of its kind, so an int64 survives exactly (a double holds
+/// integers only up to 2^53).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ScalarArg {
+    /// `ETPU_SCALAR_BOOL`, `ETPU_SCALAR_INT` or `ETPU_SCALAR_FLOAT`.
+    pub kind: i32,
+    /// The value of a bool (0 or 1) or an integer.
+    pub int: i64,
+    /// The value of a float.
+    pub float: f64,
+}
+
+pub const ETPU_SCALAR_BOOL: i32 = 0;
+pub const ETPU_SCALAR_INT: i32 = 1;
+pub const ETPU_SCALAR_FLOAT: i32 = 2;
+
 /// A Rust type with a C spelling in `eagertpu.h`.
 pub trait CType {
     const C_NAME: &'static str;
@@ -29,6 +47,8 @@ c_types! {
     f64 => "double",
     usize => "size_t",
     TensorHandle => "etpu_tensor",
+    ScalarArg => "etpu_scalar",
+    *const ScalarArg => "const etpu_scalar*",
     *const c_char => "const char*",
     *mut c_char => "char*",
     *const c_void => "const void*",

@@ -14,8 +14,9 @@ use eagertpu::{DType, Tensor};
 
 use crate::handles::dtype_from;
 use crate::ops::{binary_op, scalar, unary_op};
-use crate::storage::{read_view, write_view};
+use crate::types::ScalarArg;
 use crate::{Failure, FfiResult, at, c_api, c_str};
+use eagertpu::storage::{read_view, write_view};
 
 /// A view descriptor, decoded.
 struct View<'a> {
@@ -57,11 +58,22 @@ unsafe fn view<'a>(p: *const i64, what: &str) -> FfiResult<View<'a>> {
 
 impl View<'_> {
     fn read(&self) -> FfiResult<Tensor> {
-        read_view(self.address, self.dtype, self.sizes, self.strides)
+        Ok(read_view(
+            self.address,
+            self.dtype,
+            self.sizes,
+            self.strides,
+        )?)
     }
 
     fn write(&self, value: Tensor) -> FfiResult {
-        write_view(self.address, self.dtype, self.sizes, self.strides, value)
+        Ok(write_view(
+            self.address,
+            self.dtype,
+            self.sizes,
+            self.strides,
+            value,
+        )?)
     }
 }
 
@@ -92,8 +104,7 @@ c_api! {
     fn etpu_view_binary_scalar(
         op: *const c_char,
         a: *const i64,
-        value: f64,
-        is_int: bool,
+        value: ScalarArg,
         reversed: bool,
         out: *const i64,
         origin: *const c_char,
@@ -102,7 +113,7 @@ c_api! {
         unsafe {
             let op = binary_op(c_str(op, "op")?)?;
             let (a, out) = (view(a, "a")?, view(out, "out")?);
-            let s = scalar(value, is_int);
+            let s = scalar(value, "value")?;
             at(origin, || {
                 let a = a.read()?;
                 out.write(if reversed { a.binary_op_reversed(op, s) } else { a.binary_op(op, s) }?)

@@ -138,6 +138,18 @@ fn the_header_enums_match_the_rust_constants() {
         ),
         (0, 1, 2)
     );
+    assert_eq!(
+        (
+            e["ETPU_SCALAR_BOOL"],
+            e["ETPU_SCALAR_INT"],
+            e["ETPU_SCALAR_FLOAT"]
+        ),
+        (
+            eagertpu_ffi::ETPU_SCALAR_BOOL as i64,
+            eagertpu_ffi::ETPU_SCALAR_INT as i64,
+            eagertpu_ffi::ETPU_SCALAR_FLOAT as i64
+        )
+    );
     let version = h_version(&header());
     assert_eq!(version, eagertpu_ffi::EAGERTPU_ABI_VERSION);
 }

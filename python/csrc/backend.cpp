@@ -256,10 +256,16 @@ int32_t dtype_of(const Handle& h) {
   return d;
 }
 
+etpu_scalar scalar_arg(const at::Scalar& s) {
+  TORCH_CHECK(!s.isComplex(), "complex scalars are not supported on tpu, got ", s);
+  if (s.isBoolean()) return {ETPU_SCALAR_BOOL, s.toBool() ? 1 : 0, 0.0};
+  if (s.isIntegral(/*includeBool=*/false)) return {ETPU_SCALAR_INT, s.toLong(), 0.0};
+  return {ETPU_SCALAR_FLOAT, 0, s.toDouble()};
+}
+
 Handle full(int64_t device, at::IntArrayRef sizes, const at::Scalar& v, at::ScalarType t) {
   Handle h;
-  double value = v.isBoolean() ? (v.toBool() ? 1.0 : 0.0) : (v.isIntegral(false) ? static_cast<double>(v.toLong()) : v.toDouble());
-  check(etpu_full(device, sizes.data(), sizes.size(), value, dtype_code(t), origin(), h.out()));
+  check(etpu_full(device, sizes.data(), sizes.size(), scalar_arg(v), dtype_code(t), origin(), h.out()));
   return h;
 }
 
@@ -325,10 +331,6 @@ class ViewDesc {
 
 bool direct(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1 && t.numel() > 0; }
 
-double scalar_value(const at::Scalar& s) {
-  if (s.isBoolean()) return s.toBool() ? 1.0 : 0.0;
-  return s.isIntegral(false) ? static_cast<double>(s.toLong()) : s.toDouble();
-}
 }  // namespace
 
 void view_unary(const char* op, const at::Tensor& x, const at::Tensor& out) {
@@ -344,8 +346,7 @@ void view_binary(const char* op, const at::Tensor& a, const at::Tensor& b, const
 void view_binary_scalar(const char* op, const at::Tensor& a, const at::Scalar& s, const at::Tensor& out,
                         bool reversed) {
   if (!direct(a) || !direct(out)) return write(out, binary_scalar(op, read(a), s, reversed));
-  check(etpu_view_binary_scalar(op, ViewDesc(a).get(), scalar_value(s), s.isIntegral(/*includeBool=*/true), reversed,
-                                ViewDesc(out).get(), origin()));
+  check(etpu_view_binary_scalar(op, ViewDesc(a).get(), scalar_arg(s), reversed, ViewDesc(out).get(), origin()));
 }
 
 // ------------------------------------------------------------------ ops ----
@@ -364,9 +365,7 @@ Handle binary(const char* op, const Handle& a, const Handle& b) {
 
 Handle binary_scalar(const char* op, const Handle& a, const at::Scalar& s, bool reversed) {
   Handle h;
-  bool is_int = s.isIntegral(/*includeBool=*/true);
-  double value = s.isBoolean() ? (s.toBool() ? 1.0 : 0.0) : (is_int ? static_cast<double>(s.toLong()) : s.toDouble());
-  check(etpu_binary_scalar(op, a.get(), value, is_int, reversed, origin(), h.out()));
+  check(etpu_binary_scalar(op, a.get(), scalar_arg(s), reversed, origin(), h.out()));
   return h;
 }
 
@@ -436,18 +435,23 @@ Handle scatter(const Handle& x, int64_t dim, const Handle& index, const Handle& 
   return h;
 }
 
-Handle arange(int64_t device, double start, double end, double step, at::ScalarType t) {
+Handle arange(int64_t device, const at::Scalar& start, const at::Scalar& end, const at::Scalar& step,
+              at::ScalarType t) {
   Handle h;
-  check(etpu_arange(device, start, end, step, dtype_code(t), origin(), h.out()));
+  check(etpu_arange(device, scalar_arg(start), scalar_arg(end), scalar_arg(step), dtype_code(t), origin(), h.out()));
   return h;
 }
 
 Handle clamp(const Handle& x, const std::optional<at::Scalar>& lo, const std::optional<at::Scalar>& hi) {
   Handle h;
-  bool is_int = (lo && lo->isIntegral(false)) || (hi && hi->isIntegral(false));
-  if ((lo && lo->isFloatingPoint()) || (hi && hi->isFloatingPoint())) is_int = false;
-  auto v = [](const std::optional<at::Scalar>& s) { return s ? s->toDouble() : 0.0; };
-  check(etpu_clamp(x.get(), v(lo), lo.has_value(), v(hi), hi.has_value(), is_int, origin(), h.out()));
+  // Both bounds integers or both floats, as before the tagged scalar: an
+  // integer bound beside a float one is a float.
+  bool is_float = (lo && lo->isFloatingPoint()) || (hi && hi->isFloatingPoint());
+  auto arg = [is_float](const std::optional<at::Scalar>& s) {
+    return is_float ? etpu_scalar{ETPU_SCALAR_FLOAT, 0, s->toDouble()} : scalar_arg(*s);
+  };
+  etpu_scalar l = lo ? arg(lo) : etpu_scalar{}, u = hi ? arg(hi) : etpu_scalar{};
+  check(etpu_clamp(x.get(), lo ? &l : nullptr, hi ? &u : nullptr, origin(), h.out()));
   return h;
 }
 

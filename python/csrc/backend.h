@@ -96,6 +96,8 @@ Handle unary(const char* op, const Handle& x);
 Handle binary(const char* op, const Handle& a, const Handle& b);
 Handle binary_scalar(const char* op, const Handle& a, const at::Scalar& s, bool reversed = false);
 Handle cast(const Handle& x, at::ScalarType t);
+// A Python number as the C ABI takes it: an int64 exactly, never through a double.
+etpu_scalar scalar_arg(const at::Scalar& s);
 Handle full(int64_t device, at::IntArrayRef sizes, const at::Scalar& v, at::ScalarType t);
 Handle reshape(const Handle& x, at::IntArrayRef sizes);
 Handle permute(const Handle& x, at::IntArrayRef perm);
@@ -107,7 +109,8 @@ Handle where(const Handle& c, const Handle& x, const Handle& y);
 Handle index_select(const Handle& x, int64_t dim, const Handle& index);
 Handle gather(const Handle& x, int64_t dim, const Handle& index);
 Handle scatter(const Handle& x, int64_t dim, const Handle& index, const Handle& src, bool add);
-Handle arange(int64_t device, double start, double end, double step, at::ScalarType t);
+Handle arange(int64_t device, const at::Scalar& start, const at::Scalar& end, const at::Scalar& step,
+              at::ScalarType t);
 Handle clamp(const Handle& x, const std::optional<at::Scalar>& lo, const std::optional<at::Scalar>& hi);
 Handle argreduce(const char* op, const Handle& x, std::optional<int64_t> dim, bool keepdim);
 Handle var(const Handle& x, at::IntArrayRef dims, int64_t correction, bool keepdim);

@@ -1,5 +1,5 @@
-// Advanced indexing (`x[idx]`, `x[idx] = v`, `index_put_`, `index_add`) and
-// arange. Integer index tensors become one linear index into the indexed
+// Advanced indexing (`x[idx]`, `x[idx] = v`, `index_put_`, `index_add`),
+// arange, trace, index_copy, take/put_ and tril/triu_indices. Integer index tensors become one linear index into the indexed
 // dims, flattened, so every form is one index_select or one scatter. Boolean
 // masks need their true positions on the host first (`nonzero`, a counted
 // CPU fallback): their result's shape depends on the data.
@@ -8,7 +8,10 @@
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <vector>
 
 #include "backend.h"
 
@@ -245,16 +248,151 @@ at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at:
   TORCH_CHECK(st != 0, "arange: step must be nonzero");
   TORCH_CHECK(std::isfinite(a) && std::isfinite(b), "arange: unsupported range: ", a, " -> ", b);
   TORCH_CHECK((st > 0 && b >= a) || (st < 0 && b <= a), "arange: upper bound and larger bound inconsistent with step sign");
-  double size_d;
-  if (out.scalar_type() == at::kLong && start.isIntegral(true) && end.isIntegral(true) && step.isIntegral(true)) {
-    size_d = std::ceil(static_cast<double>(end.toLong() - start.toLong()) / static_cast<double>(step.toLong()));
+  int64_t size;
+  if (start.isIntegral(true) && end.isIntegral(true) && step.isIntegral(true)) {
+    // In integers: bounds beyond 2^53 do not survive a double.
+    __int128 span = static_cast<__int128>(end.toLong()) - start.toLong(), by = step.toLong();
+    size = static_cast<int64_t>(span == 0 ? 0 : (span + by - (by > 0 ? 1 : -1)) / by);
   } else {
-    size_d = std::ceil((b - a) / st);
+    size = static_cast<int64_t>(std::ceil((b - a) / st));
   }
-  int64_t size = static_cast<int64_t>(size_d);
   at::native::resize_output(out, {size});
-  if (size > 0) write(out, arange(device_index(out), a, b, st, out.scalar_type()));
+  if (size > 0) write(out, arange(device_index(out), start, end, step, out.scalar_type()));
   return out;
+}
+
+
+// ------------------------------------------------------------------ trace ----
+
+// The sum of the main diagonal: every (C + 1)-th element of the flattened
+// matrix. Integer inputs sum in int64, as on CPU.
+at::Tensor trace(const at::Tensor& self) {
+  OpScope s;
+  TORCH_CHECK(self.dim() == 2, "trace: expected a matrix, but got tensor with dim ", self.dim(), " (shape ",
+              self.sizes(), ")");
+  at::ScalarType t = at::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type();
+  at::Tensor out = at::empty({}, self.options().dtype(t));
+  int64_t rows = self.size(0), cols = self.size(1), n = std::min(rows, cols), dev = device_index(self);
+  if (n == 0) {
+    write(out, full(dev, {}, 0, t));
+    return out;
+  }
+  Handle diag_index = arange(dev, 0, static_cast<double>(n * (cols + 1)), static_cast<double>(cols + 1), at::kLong);
+  Handle diag = index_select(reshape(read(self), {rows * cols}), 0, diag_index);
+  write(out, reduce("sum", cast(diag, t), {}, false));
+  return out;
+}
+
+// ------------------------------------------------------- index_copy, take ----
+
+// out = self with the slices of `source` along `dim` written at `index`: one
+// scatter with the index broadcast over the source.
+at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                           at::Tensor& out) {
+  OpScope s;
+  int64_t rank = std::max<int64_t>(self.dim(), 1), d = at::maybe_wrap_dim(dim, rank), n = index.numel();
+  TORCH_CHECK(index.dim() <= 1, "index_copy_(): Index should have dimension 1 or 0 (got ", index.dim(), ")");
+  std::vector<int64_t> base = self.dim() == 0 ? std::vector<int64_t>{1} : self.sizes().vec();
+  std::vector<int64_t> src_shape = base;
+  src_shape[d] = n;
+  int64_t src_numel = 1;
+  for (int64_t v : src_shape) src_numel *= v;
+  TORCH_CHECK(source.numel() == src_numel, "index_copy_(): source of shape ", source.sizes(),
+              " does not match the destination of shape ", self.sizes(), " with ", n, " indices along dim ", d);
+  at::native::resize_output(out, self.sizes());
+  if (out.numel() == 0) return out;
+  if (n == 0) {
+    if (!out.is_same(self)) write(out, read(self));
+    return out;
+  }
+  Handle src = reshape(cast(read(source), self.scalar_type()), src_shape);
+  std::vector<int64_t> col(rank, 1);
+  col[d] = n;
+  Handle wide = expand(reshape(cast(read(index), at::kLong), col), src_shape);
+  Handle r = scatter(reshape(read(self), base), d, wide, src, /*add=*/false);
+  write(out, reshape(r, self.sizes()));
+  return out;
+}
+
+// Flat positions into a tensor of `numel` elements, negative ones from the end.
+Handle flat_positions(const at::Tensor& index, int64_t numel) {
+  Handle i = reshape(cast(read(index), at::kLong), {index.numel()});
+  return where(binary_scalar("lt", i, 0), binary_scalar("add", i, numel), i);
+}
+
+at::Tensor& take_out(const at::Tensor& self, const at::Tensor& index, at::Tensor& out) {
+  OpScope s;
+  TORCH_CHECK(index.scalar_type() == at::kLong, "take(): Expected a long tensor for index, but got ",
+              index.scalar_type());
+  at::native::resize_output(out, index.sizes());
+  if (index.numel() == 0) return out;
+  TORCH_CHECK(self.numel() > 0, "take(): tried to take from an empty tensor (of shape ", self.sizes(), ") with ",
+              index.numel(), " indices");
+  Handle flat = reshape(read(self), {self.numel()});
+  write(out, reshape(index_select(flat, 0, flat_positions(index, self.numel())), index.sizes()));
+  return out;
+}
+
+at::Tensor take(const at::Tensor& self, const at::Tensor& index) {
+  at::Tensor out = at::empty({0}, self.options());
+  return take_out(self, index, out);
+}
+
+// The transpose of take (its backward): `source` written, or added, at the
+// flat positions of self.
+at::Tensor& put_(at::Tensor& self, const at::Tensor& index, const at::Tensor& source, bool accumulate) {
+  OpScope s;
+  TORCH_CHECK(index.scalar_type() == at::kLong, "put_(): Expected a long tensor for index, but got ",
+              index.scalar_type());
+  TORCH_CHECK(index.numel() == source.numel(), "put_(): Expected source and index to have the same number of ",
+              "elements, but got source.numel() = ", source.numel(), ", index.numel() = ", index.numel());
+  if (index.numel() == 0) return self;
+  TORCH_CHECK(self.numel() > 0, "put_(): Tried to put elements into an empty tensor (of shape ", self.sizes(), ")");
+  Handle flat = reshape(read(self), {self.numel()});
+  Handle src = reshape(cast(read(source), self.scalar_type()), {source.numel()});
+  Handle r = scatter(flat, 0, flat_positions(index, self.numel()), src, accumulate);
+  write(self, reshape(r, self.sizes()));
+  return self;
+}
+
+// ------------------------------------------------------ tril/triu_indices ----
+
+// The [2, K] row and column indices of a triangle, in row-major order. They
+// depend only on the arguments, so they are built on the host and uploaded.
+at::Tensor tri_indices(const char* op, bool lower, int64_t rows, int64_t cols, int64_t offset,
+                       std::optional<at::ScalarType> dtype, std::optional<at::Device> device) {
+  OpScope s;
+  TORCH_CHECK(rows >= 0, op, ": row must be non-negative, got ", rows);
+  TORCH_CHECK(cols >= 0, op, ": col must be non-negative, got ", cols);
+  std::vector<int64_t> r, c;
+  for (int64_t i = 0; i < rows; i++) {
+    int64_t lo = lower ? 0 : std::clamp<int64_t>(i + offset, 0, cols);
+    int64_t hi = lower ? std::clamp<int64_t>(i + offset + 1, 0, cols) : cols;
+    for (int64_t j = lo; j < hi; j++) {
+      r.push_back(i);
+      c.push_back(j);
+    }
+  }
+  int64_t k = static_cast<int64_t>(r.size());
+  c10::Device dev = device.value_or(c10::Device(c10::DeviceType::PrivateUse1, 0));
+  at::Tensor out = at::empty({2, k}, at::TensorOptions().dtype(dtype.value_or(at::kLong)).device(dev));
+  if (k == 0) return out;
+  r.insert(r.end(), c.begin(), c.end());
+  at::Tensor host = at::tensor(at::ArrayRef<int64_t>(r), at::TensorOptions().dtype(at::kLong)).view({2, k});
+  write(out, upload(host, device_index(out)));
+  return out;
+}
+
+at::Tensor tril_indices(int64_t row, int64_t col, int64_t offset, std::optional<at::ScalarType> dtype,
+                        std::optional<at::Layout> layout, std::optional<at::Device> device,
+                        std::optional<bool> pin_memory) {
+  return tri_indices("tril_indices", true, row, col, offset, dtype, device);
+}
+
+at::Tensor triu_indices(int64_t row, int64_t col, int64_t offset, std::optional<at::ScalarType> dtype,
+                        std::optional<at::Layout> layout, std::optional<at::Device> device,
+                        std::optional<bool> pin_memory) {
+  return tri_indices("triu_indices", false, row, col, offset, dtype, device);
 }
 
 }  // namespace
@@ -271,4 +409,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nonzero", nonzero_kernel);
   m.impl("masked_select", masked_select);
   m.impl("equal", equal);
+  m.impl("trace", trace);
+  m.impl("index_copy.out", index_copy_out);
+  m.impl("take", take);
+  m.impl("take.out", take_out);
+  m.impl("put_", put_);
+  m.impl("tril_indices", tril_indices);
+  m.impl("triu_indices", triu_indices);
 }

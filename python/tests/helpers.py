@@ -108,3 +108,9 @@ def run_python(code, **env):
         env={**os.environ, **env},
         timeout=300,
     )
+
+
+def next_op_works():
+    """After an error, the next op on tpu runs and is right."""
+    x = torch.arange(4.0, device="tpu")
+    assert (x * 2).sum().item() == 12.0

@@ -10,14 +10,9 @@ import pytest
 import torch
 
 import eagertpu
-from helpers import run_python
+from helpers import next_op_works, run_python
 
 HERE = os.path.abspath(__file__)
-
-
-def next_op_works():
-    x = torch.arange(4.0, device="tpu")
-    assert (x * 2).sum().item() == 12.0
 
 
 def test_shape_mismatch(mode):

@@ -122,6 +122,31 @@ def test_python_scalars(dtype):
     check(lambda x: x.sub(x * 3, alpha=3), x)
 
 
+def test_int64_python_numbers_beyond_2_pow_53_stay_exact():
+    # 2^60 + 1 is no double: a fill value, a mask value, an offset, a bound or
+    # a range end that crossed the C ABI as one came out 2^60.
+    big = 2**60 + 1
+    x = torch.arange(6, dtype=torch.int64).reshape(2, 3) * 2**40
+    check(lambda x: x + big, x)
+    check(lambda x: big - x, x)
+    check(lambda x: x * (2**22 + 1), x)
+    check(lambda x: x == big, x + big)
+    check(lambda x: x.clone().fill_(big), x)
+    check(lambda x: x.masked_fill(x > 2**41, -big), x)
+    check(lambda x: torch.clamp(x, min=big), x)
+    check(lambda x: torch.where(x > 2**41, x, big), x)
+    assert_same(torch.full((3,), big, device="tpu"), torch.full((3,), big))
+    assert_same(torch.arange(big, big + 4, device="tpu"), torch.arange(big, big + 4))
+    assert_same(torch.arange(-big, big, big // 3 + 7, device="tpu"), torch.arange(-big, big, big // 3 + 7))
+
+
+def test_bool_python_numbers_keep_bool_results():
+    b = torch.tensor([True, False, True])
+    check(lambda b: b + True, b)
+    check(lambda b: b * False, b)
+    check(lambda b: torch.full((2,), True, device=b.device), b)
+
+
 def test_python_scalar_does_not_promote_half():
     check(lambda x: x * 1e-3 + 1, rand(8, dtype=torch.float16))
     check(lambda x: x * 0.5, rand(8, dtype=torch.bfloat16))

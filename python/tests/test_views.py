@@ -171,3 +171,28 @@ def test_a_whole_tensor_read_in_its_own_shape_records_no_view_op():
     for x in (c, t):
         x.resize_(20)
     same(t[:16], c[:16])
+
+
+@pytest.mark.usefixtures("no_fallbacks")
+def test_dtype_views_reinterpret_bits_on_the_device():
+    import eagertpu
+
+    c, t = both(rand(3, 4))
+    t.add_(0)  # the storage now holds a float32 value on the device
+    syncs = eagertpu.metrics()["host_syncs"]
+    views = {}
+    for dtype in (torch.uint8, torch.int8, torch.int16, torch.bfloat16, torch.int32, torch.int64, torch.float64):
+        views[dtype] = (t.view(dtype) + 0, c.view(dtype) + 0) if dtype != torch.float64 else (t.view(dtype), c.view(dtype))
+    ints = t.view(torch.uint8).to(torch.int32) * 2 + 1
+    assert eagertpu.metrics()["host_syncs"] == syncs, "reading a storage as another dtype syncs nothing"
+    for dtype, (a, b) in views.items():
+        assert torch.equal(a.cpu().view(torch.uint8), b.view(torch.uint8)), dtype
+    assert torch.equal(ints.cpu(), c.view(torch.uint8).to(torch.int32) * 2 + 1)
+    # Writes through a dtype view change the floats bit for bit.
+    for x in (c, t):
+        x.view(torch.int32)[0, :2] = 0x3F800000  # 1.0f
+        x.view(torch.uint8)[2, :4] = torch.tensor([0, 0, 0x20, 0x41], dtype=torch.uint8).to(x.device)  # 10.0f
+    same(t, c)
+    # bool <-> uint8 of 0/1 bytes.
+    mask = torch.tensor([1, 0, 1, 1], dtype=torch.uint8)
+    assert torch.equal(mask.to("tpu").view(torch.bool).cpu(), mask.view(torch.bool))

@@ -42,6 +42,9 @@ static void read_f32(etpu_tensor t, float* out, size_t n) {
   OK(etpu_tensor_to_host(t, out, n * sizeof(float)));
 }
 
+static etpu_scalar f64(double v) { return (etpu_scalar){ETPU_SCALAR_FLOAT, 0, v}; }
+static etpu_scalar i64(int64_t v) { return (etpu_scalar){ETPU_SCALAR_INT, v, 0.0}; }
+
 static int close_to(float a, float b) { return fabsf(a - b) <= 1e-5f * (1.0f + fabsf(b)); }
 
 static void ops(void) {
@@ -52,8 +55,8 @@ static void ops(void) {
 
   /* z = relu(x * 2 - y / 10), broadcast over rows. */
   etpu_tensor x2 = 0, y10 = 0, d = 0, z = 0;
-  OK(etpu_binary_scalar("mul", x, 2.0, false, false, "abi.c:ops", &x2));
-  OK(etpu_binary_scalar("div", y, 10.0, false, false, "abi.c:ops", &y10));
+  OK(etpu_binary_scalar("mul", x, f64(2.0), false, "abi.c:ops", &x2));
+  OK(etpu_binary_scalar("div", y, f64(10.0), false, "abi.c:ops", &y10));
   OK(etpu_binary("sub", x2, y10, "abi.c:ops", &d));
   OK(etpu_unary("relu", d, "abi.c:ops", &z));
   float zv[6];
@@ -71,7 +74,7 @@ static void ops(void) {
   OK(etpu_permute(x, perm, 2, "abi.c:ops", &xt));
   OK(etpu_matmul(x, xt, "abi.c:ops", &m));
   OK(etpu_softmax(x, -1, false, "abi.c:ops", &p));
-  OK(etpu_binary_scalar("sub", x, 1.0, true, true, "abi.c:ops", &r));
+  OK(etpu_binary_scalar("sub", x, i64(1), true, "abi.c:ops", &r));
   float sv[2], mv[4], pv[6], rv[6];
   read_f32(s, sv, 2);
   read_f32(m, mv, 4);
@@ -99,11 +102,40 @@ static void ops(void) {
   int32_t dtype = -1;
   int8_t ib[2];
   OK(etpu_tensor_from_host(0, ETPU_I8, id, 1, iv, 2, &i8));
-  OK(etpu_binary_scalar("add", i8, 1000, true, false, "abi.c:ops", &i8b));
+  OK(etpu_binary_scalar("add", i8, i64(1000), false, "abi.c:ops", &i8b));
   OK(etpu_tensor_dtype(i8b, &dtype));
   OK(etpu_tensor_to_host(i8b, ib, 2));
   CHECK(dtype == ETPU_I8 && ib[0] == (int8_t)(1 + 1000) && ib[1] == (int8_t)(-3 + 1000),
         "int8 + 1000: dtype %d, %d %d", dtype, ib[0], ib[1]);
+
+  /* Integers cross the ABI exactly: 2^60 + 1 is no double. */
+  const int64_t big = (1LL << 60) + 1, two[1] = {2}, three[1] = {3};
+  etpu_tensor filled = 0, shifted = 0, clamped = 0, range = 0;
+  int64_t got[3] = {0};
+  OK(etpu_full(0, two, 1, i64(big), ETPU_I64, "abi.c:ops", &filled));
+  OK(etpu_binary_scalar("add", filled, i64(big), false, "abi.c:ops", &shifted));
+  OK(etpu_tensor_to_host(shifted, got, 2 * sizeof(int64_t)));
+  CHECK(got[0] == 2 * big && got[1] == 2 * big, "2^60+1 twice: %lld %lld", (long long)got[0],
+        (long long)got[1]);
+  etpu_scalar lo = i64(big + 2);
+  OK(etpu_clamp(filled, &lo, NULL, "abi.c:ops", &clamped));
+  OK(etpu_tensor_to_host(clamped, got, 2 * sizeof(int64_t)));
+  CHECK(got[0] == big + 2 && got[1] == big + 2, "clamp(min=2^60+3): %lld", (long long)got[0]);
+  OK(etpu_arange(0, i64(big), i64(big + 3), i64(1), ETPU_I64, "abi.c:ops", &range));
+  OK(etpu_tensor_dims(range, got, 1));
+  CHECK(got[0] == three[0], "arange(2^60+1, 2^60+4) has %lld elements", (long long)got[0]);
+  OK(etpu_tensor_to_host(range, got, 3 * sizeof(int64_t)));
+  CHECK(got[0] == big && got[1] == big + 1 && got[2] == big + 2, "arange: %lld %lld %lld",
+        (long long)got[0], (long long)got[1], (long long)got[2]);
+  etpu_tensor none = 0;
+  etpu_scalar bad = {7, 0, 0.0};
+  etpu_status bad_kind = etpu_binary_scalar("add", filled, bad, false, "abi.c:ops", &none);
+  CHECK(bad_kind == ETPU_INVALID_ARGUMENT && strstr(eagertpu_last_error(), "scalar kind 7"),
+        "scalar kind 7: %d %s", bad_kind, eagertpu_last_error());
+  OK(etpu_tensor_free(filled));
+  OK(etpu_tensor_free(shifted));
+  OK(etpu_tensor_free(clamped));
+  OK(etpu_tensor_free(range));
 
   /* Shape queries. */
   size_t rank = 0;
@@ -219,7 +251,7 @@ static void storages(void) {
       CHECK(tv[i * 2 + j] == v[j * 3 + i], "transpose[%d][%d] = %f", i, j, tv[i * 2 + j]);
   /* Column 1 (address + 4 bytes, stride 3) times 10, written back. */
   OK(etpu_view_read(base + 4, ETPU_F32, col, col_stride, 1, "abi.c:storages", &c));
-  OK(etpu_binary_scalar("mul", c, 10, false, false, "abi.c:storages", &c10));
+  OK(etpu_binary_scalar("mul", c, f64(10), false, "abi.c:storages", &c10));
   OK(etpu_view_write(base + 4, ETPU_F32, col, col_stride, 1, c10, "abi.c:storages"));
   OK(etpu_view_read(base, ETPU_F32, d23, s23, 2, "abi.c:storages", &all));
   float av[6];
@@ -236,7 +268,7 @@ static void storages(void) {
                 c2[5] = {(int64_t)(base + 8), ETPU_F32, 1, 2, 3};
   OK(etpu_view_binary("add", c0, c1, c2, "abi.c:views"));
   OK(etpu_view_unary("neg", c0, c0, "abi.c:views"));
-  OK(etpu_view_binary_scalar("sub", c1, 10, true, true, c1, "abi.c:views"));
+  OK(etpu_view_binary_scalar("sub", c1, i64(10), true, c1, "abi.c:views"));
   etpu_tensor after = 0;
   OK(etpu_view_read(base, ETPU_F32, d23, s23, 2, "abi.c:views", &after));
   float vv[6];
@@ -284,14 +316,14 @@ static void storages(void) {
 static void deferred_failure(void) {
   const int64_t huge[1] = {40000000000LL};
   etpu_tensor big = 0, plus = 0;
-  etpu_status st = etpu_full(0, huge, 1, 0.0, ETPU_F32, "train.py:42", &big);
+  etpu_status st = etpu_full(0, huge, 1, f64(0.0), ETPU_F32, "train.py:42", &big);
   if (mode == ETPU_MODE_DEBUG) {
     CHECK(st == ETPU_FAILED && strstr(eagertpu_last_error(), "train.py:42"), "debug: %d %s", st,
           eagertpu_last_error());
     return;
   }
   CHECK(st == ETPU_OK, "recording a failing op succeeds: %d %s", st, eagertpu_last_error());
-  OK(etpu_binary_scalar("add", big, 1.0, false, false, "train.py:43", &plus));
+  OK(etpu_binary_scalar("add", big, f64(1.0), false, "train.py:43", &plus));
   float one;
   st = etpu_tensor_to_host(plus, &one, sizeof one);
   CHECK(st != ETPU_OK, "reading a failed value fails");

@@ -1,0 +1,95 @@
+//! Entry points for counter-based random numbers.
+
+use std::ffi::c_char;
+
+use crate::handles::{device, dims, dtype_from, put_tensor};
+use crate::types::TensorHandle;
+use crate::{at, c_api};
+
+c_api! {
+    /// Samples uniform in [0, 1) of shape `dims[0..rank]` and float `dtype`
+    /// (`etpu_dtype`), from the Threefry generator keyed by (`key0`, `key1`):
+    /// the same key gives the same samples. Keys are program parameters, so a
+    /// new key never compiles a new program.
+    fn etpu_rand_uniform(
+        device_index: i64,
+        key0: u64,
+        key1: u64,
+        dims_ptr: *const i64,
+        rank: usize,
+        dtype: i32,
+        origin: *const c_char,
+        out: *mut TensorHandle,
+    ) {
+        let d = dtype_from(dtype)?;
+        let dev = device(device_index)?;
+        // SAFETY: pointers and strings as documented.
+        unsafe {
+            let shape = dims(dims_ptr, rank, "dims")?;
+            let t = at(origin, || dev.rand_uniform((key0, key1), shape, d))?;
+            put_tensor(out, t)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::CStr;
+
+    use super::*;
+    use crate::handles::{etpu_tensor_free, etpu_tensor_to_host};
+    use crate::{ETPU_INVALID_ARGUMENT, ETPU_OK, eagertpu_last_error};
+
+    const ORIGIN: *const c_char = c"random.rs:test".as_ptr();
+    const F64: i32 = 9;
+    const I64: i32 = 5;
+
+    fn last_error() -> String {
+        // SAFETY: a NUL-terminated string valid until this thread's next failure.
+        unsafe { CStr::from_ptr(eagertpu_last_error()) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    fn draw(k0: u64, k1: u64) -> Vec<f64> {
+        let shape = [64i64];
+        let mut t = TensorHandle(0);
+        let mut out = vec![0f64; 64];
+        // SAFETY: `shape` and `out` are valid for the lengths passed; the
+        // handle is this function's, freed once.
+        unsafe {
+            let s = etpu_rand_uniform(0, k0, k1, shape.as_ptr(), 1, F64, ORIGIN, &mut t);
+            assert_eq!(s, ETPU_OK, "{}", last_error());
+            let s = etpu_tensor_to_host(t, out.as_mut_ptr().cast(), 64 * 8);
+            assert_eq!(s, ETPU_OK, "{}", last_error());
+            assert_eq!(etpu_tensor_free(t), ETPU_OK);
+        }
+        out
+    }
+
+    #[test]
+    fn the_same_key_draws_the_same_samples_in_every_mode() {
+        for mode in [
+            eagertpu::Mode::Debug,
+            eagertpu::Mode::Strict,
+            eagertpu::Mode::Fused,
+        ] {
+            let _mode = eagertpu::with_mode(mode).unwrap();
+            let (a, b, c) = (draw(0, 1), draw(0, 1), draw(1, 0));
+            assert_eq!(a, b);
+            assert!(a.iter().zip(&c).all(|(u, v)| u != v));
+            assert!(a.iter().chain(&c).all(|u| (0.0..1.0).contains(u)));
+        }
+    }
+
+    #[test]
+    fn an_integer_dtype_is_an_error_naming_the_op() {
+        let shape = [4i64];
+        let mut out = TensorHandle(0);
+        // SAFETY: `shape` is valid for one read; `out` is writable.
+        let s = unsafe { etpu_rand_uniform(0, 1, 2, shape.as_ptr(), 1, I64, ORIGIN, &mut out) };
+        assert_eq!(s, ETPU_INVALID_ARGUMENT);
+        let e = last_error();
+        assert!(e.contains("rand") && e.contains("int64"), "{e}");
+    }
+}

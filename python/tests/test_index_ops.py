@@ -1,0 +1,77 @@
+"""trace, index_copy, take/put_ and tril/triu_indices against PyTorch CPU in
+every mode, and their out-of-range errors (python/csrc/ops_index.cpp)."""
+
+import pytest
+import torch
+from helpers import assert_same, check, check_grad, next_op_works, rand
+
+pytestmark = pytest.mark.usefixtures("mode", "no_fallbacks")
+
+
+@pytest.mark.parametrize("shape", [(3, 3), (3, 5), (5, 2), (1, 4), (0, 3)])
+def test_trace(shape):
+    check(torch.trace, rand(*shape))
+    check(torch.trace, rand(*shape, dtype=torch.int32))
+    check(lambda x: torch.trace(x.t()), rand(*shape, dtype=torch.float64))
+    if 0 not in shape:
+        check_grad(torch.trace, rand(*shape))
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_index_copy(dim):
+    x = rand(4, 5, 6)
+    index = torch.tensor([3, 0, 2])
+    shape = list(x.shape)
+    shape[dim] = 3
+    src = rand(*shape)
+    check(lambda x, i, s: x.index_copy(dim, i, s), x, index, src)
+    check(lambda x, i, s: x.index_copy_(dim, i, s), x, index, src)
+    check(lambda x, i, s: torch.index_copy(x.transpose(0, 2), dim, i, s.transpose(0, 2)), x.transpose(0, 2).clone(),
+          index, src.transpose(0, 2).clone())
+    shape[dim] = 0
+    check(lambda x, i, s: x.index_copy(dim, i, s), x, torch.tensor([], dtype=torch.long), rand(*shape))
+    check_grad(lambda x, s: x.index_copy(dim, index.to(x.device), s), x, src)
+    check(lambda x, i, s: x.index_copy(0, i, s), rand(5), torch.tensor(2), torch.tensor(7.0))
+
+
+def test_take_and_put():
+    x = rand(3, 4)
+    idx = torch.tensor([[0, 11, -1], [5, 5, -12]])
+    check(torch.take, x, idx)
+    check(torch.take, x.t(), idx)
+    check(torch.take, rand(3, 4, dtype=torch.int64), torch.tensor([], dtype=torch.long))
+    check_grad(lambda x: torch.take(x, idx.to(x.device)), x)  # its backward puts with accumulate
+    src = rand(4)
+    flat = torch.tensor([1, -2, 7, 1])
+    check(lambda x, i, s: x.put_(i, s), x, torch.tensor([1, -2, 7, 3]), src)
+    check(lambda x, i, s: x.put_(i, s, accumulate=True), x, flat, src)
+    check(lambda x, i, s: x.put(i, s, accumulate=True), x.t(), flat, src)
+
+
+@pytest.mark.parametrize("row,col", [(3, 3), (4, 6), (6, 2), (1, 1), (0, 3), (3, 0)])
+@pytest.mark.parametrize("offset", [0, 1, -1, 3, -4])
+def test_tril_triu_indices(row, col, offset):
+    for fn in [torch.tril_indices, torch.triu_indices]:
+        expected = fn(row, col, offset)
+        assert_same(fn(row, col, offset, device="tpu"), expected)
+        assert_same(fn(row, col, offset, dtype=torch.int32, device="tpu"), expected.int())
+
+
+def test_tri_indices_index_a_matrix():
+    x = rand(5, 5)
+    i = torch.triu_indices(5, 5, 1)
+    check(lambda x: x[tuple(torch.triu_indices(5, 5, 1, device=x.device))], x)
+    assert i.shape == (2, 10)
+
+
+
+def test_out_of_range_indices_raise():
+    x = torch.randn(3, 4, device="tpu")
+    out_of_range = r"index_select.*(index 12 is out of range|an index was out of range) for dim 0 of size 12"
+    with pytest.raises(RuntimeError, match=out_of_range):
+        torch.take(x, torch.tensor([12], device="tpu")).cpu()
+    next_op_works()
+    with pytest.raises(RuntimeError, match=r"scatter.*out of range for dim 0 of size 3"):
+        x.index_copy(0, torch.tensor([5], device="tpu"), torch.ones(1, 4, device="tpu")).cpu()
+    next_op_works()
+    check(lambda x: torch.take(x, torch.tensor([11, -12], device=x.device)), rand(3, 4))

@@ -1,0 +1,147 @@
+"""Reflection/replication padding and nearest/(bi/tri)linear upsampling, with
+their gradients, against PyTorch CPU in every mode
+(python/csrc/ops_resample.cpp)."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from helpers import assert_same, check, check_grad, next_op_works, rand, tpu
+
+pytestmark = pytest.mark.usefixtures("mode", "no_fallbacks")
+
+
+PADS_1D = [(1, 1), (2, 0), (0, 3), (0, 0), (-1, 2)]
+PADS_2D = [(1, 1, 1, 1), (2, 0, 1, 3), (0, 0, 0, 0), (0, 2, 0, 0), (-1, 1, 2, -1)]
+
+
+@pytest.mark.parametrize("padmode", ["reflect", "replicate"])
+@pytest.mark.parametrize("pad", PADS_1D)
+def test_pad1d(padmode, pad):
+    for shape in [(3, 5), (2, 3, 6)]:
+        x = rand(*shape)
+        check_grad(lambda x: F.pad(x, pad, mode=padmode), x)
+    x = rand(2, 6, 4).transpose(1, 2)  # non-contiguous
+    check_grad(lambda x: F.pad(x, pad, mode=padmode), x)
+
+
+@pytest.mark.parametrize("padmode", ["reflect", "replicate"])
+@pytest.mark.parametrize("pad", PADS_2D)
+def test_pad2d(padmode, pad):
+    for shape in [(3, 4, 5), (2, 3, 4, 6)]:
+        check_grad(lambda x: F.pad(x, pad, mode=padmode), rand(*shape))
+    x = rand(2, 5, 4, 3).permute(0, 3, 2, 1)  # non-contiguous
+    check_grad(lambda x: F.pad(x, pad, mode=padmode), x)
+    check(lambda x: F.pad(x, pad, mode=padmode), rand(2, 3, 4, 5, dtype=torch.bfloat16))
+    check(lambda x: F.pad(x, pad, mode=padmode), rand(1, 4, 5, dtype=torch.int64))
+
+
+@pytest.mark.parametrize("padmode", ["reflect", "replicate"])
+def test_pad3d_and_modules(padmode):
+    x = rand(2, 2, 3, 4, 5)
+    check_grad(lambda x: F.pad(x, (1, 2, 0, 1, 2, 1), mode=padmode), x)
+    check_grad(lambda x: F.pad(x, (1, 1, 1, 1, 1, 1), mode=padmode), x[0])
+    cls = torch.nn.ReflectionPad2d if padmode == "reflect" else torch.nn.ReplicationPad2d
+    check_grad(cls((3, 0, 1, 2)), rand(1, 2, 4, 5))
+    # The largest reflection: padding of size - 1 on both sides.
+    check_grad(lambda x: F.pad(x, (4, 4, 3, 3), mode=padmode), rand(1, 2, 4, 5))
+
+
+def test_pad_errors_name_the_op_and_shapes():
+    x = torch.randn(1, 1, 2, 2, device="tpu")
+    with pytest.raises(RuntimeError, match=r"reflection_pad2d.*Padding size should be less than the corresponding "
+                                           r"input dimension, but got: padding \(3, 3\) at dimension 3 of input "
+                                           r"\[1, 1, 2, 2\]"):
+        F.pad(x, (3, 3, 3, 3), mode="reflect")
+    next_op_works()
+    with pytest.raises(RuntimeError, match=r"Padding size should be less than .* padding \(3, 3\) at dimension 1 "
+                                           r"of input \[1, 2\]"):
+        F.pad(torch.randn(1, 2, device="tpu"), (3, 3), mode="reflect")
+    next_op_works()
+    with pytest.raises(RuntimeError, match=r"Expected 3D or 4D .* but got: \[1, 1, 0, 2\]"):
+        F.pad(torch.randn(1, 1, 0, 2, device="tpu"), (1, 1, 1, 1), mode="reflect")
+    with pytest.raises(RuntimeError, match=r"-1"):
+        F.pad(x, (-3, 0, 0, 0), mode="replicate")
+    next_op_works()
+    check_grad(lambda x: F.pad(x, (1, 1, 1, 1), mode="reflect"), rand(1, 1, 2, 2))
+
+
+# ------------------------------------------------------------ upsampling ----
+
+NEAREST = [
+    dict(scale_factor=2),
+    dict(scale_factor=3),
+    dict(scale_factor=1),
+    dict(scale_factor=1.5),
+    dict(scale_factor=(0.5, 2.7)),
+    dict(size=(7, 3)),
+    dict(size=(4, 5)),
+    dict(size=(1, 11)),
+    dict(scale_factor=1.7, recompute_scale_factor=True),
+]
+
+
+@pytest.mark.parametrize("kw", NEAREST, ids=str)
+@pytest.mark.parametrize("interp", ["nearest", "nearest-exact"])
+def test_upsample_nearest(kw, interp):
+    x = rand(2, 3, 4, 5)
+    check_grad(lambda x: F.interpolate(x, mode=interp, **kw), x)
+    check_grad(lambda x: F.interpolate(x, mode=interp, **kw), rand(2, 5, 4, 3).transpose(1, 3))
+    check(lambda x: F.interpolate(x, mode=interp, **kw), rand(2, 2, 4, 5, dtype=torch.uint8))
+
+
+BILINEAR = [
+    dict(scale_factor=2),
+    dict(scale_factor=1),
+    dict(scale_factor=1.5),
+    dict(scale_factor=(0.5, 2.7)),
+    dict(size=(7, 3)),
+    dict(size=(1, 1)),
+    dict(size=(9, 13)),
+    dict(scale_factor=1.7, recompute_scale_factor=True),
+]
+
+
+@pytest.mark.parametrize("kw", BILINEAR, ids=str)
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_upsample_bilinear(kw, align_corners):
+    x = rand(2, 3, 4, 5)
+    fn = lambda x: F.interpolate(x, mode="bilinear", align_corners=align_corners, **kw)  # noqa: E731
+    check_grad(fn, x)
+    check_grad(fn, rand(2, 5, 4, 3).transpose(1, 3))
+    check(fn, rand(1, 2, 4, 5, dtype=torch.float64))
+    check(fn, rand(1, 2, 4, 5, dtype=torch.bfloat16))
+
+
+@pytest.mark.parametrize("interp", ["nearest", "nearest-exact", "linear", "linear-aligned"])
+@pytest.mark.parametrize("kw", [dict(scale_factor=2), dict(scale_factor=1.5), dict(size=3), dict(size=1),
+                                dict(size=6)], ids=str)
+def test_upsample_1d(interp, kw):
+    extra = dict(mode="linear", align_corners=True) if interp == "linear-aligned" else dict(mode=interp)
+    fn = lambda x: F.interpolate(x, **kw, **extra)  # noqa: E731
+    check_grad(fn, rand(2, 3, 6))
+    check_grad(fn, rand(6, 3, 2).transpose(0, 2))
+
+
+@pytest.mark.parametrize("interp", ["nearest", "nearest-exact", "trilinear", "trilinear-aligned"])
+@pytest.mark.parametrize("kw", [dict(scale_factor=2), dict(scale_factor=(1.5, 1, 0.7)), dict(size=(2, 5, 1))],
+                         ids=str)
+def test_upsample_3d(interp, kw):
+    extra = dict(mode="trilinear", align_corners=True) if interp == "trilinear-aligned" else dict(mode=interp)
+    check_grad(lambda x: F.interpolate(x, **kw, **extra), rand(1, 2, 3, 4, 5))
+
+
+def test_padding_and_upsampling_in_a_network():
+    net = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3, padding=1, padding_mode="reflect"),
+                              torch.nn.Upsample(scale_factor=2, mode="bilinear"),
+                              torch.nn.ReplicationPad2d(1), torch.nn.Upsample(size=(11, 9)))
+    tnet = copy.deepcopy(net).to("tpu")
+    x = rand(2, 2, 4, 4)
+    y, ty = net(x), tnet(tpu(x))
+    assert_same(ty, y.detach(), 1e-4, 1e-4)
+    g = torch.randn_like(y)
+    y.backward(g)
+    ty.backward(tpu(g))
+    for p, tp in zip(net.parameters(), tnet.parameters()):
+        assert_same(tp.grad, p.grad, 1e-4, 1e-4, "parameter grad")
