@@ -8,6 +8,8 @@ mod common;
 
 use common::*;
 use eagertpu::{DType, Metrics, Mode, Tensor, metrics};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
 
 /// A chunk of `4 * steps` ops (a residual MLP-like update), read at the end,
 /// and its host reference.
@@ -349,6 +351,75 @@ fn a_process_that_exits_while_a_chunk_compiles_finishes_the_compile_first() {
         let _ = std::fs::remove_dir_all(&dir);
         assert!(ok && out.contains("OP_BY_OP 0"), "round {round}: {out}");
     }
+}
+
+/// Runs `name` in a child, failing the test if it has not exited after
+/// `limit` (a hang at exit is a failure here, not a stuck CI run).
+fn child_within(name: &str, env: &[(&str, &str)], limit: Duration) -> (bool, String) {
+    let mut process = child_command(name, env)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while process.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = process.kill();
+            let out = process.wait_with_output().unwrap();
+            panic!(
+                "{name} did not exit within {limit:?}:\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = process.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[test]
+fn a_process_whose_first_compile_is_in_the_background_exits_cleanly_mid_compile() {
+    // Every single-op program comes from disk, so the plugin's compiler is
+    // first built by the background compile, after the pool registered its
+    // exit hook: the compiler's own exit handlers were registered later, and
+    // ran first, under the compile (which then spun forever in a destroyed
+    // table). The hook is registered again after each compile.
+    for round in 0..2 {
+        let dir = std::env::temp_dir().join(format!(
+            "eagertpu-exit-first-{}-{round}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cache = dir.to_str().unwrap();
+        let limit = Duration::from_secs(120);
+        let (ok, out) = child_within(
+            "child_compiles_the_chunk_op_by_op",
+            &[("EAGERTPU_CACHE_DIR", cache)],
+            limit,
+        );
+        assert!(ok, "{out}");
+        let pool_and_cache = [POOL[0], ("EAGERTPU_CACHE_DIR", cache)];
+        let (ok, out) = child_within("child_exits_while_compiling", &pool_and_cache, limit);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(ok && out.contains("QUEUED 0"), "round {round}: {out}");
+    }
+}
+
+#[test]
+fn child_compiles_the_chunk_op_by_op() {
+    if !is_child("child_compiles_the_chunk_op_by_op") {
+        return;
+    }
+    // Strict mode: the chunk's single-op programs, and no other, on disk.
+    let _m = in_mode(Mode::Strict);
+    let (x, w) = long_chunk_inputs();
+    chunk(&x, &w.tensor(), 60);
 }
 
 /// `(x * 1.5 + 0.25).tanh() * x - 0.125` read back, and its host reference.

@@ -95,10 +95,18 @@ impl BackgroundCompiler {
 
     fn start(&self) -> Option<Sender<Graph>> {
         // A process that exits without `shutdown()` (a Rust `main` returning)
-        // must not tear the plugin down under a compile thread. The pool
-        // starts once a chunk is hot, after the single-op programs of its
-        // ops compiled: the plugin's compiler is built by then, and its exit
-        // handlers run after this one.
+        // must not tear the plugin down under a compile thread: the exit
+        // hook waits for it, and must run before the exit handlers of the
+        // plugin's compiler. Those are registered when the compiler is first
+        // built, which may not have happened yet (every single-op program
+        // loaded from disk): one small compile builds it first, so the hook
+        // registered after it runs before them. (Later compiles register the
+        // hook again, for what they build.)
+        if let Ok(rt) = crate::context::get()
+            && let Err(e) = rt.cache.compile_uncounted(&warm_up_graph())
+        {
+            tracing::warn!("the compile pool's warm-up compile failed: {e}");
+        }
         if !crate::pjrt::before_plugin_teardown(stop_at_exit) {
             tracing::warn!("cannot register the compile pool's exit hook");
         }
@@ -146,6 +154,17 @@ impl BackgroundCompiler {
         }
         (started > 0).then_some(sender)
     }
+}
+
+/// `x + x` over a float32 scalar: the smallest program that builds the
+/// plugin's compiler.
+fn warm_up_graph() -> Graph {
+    let mut g = Graph::new();
+    let x = g.param(fusion::TensorType::scalar(fusion::DType::F32));
+    let ty = g.ty(x).clone();
+    let sum = g.push_inferred(fusion::Op::Binary(fusion::BinaryOp::Add), &[x, x], ty);
+    g.output(sum);
+    g
 }
 
 /// At exit: drops the queued chunks and waits for the compiles in progress.

@@ -65,7 +65,9 @@ impl Executable {
             compile_options_size: encoded.len(),
             ..Default::default()
         };
-        pjrt_call!(inner.plugin, PJRT_Client_Compile, &mut args)?;
+        let compiled = pjrt_call!(inner.plugin, PJRT_Client_Compile, &mut args);
+        super::exit::rearm_teardown_hook();
+        compiled?;
         Executable::loaded(inner.clone(), args.executable, options)
     }
 
@@ -83,7 +85,9 @@ impl Executable {
             serialized_executable_size: bytes.len(),
             ..Default::default()
         };
-        pjrt_call!(inner.plugin, PJRT_Executable_DeserializeAndLoad, &mut args)?;
+        let loaded = pjrt_call!(inner.plugin, PJRT_Executable_DeserializeAndLoad, &mut args);
+        super::exit::rearm_teardown_hook();
+        loaded?;
         Executable::loaded(inner.clone(), args.loaded_executable, options)
     }
 
