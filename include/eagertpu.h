@@ -140,15 +140,29 @@ etpu_status etpu_view_write(uint64_t address, int32_t dtype, const int64_t* size
                             const int64_t* strides, size_t rank, etpu_tensor value,
                             const char* origin);
 
-/* Elementwise ops from views to a view in one call (the same as view_read, the
- * op and view_write). A view descriptor is an int64_t array:
- * {address, dtype, rank, sizes[0..rank], strides[0..rank]}. The result is
- * converted to out's dtype and broadcast to its shape. */
-etpu_status etpu_view_unary(const char* op, const int64_t* x, const int64_t* out, const char* origin);
-etpu_status etpu_view_binary(const char* op, const int64_t* a, const int64_t* b, const int64_t* out,
-                             const char* origin);
-etpu_status etpu_view_binary_scalar(const char* op, const int64_t* a, etpu_scalar value, bool reversed,
-                                    const int64_t* out, const char* origin);
+/* etpu_operand kinds */
+enum { ETPU_OPERAND_HANDLE = 0, ETPU_OPERAND_VIEW = 1, ETPU_OPERAND_SCALAR = 2 };
+
+/* An operand of etpu_pointwise: a tensor handle, a view of a storage or a
+ * Python number, as `kind` says. A view descriptor is an int64_t array:
+ * {address, dtype, rank, sizes[0..rank], strides[0..rank]} (the address as
+ * etpu_view_read takes it; strides in elements). */
+typedef struct {
+  int32_t kind;
+  etpu_tensor handle;
+  const int64_t* view;
+  etpu_scalar scalar;
+} etpu_operand;
+
+/* `op` over args[0..nargs], broadcast and promoted as PyTorch does: a unary op
+ * (x); a binary op (a, b), either of which may be a scalar; where (condition,
+ * x, y); addcmul and addcdiv (self, t1, t2, value: a scalar); lerp (self, end,
+ * weight). The result is written into view `out` (converted to its dtype and
+ * broadcast to its shape) when `out` is not NULL, else returned as a new handle
+ * in `result`: a kernel reads its inputs, runs the op and writes its output in
+ * one call. */
+etpu_status etpu_pointwise(const char* op, const etpu_operand* args, size_t nargs, const int64_t* out,
+                           const char* origin, etpu_tensor* result);
 
 /* ---------------------------------------------------------------- ops ---- */
 

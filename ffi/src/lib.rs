@@ -16,10 +16,10 @@
 mod conv_pool;
 mod handles;
 mod ops;
+mod pointwise;
 mod random;
 mod storage;
 mod types;
-mod views;
 
 use std::cell::RefCell;
 use std::ffi::{CStr, CString, c_char};
@@ -27,7 +27,10 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use eagertpu::{Error, Mode};
 
-pub use types::{CType, ETPU_SCALAR_BOOL, ETPU_SCALAR_FLOAT, ETPU_SCALAR_INT, Signature};
+pub use types::{
+    CType, ETPU_OPERAND_HANDLE, ETPU_OPERAND_SCALAR, ETPU_OPERAND_VIEW, ETPU_SCALAR_BOOL,
+    ETPU_SCALAR_FLOAT, ETPU_SCALAR_INT, Signature,
+};
 
 /// Version of the C ABI; bumped on any incompatible change to `eagertpu.h`.
 pub const EAGERTPU_ABI_VERSION: u32 = 2;
@@ -241,7 +244,7 @@ pub fn all_signatures() -> Vec<Signature> {
     v.extend(conv_pool::signatures());
     v.extend(random::signatures());
     v.extend(storage::signatures());
-    v.extend(views::signatures());
+    v.extend(pointwise::signatures());
     v
 }
 

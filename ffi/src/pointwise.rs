@@ -1,8 +1,8 @@
-//! Elementwise ops from views to a view in one call: read the inputs'
-//! views, run the op, write the result into the output's view. The same as
-//! `etpu_view_read` + `etpu_unary` (or `etpu_binary`, `etpu_binary_scalar`) +
-//! `etpu_view_write` and the frees of the handles between them, for the ops
-//! PyTorch calls most, at a third of the calls.
+//! Pointwise ops over any operands in one call: `etpu_pointwise` takes each
+//! operand as a tensor handle, a view of a storage or a Python number, and
+//! writes the result into a view (or returns a new handle). A PyTorch kernel
+//! thus reads its inputs, runs the op and writes its `out=` tensor in one C
+//! call, with no handles in between.
 //!
 //! A view descriptor is an `int64_t` array: `{address, dtype, rank,
 //! sizes[0..rank], strides[0..rank]}` (the address as `etpu_view_read`
@@ -10,13 +10,15 @@
 
 use std::ffi::c_char;
 
-use eagertpu::{DType, Tensor};
-
-use crate::handles::dtype_from;
-use crate::ops::{binary_op, scalar, unary_op};
-use crate::types::ScalarArg;
-use crate::{Failure, FfiResult, at, c_api, c_str};
 use eagertpu::storage::{read_view, write_view};
+use eagertpu::{BinaryOp, DType, Operand, Scalar, Tensor, UnaryOp};
+
+use crate::handles::{dtype_from, get, put_tensor};
+use crate::ops::scalar;
+use crate::types::{
+    ETPU_OPERAND_HANDLE, ETPU_OPERAND_SCALAR, ETPU_OPERAND_VIEW, OperandArg, TensorHandle,
+};
+use crate::{Failure, FfiResult, at, c_api, c_str};
 
 /// A view descriptor, decoded.
 struct View<'a> {
@@ -28,6 +30,9 @@ struct View<'a> {
 
 /// Most dims a view may have (as PyTorch's own limit of 25 for TensorIterator).
 const MAX_RANK: i64 = 64;
+
+/// Most operands of one pointwise op.
+const MAX_OPERANDS: usize = 8;
 
 /// Decodes the descriptor at `p` (`what` names it in errors).
 ///
@@ -56,68 +61,142 @@ unsafe fn view<'a>(p: *const i64, what: &str) -> FfiResult<View<'a>> {
     })
 }
 
-impl View<'_> {
-    fn read(&self) -> FfiResult<Tensor> {
-        Ok(read_view(
-            self.address,
-            self.dtype,
-            self.sizes,
-            self.strides,
-        )?)
-    }
+/// An operand, decoded: a view is read later, inside the op's origin.
+enum Arg<'a> {
+    Tensor(Tensor),
+    View(View<'a>),
+    Scalar(Scalar),
+}
 
-    fn write(&self, value: Tensor) -> FfiResult {
-        Ok(write_view(
-            self.address,
-            self.dtype,
-            self.sizes,
-            self.strides,
-            value,
-        )?)
+/// Decodes operand `i`.
+///
+/// # Safety
+/// A view operand's `view` must be NULL or point at a descriptor.
+unsafe fn decode<'a>(a: &OperandArg, i: usize) -> FfiResult<Arg<'a>> {
+    let what = format!("args[{i}]");
+    match a.kind {
+        ETPU_OPERAND_HANDLE => Ok(Arg::Tensor(get(a.handle, &what)?)),
+        // SAFETY: as this function's contract.
+        ETPU_OPERAND_VIEW => Ok(Arg::View(unsafe { view(a.view, &what)? })),
+        ETPU_OPERAND_SCALAR => Ok(Arg::Scalar(scalar(a.scalar, &what)?)),
+        kind => Err(Failure::invalid(format!(
+            "{what} has operand kind {kind}; expected ETPU_OPERAND_HANDLE (0), ETPU_OPERAND_VIEW (1) or ETPU_OPERAND_SCALAR (2)"
+        ))),
+    }
+}
+
+/// A read operand: a tensor or a scalar.
+enum Value {
+    Tensor(Tensor),
+    Scalar(Scalar),
+}
+
+impl Value {
+    fn operand(&self) -> Operand<'_> {
+        match self {
+            Value::Tensor(t) => Operand::Tensor(t),
+            Value::Scalar(s) => Operand::Scalar(*s),
+        }
+    }
+}
+
+fn read(arg: Arg) -> eagertpu::Result<Value> {
+    Ok(match arg {
+        Arg::Tensor(t) => Value::Tensor(t),
+        Arg::View(v) => Value::Tensor(read_view(v.address, v.dtype, v.sizes, v.strides)?),
+        Arg::Scalar(s) => Value::Scalar(s),
+    })
+}
+
+/// What `op` takes, for errors.
+const SIGNATURES: &str = "a unary op (x), a binary op (a, b: one may be a scalar), \
+    where (condition, x, y), addcmul and addcdiv (self, t1, t2, value: a scalar), lerp (self, end, weight)";
+
+fn bad_args(op: &str, args: &[Value]) -> eagertpu::Error {
+    let got: Vec<String> = args
+        .iter()
+        .map(|a| match a {
+            Value::Tensor(t) => t.ty().to_string(),
+            Value::Scalar(s) => format!("scalar {s}"),
+        })
+        .collect();
+    eagertpu::Error::Op(eagertpu::internals::fusion::Error::Invalid {
+        op: "pointwise",
+        message: format!("{op} got ({}); expected {SIGNATURES}", got.join(", ")),
+    })
+}
+
+/// Runs `op` over the read operands.
+fn run(op: &str, args: &[Value]) -> eagertpu::Result<Tensor> {
+    use Value::{Scalar as S, Tensor as T};
+    if let Some(u) = UnaryOp::from_name(op) {
+        return match args {
+            [T(x)] => x.unary_op(u),
+            _ => Err(bad_args(op, args)),
+        };
+    }
+    if let Some(b) = BinaryOp::from_name(op) {
+        return match args {
+            [T(a), rhs] => a.binary_op(b, rhs.operand()),
+            [S(s), T(a)] => a.binary_op_reversed(b, *s),
+            _ => Err(bad_args(op, args)),
+        };
+    }
+    match (op, args) {
+        ("where", [T(c), x, y]) => Tensor::where_(c, x.operand(), y.operand()),
+        ("addcmul", [T(s), T(t1), T(t2), S(v)]) => s.addcmul(t1, t2, *v),
+        ("addcdiv", [T(s), T(t1), T(t2), S(v)]) => s.addcdiv(t1, t2, *v),
+        ("lerp", [T(s), T(e), w]) => s.lerp(e, w.operand()),
+        ("where" | "addcmul" | "addcdiv" | "lerp", _) => Err(bad_args(op, args)),
+        _ => Err(eagertpu::Error::Op(
+            eagertpu::internals::fusion::Error::Invalid {
+                op: "pointwise",
+                message: format!("unknown op \"{op}\" (expected {SIGNATURES})"),
+            },
+        )),
     }
 }
 
 c_api! {
-    /// `out = op(x)` (an `etpu_unary` op) from view `x` into view `out`.
-    fn etpu_view_unary(op: *const c_char, x: *const i64, out: *const i64, origin: *const c_char) {
-        // SAFETY: strings and descriptors as documented.
-        unsafe {
-            let op = unary_op(c_str(op, "op")?)?;
-            let (x, out) = (view(x, "x")?, view(out, "out")?);
-            at(origin, || out.write(x.read()?.unary_op(op)?))
-        }
-    }
-
-    /// `out = op(a, b)` (an `etpu_binary` op) from views `a` and `b` into view
-    /// `out`; the result is converted to `out`'s dtype and broadcast to its shape.
-    fn etpu_view_binary(op: *const c_char, a: *const i64, b: *const i64, out: *const i64, origin: *const c_char) {
-        // SAFETY: strings and descriptors as documented.
-        unsafe {
-            let op = binary_op(c_str(op, "op")?)?;
-            let (a, b, out) = (view(a, "a")?, view(b, "b")?, view(out, "out")?);
-            at(origin, || out.write(a.read()?.binary_op(op, &b.read()?)?))
-        }
-    }
-
-    /// `out = op(a, s)`, or `op(s, a)` when `reversed` (as
-    /// `etpu_binary_scalar`), from view `a` into view `out`.
-    fn etpu_view_binary_scalar(
+    /// `op` over `args[0..nargs]` (broadcast and promoted as PyTorch does),
+    /// written into view `out` (converted to its dtype and broadcast to its
+    /// shape) when `out` is not NULL, else returned as a new handle in
+    /// `result`.
+    fn etpu_pointwise(
         op: *const c_char,
-        a: *const i64,
-        value: ScalarArg,
-        reversed: bool,
+        args: *const OperandArg,
+        nargs: usize,
         out: *const i64,
         origin: *const c_char,
+        result: *mut TensorHandle,
     ) {
-        // SAFETY: strings and descriptors as documented.
+        if nargs == 0 || nargs > MAX_OPERANDS || args.is_null() {
+            return Err(Failure::invalid(format!(
+                "pointwise: got {nargs} operands at {args:?}; expected 1 to {MAX_OPERANDS}"
+            )));
+        }
+        // SAFETY: strings, operands and descriptors as documented.
         unsafe {
-            let op = binary_op(c_str(op, "op")?)?;
-            let (a, out) = (view(a, "a")?, view(out, "out")?);
-            let s = scalar(value, "value")?;
-            at(origin, || {
-                let a = a.read()?;
-                out.write(if reversed { a.binary_op_reversed(op, s) } else { a.binary_op(op, s) }?)
-            })
+            let op = c_str(op, "op")?;
+            let raw = std::slice::from_raw_parts(args, nargs);
+            let decoded = raw
+                .iter()
+                .enumerate()
+                .map(|(i, a)| decode(a, i))
+                .collect::<FfiResult<Vec<Arg>>>()?;
+            let out = if out.is_null() { None } else { Some(view(out, "out")?) };
+            let value = at(origin, || {
+                let values = decoded.into_iter().map(read).collect::<eagertpu::Result<Vec<_>>>()?;
+                let value = run(op, &values)?;
+                match &out {
+                    Some(o) => write_view(o.address, o.dtype, o.sizes, o.strides, value).map(|_| None),
+                    None => Ok(Some(value)),
+                }
+            })?;
+            match value {
+                Some(t) => put_tensor(result, t),
+                None => Ok(()),
+            }
         }
     }
 }

@@ -26,6 +26,23 @@ pub const ETPU_SCALAR_BOOL: i32 = 0;
 pub const ETPU_SCALAR_INT: i32 = 1;
 pub const ETPU_SCALAR_FLOAT: i32 = 2;
 
+/// An operand of `etpu_pointwise` (`etpu_operand`): a tensor handle, a view
+/// descriptor or a scalar, as `kind` says.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct OperandArg {
+    /// `ETPU_OPERAND_HANDLE`, `ETPU_OPERAND_VIEW` or `ETPU_OPERAND_SCALAR`.
+    pub kind: i32,
+    pub handle: TensorHandle,
+    /// `{address, dtype, rank, sizes[0..rank], strides[0..rank]}`.
+    pub view: *const i64,
+    pub scalar: ScalarArg,
+}
+
+pub const ETPU_OPERAND_HANDLE: i32 = 0;
+pub const ETPU_OPERAND_VIEW: i32 = 1;
+pub const ETPU_OPERAND_SCALAR: i32 = 2;
+
 /// A Rust type with a C spelling in `eagertpu.h`.
 pub trait CType {
     const C_NAME: &'static str;
@@ -49,6 +66,7 @@ c_types! {
     TensorHandle => "etpu_tensor",
     ScalarArg => "etpu_scalar",
     *const ScalarArg => "const etpu_scalar*",
+    *const OperandArg => "const etpu_operand*",
     *const c_char => "const char*",
     *mut c_char => "char*",
     *const c_void => "const void*",

@@ -150,6 +150,18 @@ fn the_header_enums_match_the_rust_constants() {
             eagertpu_ffi::ETPU_SCALAR_FLOAT as i64
         )
     );
+    assert_eq!(
+        (
+            e["ETPU_OPERAND_HANDLE"],
+            e["ETPU_OPERAND_VIEW"],
+            e["ETPU_OPERAND_SCALAR"]
+        ),
+        (
+            eagertpu_ffi::ETPU_OPERAND_HANDLE as i64,
+            eagertpu_ffi::ETPU_OPERAND_VIEW as i64,
+            eagertpu_ffi::ETPU_OPERAND_SCALAR as i64
+        )
+    );
     let version = h_version(&header());
     assert_eq!(version, eagertpu_ffi::EAGERTPU_ABI_VERSION);
 }

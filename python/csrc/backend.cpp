@@ -311,7 +311,7 @@ void write(const at::Tensor& out, const Handle& value) {
 // ----------------------------------------------------- ops between views ----
 
 namespace {
-// {address, dtype, rank, sizes, strides}: see etpu_view_unary.
+// {address, dtype, rank, sizes, strides}: a view descriptor (etpu_operand).
 class ViewDesc {
  public:
   explicit ViewDesc(const at::Tensor& t) {
@@ -333,20 +333,36 @@ bool direct(const at::Tensor& t) { return t.device().type() == c10::DeviceType::
 
 }  // namespace
 
-void view_unary(const char* op, const at::Tensor& x, const at::Tensor& out) {
-  if (!direct(x) || !direct(out)) return write(out, unary(op, read(x)));
-  check(etpu_view_unary(op, ViewDesc(x).get(), ViewDesc(out).get(), origin()));
-}
-
-void view_binary(const char* op, const at::Tensor& a, const at::Tensor& b, const at::Tensor& out) {
-  if (!direct(a) || !direct(b) || !direct(out)) return write(out, binary(op, read(a), read(b)));
-  check(etpu_view_binary(op, ViewDesc(a).get(), ViewDesc(b).get(), ViewDesc(out).get(), origin()));
-}
-
-void view_binary_scalar(const char* op, const at::Tensor& a, const at::Scalar& s, const at::Tensor& out,
-                        bool reversed) {
-  if (!direct(a) || !direct(out)) return write(out, binary_scalar(op, read(a), s, reversed));
-  check(etpu_view_binary_scalar(op, ViewDesc(a).get(), scalar_arg(s), reversed, ViewDesc(out).get(), origin()));
+void pointwise(const char* op, std::initializer_list<PointwiseArg> args, const at::Tensor& out) {
+  int64_t device = device_index(out);
+  c10::SmallVector<etpu_operand, 4> operands;
+  // Reserved up front: an operand points into its descriptor, which must not move.
+  std::vector<ViewDesc> views;
+  std::vector<Handle> handles;
+  views.reserve(args.size());
+  handles.reserve(args.size());
+  for (const PointwiseArg& a : args) {
+    const at::Tensor* t = a.tensor;
+    if (t == nullptr || t->unsafeGetTensorImpl()->is_wrapped_number()) {
+      // A Python number (PyTorch wraps one in a CPU 0-d tensor): a weak scalar.
+      at::Scalar number = t == nullptr ? a.number : t->item();
+      operands.push_back({ETPU_OPERAND_SCALAR, 0, nullptr, scalar_arg(number)});
+    } else if (direct(*t)) {
+      views.emplace_back(*t);
+      operands.push_back({ETPU_OPERAND_VIEW, 0, views.back().get(), {}});
+    } else {
+      // A CPU 0-d tensor (uploaded) or a tensor without elements.
+      handles.push_back(read_operand(*t, device));
+      operands.push_back({ETPU_OPERAND_HANDLE, handles.back().get(), nullptr, {}});
+    }
+  }
+  if (direct(out)) {
+    check(etpu_pointwise(op, operands.data(), operands.size(), ViewDesc(out).get(), origin(), nullptr));
+  } else {
+    Handle result;
+    check(etpu_pointwise(op, operands.data(), operands.size(), nullptr, origin(), result.out()));
+    write(out, result);
+  }
 }
 
 // ------------------------------------------------------------------ ops ----

@@ -76,13 +76,20 @@ Handle read_operand(const at::Tensor& t, int64_t device);
 // out's dtype and broadcasting it to out's shape.
 void write(const at::Tensor& out, const Handle& value);
 
-// Elementwise ops from views to a view in one runtime call (no handles in
-// between): read the inputs, run the op, write `out`. Tensors without elements
-// or off the tpu take the read/op/write path, which reports them.
-void view_unary(const char* op, const at::Tensor& x, const at::Tensor& out);
-void view_binary(const char* op, const at::Tensor& a, const at::Tensor& b, const at::Tensor& out);
-void view_binary_scalar(const char* op, const at::Tensor& a, const at::Scalar& s, const at::Tensor& out,
-                        bool reversed = false);
+// An operand of a pointwise op: a tensor (on tpu, or a CPU 0-d tensor; a
+// wrapped Python number counts as a number) or a Python number.
+struct PointwiseArg {
+  PointwiseArg(const at::Tensor& t) : tensor(&t) {}  // NOLINT: implicit, for {a, b} lists
+  PointwiseArg(const at::Scalar& s) : number(s) {}   // NOLINT
+  const at::Tensor* tensor = nullptr;
+  at::Scalar number;
+};
+
+// `out = op(args...)` (a unary or binary op, where, addcmul, addcdiv, lerp:
+// see etpu_pointwise) in one runtime call: each tpu tensor goes as a view of
+// its storage, so nothing is read or written in between. The result is
+// converted to out's dtype and broadcast to its shape.
+void pointwise(const char* op, std::initializer_list<PointwiseArg> args, const at::Tensor& out);
 
 // A CPU tensor uploaded to device `device`.
 Handle upload(const at::Tensor& cpu, int64_t device);

@@ -50,21 +50,6 @@ Handle binary_any(const char* op, const at::Tensor& a, const at::Tensor& b) {
   return binary(op, operand(a, like), operand(b, like));
 }
 
-// `out = a op b` in one runtime call when both are tpu tensors or one is a
-// Python number; else through binary_any.
-void binary_into(const char* op, const at::Tensor& a, const at::Tensor& b, const at::Tensor& out) {
-  bool on_tpu = a.device().type() == c10::DeviceType::PrivateUse1 && b.device().type() == c10::DeviceType::PrivateUse1;
-  if (is_scalar(b) && a.device().type() == c10::DeviceType::PrivateUse1) {
-    view_binary_scalar(op, a, scalar_of(b), out);
-  } else if (is_scalar(a) && b.device().type() == c10::DeviceType::PrivateUse1) {
-    view_binary_scalar(op, b, scalar_of(a), out, /*reversed=*/true);
-  } else if (on_tpu) {
-    view_binary(op, a, b, out);
-  } else {
-    write(out, binary_any(op, a, b));
-  }
-}
-
 // `b * alpha`, for add/sub's alpha (skipped when 1).
 Handle scaled(const at::Tensor& b, const at::Scalar& alpha, const at::Tensor& like) {
   Handle h = is_scalar(b) ? full(device_index(like), {}, scalar_of(b), b.scalar_type()) : operand(b, like);
@@ -76,7 +61,7 @@ Handle scaled(const at::Tensor& b, const at::Scalar& alpha, const at::Tensor& li
   at::Tensor& name##_out(const at::Tensor& self, at::Tensor& out) {      \
     OpScope s;                                                           \
     at::native::resize_output(out, self.sizes());                        \
-    view_unary(op, self, out);                                           \
+    pointwise(op, {self}, out);                                           \
     return out;                                                          \
   }
 
@@ -206,13 +191,13 @@ at::Tensor& tril_out(const at::Tensor& self, int64_t k, at::Tensor& out) { retur
 at::Tensor relu(const at::Tensor& self) {
   OpScope s;
   at::Tensor out = at::empty_like(self);
-  view_unary("relu", self, out);
+  pointwise("relu", {self}, out);
   return out;
 }
 
 at::Tensor& relu_(at::Tensor& self) {
   OpScope s;
-  view_unary("relu", self, self);
+  pointwise("relu", {self}, self);
   return self;
 }
 
@@ -220,7 +205,7 @@ at::Tensor& relu_(at::Tensor& self) {
   at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) { \
     OpScope s;                                                                              \
     at::native::resize_output(out, at::infer_size(self.sizes(), other.sizes()));            \
-    binary_into(op, self, other, out);                                                      \
+    pointwise(op, {self, other}, out);                                                      \
     return out;                                                                             \
   }
 
@@ -228,7 +213,7 @@ at::Tensor& relu_(at::Tensor& self) {
   at::Tensor& name##_out(const at::Tensor& self, const at::Scalar& other, at::Tensor& out) { \
     OpScope s;                                                                              \
     at::native::resize_output(out, self.sizes());                                           \
-    view_binary_scalar(op, self, other, out);                                               \
+    pointwise(op, {self, other}, out);                                               \
     return out;                                                                             \
   }
 
@@ -271,7 +256,7 @@ at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const at::S
   const at::Tensor& like = self.device().is_cpu() ? other : self;
   bool one = alpha.isIntegral(true) ? alpha.toLong() == 1 : alpha.toDouble() == 1.0;
   if (one) {
-    binary_into("add", self, other, out);
+    pointwise("add", {self, other}, out);
   } else {
     write(out, add(operand(self, like), scaled(other, alpha, like)));
   }
@@ -283,7 +268,7 @@ at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const at::S
   const at::Tensor& like = self.device().is_cpu() ? other : self;
   bool one = alpha.isIntegral(true) ? alpha.toLong() == 1 : alpha.toDouble() == 1.0;
   if (one) {
-    binary_into("sub", self, other, out);
+    pointwise("sub", {self, other}, out);
   } else {
     write(out, sub(operand(self, like), scaled(other, alpha, like)));
   }
@@ -313,7 +298,7 @@ std::optional<at::Tensor> fresh_binary(const char* op, const at::Tensor& a, cons
   at::Tensor out = a_number || b_number ? empty_tpu(tensor.sizes(), t, tensor.device().index())
                                         : empty_tpu(at::infer_size_dimvector(a.sizes(), b.sizes()), t,
                                                     tensor.device().index());
-  binary_into(op, a, b, out);
+  pointwise(op, {a, b}, out);
   return out;
 }
 
@@ -356,7 +341,7 @@ at::Tensor div_functional(const at::Tensor& self, const at::Tensor& other) {
     if (at::isIntegralType(t, /*includeBool=*/true))                                      \
       t = c10::typeMetaToScalarType(c10::get_default_dtype());                            \
     at::Tensor out = empty_tpu(self.sizes(), t, self.device().index());                   \
-    view_unary(op, self, out);                                                            \
+    pointwise(op, {self}, out);                                                            \
     return out;                                                                           \
   }
 
@@ -373,7 +358,7 @@ at::Tensor neg_functional(const at::Tensor& self) {
   OpScope s;
   if (!plain(self) || self.scalar_type() == at::kBool) return at::compositeexplicitautogradnonfunctional::neg(self);
   at::Tensor out = empty_tpu(self.sizes(), self.scalar_type(), self.device().index());
-  view_unary("neg", self, out);
+  pointwise("neg", {self}, out);
   return out;
 }
 
@@ -423,30 +408,26 @@ at::Tensor& clamp_max_out(const at::Tensor& self, const at::Scalar& max, at::Ten
 at::Tensor& addcmul_out(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2, const at::Scalar& value,
                         at::Tensor& out) {
   OpScope s;
-  Handle prod = mul(operand(t1, out), operand(t2, out));
-  write(out, add(operand(self, out), mul(prod, value)));
+  pointwise("addcmul", {self, t1, t2, value}, out);
   return out;
 }
 
 at::Tensor& addcdiv_out(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2, const at::Scalar& value,
                         at::Tensor& out) {
   OpScope s;
-  Handle q = div(operand(t1, out), operand(t2, out));
-  write(out, add(operand(self, out), mul(q, value)));
+  pointwise("addcdiv", {self, t1, t2, value}, out);
   return out;
 }
 
 at::Tensor& lerp_scalar_out(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight, at::Tensor& out) {
   OpScope s;
-  Handle a = read(self);
-  write(out, add(a, mul(sub(operand(end, out), a), weight)));
+  pointwise("lerp", {self, end, weight}, out);
   return out;
 }
 
 at::Tensor& lerp_tensor_out(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight, at::Tensor& out) {
   OpScope s;
-  Handle a = read(self);
-  write(out, add(a, mul(sub(operand(end, out), a), operand(weight, out))));
+  pointwise("lerp", {self, end, weight}, out);
   return out;
 }
 

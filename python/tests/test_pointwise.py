@@ -252,6 +252,26 @@ def test_where_clamp_and_friends():
     check(lambda x, y: torch.lerp(x, y, torch.sigmoid(x)), x, y)
     check(lambda x: x.masked_fill(x > 0, -1.0), x)
     check(lambda x: x.masked_fill_(x < 0, torch.tensor(7.0)), x)
+
+
+def test_addcmul_addcdiv_and_lerp_as_optimizers_use_them():
+    x, y, w = rand(3, 4), rand(4), rand(3, 4)
+    for weight in (0.0, 0.5, 0.9, 1.0, -1.5):  # PyTorch's far form from 0.5 on: weight 1 gives y exactly
+        check(lambda x, y: torch.lerp(x, y.expand(3, 4), weight), x, y)
+    check(lambda x, y: torch.lerp(x, y, torch.tensor(0.75)), x, y)  # a CPU 0-d weight
+    check(lambda x, w: x.t().addcmul_(w.t(), w.t(), value=-0.1), x, w)  # into a transposed view
+    check(lambda x, y: torch.addcmul(x.bfloat16(), y, y, value=2), x, y)  # promotes to float32
+    check(lambda x, y: x[:, ::2].addcdiv_(y[::2], y[::2].abs() + 1, value=3), x, y)
+    params, grads, avg, sq = [rand(5), rand(2, 3)], [rand(5), rand(2, 3)], [rand(5), rand(2, 3)], [rand(5), rand(2, 3)]
+
+    def adam_moments(p, g, m, v):
+        torch._foreach_lerp_(m, g, 0.1)
+        torch._foreach_mul_(v, 0.999)
+        torch._foreach_addcmul_(v, g, g, 0.001)
+        torch._foreach_addcdiv_(p, m, torch._foreach_add(torch._foreach_sqrt(v), 1e-8), -0.01)
+        return p + m + v
+
+    check(adam_moments, params, grads, avg, sq)
     check(lambda x: torch.triu(x, 1), rand(2, 4, 5))
     check(lambda x: torch.tril(x, -1), rand(5, 4))
     check(lambda x: x.tril_(), rand(4, 4))

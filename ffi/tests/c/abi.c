@@ -45,6 +45,10 @@ static void read_f32(etpu_tensor t, float* out, size_t n) {
 static etpu_scalar f64(double v) { return (etpu_scalar){ETPU_SCALAR_FLOAT, 0, v}; }
 static etpu_scalar i64(int64_t v) { return (etpu_scalar){ETPU_SCALAR_INT, v, 0.0}; }
 
+static etpu_operand view_of(const int64_t* desc) { return (etpu_operand){ETPU_OPERAND_VIEW, 0, desc, {0, 0, 0.0}}; }
+static etpu_operand handle_of(etpu_tensor t) { return (etpu_operand){ETPU_OPERAND_HANDLE, t, NULL, {0, 0, 0.0}}; }
+static etpu_operand number(etpu_scalar s) { return (etpu_operand){ETPU_OPERAND_SCALAR, 0, NULL, s}; }
+
 static int close_to(float a, float b) { return fabsf(a - b) <= 1e-5f * (1.0f + fabsf(b)); }
 
 static void ops(void) {
@@ -266,23 +270,58 @@ static void storages(void) {
    * column 1 = 10 - column 1 (a reversed integer scalar). */
   const int64_t c0[5] = {(int64_t)base, ETPU_F32, 1, 2, 3}, c1[5] = {(int64_t)(base + 4), ETPU_F32, 1, 2, 3},
                 c2[5] = {(int64_t)(base + 8), ETPU_F32, 1, 2, 3};
-  OK(etpu_view_binary("add", c0, c1, c2, "abi.c:views"));
-  OK(etpu_view_unary("neg", c0, c0, "abi.c:views"));
-  OK(etpu_view_binary_scalar("sub", c1, i64(10), true, c1, "abi.c:views"));
+  OK(etpu_pointwise("add", (etpu_operand[]){view_of(c0), view_of(c1)}, 2, c2, "abi.c:views", NULL));
+  OK(etpu_pointwise("neg", (etpu_operand[]){view_of(c0)}, 1, c0, "abi.c:views", NULL));
+  OK(etpu_pointwise("sub", (etpu_operand[]){number(i64(10)), view_of(c1)}, 2, c1, "abi.c:views", NULL));
   etpu_tensor after = 0;
   OK(etpu_view_read(base, ETPU_F32, d23, s23, 2, "abi.c:views", &after));
   float vv[6];
   read_f32(after, vv, 6);
   const float want_v[6] = {-1, -10, 21, -4, -40, 54};
   for (int i = 0; i < 6; i++) CHECK(vv[i] == want_v[i], "after the view ops [%d] = %f", i, vv[i]);
+  /* Handles, views and scalars mixed, with a new handle as the result:
+   * addcmul(column 0, column 2, all of [2, 3] as a handle, 0.5) broadcasts to
+   * [2, 3] (the columns as [2, 1] views); lerp(column 0, column 2, 0.75). */
+  etpu_tensor fused = 0, mixed = 0;
+  const int64_t c0_col[7] = {(int64_t)base, ETPU_F32, 2, 2, 1, 3, 1}, c2_col[7] = {(int64_t)(base + 8), ETPU_F32, 2, 2, 1, 3, 1};
+  etpu_operand addcmul_args[4] = {view_of(c0_col), view_of(c2_col), handle_of(after), number(f64(0.5))};
+  OK(etpu_pointwise("addcmul", addcmul_args, 4, NULL, "abi.c:views", &fused));
+  float fv[6];
+  read_f32(fused, fv, 6);
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 3; j++) {
+      float want_f = vv[i * 3] + 0.5f * vv[i * 3 + 2] * vv[i * 3 + j];
+      CHECK(close_to(fv[i * 3 + j], want_f), "addcmul[%d][%d] = %f, expected %f", i, j, fv[i * 3 + j], want_f);
+    }
+  OK(etpu_pointwise("lerp", (etpu_operand[]){view_of(c0), view_of(c2), number(f64(0.75))}, 3, NULL, "abi.c:views",
+                    &mixed));
+  float lv[2];
+  read_f32(mixed, lv, 2);
+  for (int i = 0; i < 2; i++) {
+    float a = vv[i * 3], b = vv[i * 3 + 2], want_l = b - (b - a) * 0.25f;
+    CHECK(close_to(lv[i], want_l), "lerp[%d] = %f, expected %f", i, lv[i], want_l);
+  }
+  OK(etpu_tensor_free(fused));
+  OK(etpu_tensor_free(mixed));
   OK(etpu_tensor_free(after));
-  /* Bad descriptors and ops are errors. */
+  /* Bad operands and ops are errors. */
   const int64_t bad_rank[3] = {(int64_t)base, ETPU_F32, -1};
-  CHECK(etpu_view_unary("neg", NULL, c0, "x") == ETPU_INVALID_ARGUMENT, "null view");
-  CHECK(etpu_view_unary("neg", bad_rank, c0, "x") == ETPU_INVALID_ARGUMENT, "rank -1");
-  CHECK(etpu_view_unary("nope", c0, c0, "x") == ETPU_INVALID_ARGUMENT &&
+  CHECK(etpu_pointwise("neg", (etpu_operand[]){view_of(NULL)}, 1, c0, "x", NULL) == ETPU_INVALID_ARGUMENT,
+        "null view");
+  CHECK(etpu_pointwise("neg", (etpu_operand[]){view_of(bad_rank)}, 1, c0, "x", NULL) == ETPU_INVALID_ARGUMENT,
+        "rank -1");
+  CHECK(etpu_pointwise("nope", (etpu_operand[]){view_of(c0)}, 1, c0, "x", NULL) == ETPU_INVALID_ARGUMENT &&
             strstr(eagertpu_last_error(), "nope"),
         "unknown op: %s", eagertpu_last_error());
+  CHECK(etpu_pointwise("addcmul", (etpu_operand[]){view_of(c0), view_of(c1)}, 2, c0, "x", NULL) ==
+                ETPU_INVALID_ARGUMENT &&
+            strstr(eagertpu_last_error(), "addcmul got (float32[2], float32[2])"),
+        "addcmul with two operands: %s", eagertpu_last_error());
+  etpu_operand odd = view_of(c0);
+  odd.kind = 9;
+  CHECK(etpu_pointwise("neg", &odd, 1, c0, "x", NULL) == ETPU_INVALID_ARGUMENT &&
+            strstr(eagertpu_last_error(), "operand kind 9"),
+        "operand kind 9: %s", eagertpu_last_error());
   /* Put the storage back as the checks below expect. */
   OK(etpu_view_write(base, ETPU_F32, d23, s23, 2, t, "abi.c:storages"));
   OK(etpu_view_write(base + 4, ETPU_F32, col, col_stride, 1, c10, "abi.c:storages"));

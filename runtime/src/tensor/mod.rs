@@ -14,6 +14,7 @@ mod index;
 mod layout;
 mod nn;
 mod ops;
+mod pointwise;
 mod pool;
 mod random;
 mod reduce;

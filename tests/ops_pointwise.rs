@@ -1,0 +1,95 @@
+//! Pointwise ops composed of several elementwise ones (`addcmul`, `addcdiv`,
+//! `lerp`) against host references, with broadcasting and promotion, in
+//! every mode.
+
+mod common;
+
+use common::*;
+use eagertpu::{DType, Tensor};
+
+/// `f(a, b, c)` elementwise over the broadcast shape, rounded to `dtype`.
+fn host3(a: &Host, b: &Host, c: &Host, dtype: DType, f: impl Fn(f64, f64, f64) -> f64) -> Host {
+    let shape = broadcast(&broadcast(&a.shape, &b.shape), &c.shape);
+    let data = (0..numel(&shape))
+        .map(|i| {
+            let idx = unravel(i, &shape);
+            let at = |h: &Host| h.data[broadcast_source(&idx, &h.shape)];
+            f(at(a), at(b), at(c))
+        })
+        .collect();
+    Host::new(dtype, &shape, data)
+}
+
+/// PyTorch's lerp: the far form for weights of magnitude 0.5 and more.
+fn lerp_ref(s: f64, e: f64, w: f64) -> f64 {
+    if w.abs() < 0.5 {
+        s + w * (e - s)
+    } else {
+        e - (e - s) * (1.0 - w)
+    }
+}
+
+all_modes! {
+fn addcmul_and_addcdiv_match_the_host_with_broadcasting() {
+    for dtype in [DType::F32, DType::BF16, DType::F64] {
+        let s = Host::random(dtype, &[3, 4], 1);
+        let t1 = Host::random(dtype, &[4], 2);
+        let t2 = Host::random_in(dtype, &[3, 1], 3, 0.5, 2.0);
+        let got = s.tensor().addcmul(&t1.tensor(), &t2.tensor(), -0.5).unwrap();
+        let want = host3(&s, &t1, &t2, dtype, |a, b, c| a + -0.5 * b * c);
+        assert_close_tol(&format!("addcmul {dtype}"), &got, &want, tolerance(dtype));
+        let got = s.tensor().addcdiv(&t1.tensor(), &t2.tensor(), 0.25).unwrap();
+        let want = host3(&s, &t1, &t2, dtype, |a, b, c| a + 0.25 * b / c);
+        assert_close_tol(&format!("addcdiv {dtype}"), &got, &want, tolerance(dtype));
+    }
+    // Integers: addcmul is exact; a float tensor promotes the result.
+    let s = Host::random(DType::I32, &[5], 4);
+    let t1 = Host::random(DType::I32, &[5], 5);
+    let t2 = Host::random(DType::I64, &[5], 6);
+    let got = s.tensor().addcmul(&t1.tensor(), &t2.tensor(), 3).unwrap();
+    let want = host3(&s, &t1, &t2, DType::I64, |a, b, c| a + 3.0 * b * c);
+    assert_close("addcmul int", &got, &want);
+    let f = Host::random(DType::F32, &[5], 7);
+    let got = s.tensor().addcmul(&t1.tensor(), &f.tensor(), 2).unwrap();
+    let want = host3(&s, &t1, &f, DType::F32, |a, b, c| a + 2.0 * b * c);
+    assert_close("addcmul promotes", &got, &want);
+}
+}
+
+all_modes! {
+fn lerp_matches_pytorch_on_both_sides_of_one_half() {
+    let dtype = DType::F32;
+    let s = Host::random(dtype, &[2, 5], 8);
+    let e = Host::random(dtype, &[5], 9);
+    for w in [0.0, 0.1, 0.49, 0.5, 0.9, 1.0, -0.7, 1.5] {
+        let got = s.tensor().lerp(&e.tensor(), w).unwrap();
+        let want = host3(&s, &e, &s, dtype, |a, b, _| lerp_ref(a, b, w));
+        assert_close(&format!("lerp weight {w}"), &got, &want);
+    }
+    // Weight 1 gives `end` exactly.
+    let got = s.tensor().lerp(&e.tensor(), 1.0).unwrap();
+    let want = host3(&s, &e, &s, dtype, |_, b, _| b);
+    assert_eq!(Host::of(&got).data, want.data);
+    let w = Host::new(dtype, &[5], vec![0.0, 0.3, 0.5, 1.0, -2.0]);
+    let got = s.tensor().lerp(&e.tensor(), &w.tensor()).unwrap();
+    let want = host3(&s, &e, &w, dtype, lerp_ref);
+    assert_close("lerp tensor weight", &got, &want);
+}
+}
+
+#[test]
+fn integer_addcdiv_and_lerp_are_errors_naming_the_op() {
+    let i = Tensor::from_slice(&[1i64, 2, 3], &[3]).unwrap();
+    let f = Tensor::from_slice(&[1f32, 2.0, 3.0], &[3]).unwrap();
+    assert_err(
+        f.addcdiv(&i, &i, 1.0),
+        "addcdiv",
+        &["int64[3]", "floating point"],
+    );
+    assert_err(i.lerp(&i, 0.5), "lerp", &["int64[3]", "floating point"]);
+    assert_err(
+        f.addcmul(&f, &Tensor::zeros(&[2], DType::F32).unwrap(), 1.0),
+        "mul",
+        &["[3]", "[2]"],
+    );
+}
