@@ -50,8 +50,8 @@ pub const ETPU_PANIC: Status = 4;
 /// An error crossing the boundary: a status and a message.
 #[derive(Debug)]
 pub(crate) struct Failure {
-    status: Status,
-    message: String,
+    pub(crate) status: Status,
+    pub(crate) message: String,
 }
 
 impl From<Error> for Failure {

@@ -8,10 +8,15 @@
 //! sizes[0..rank], strides[0..rank]}` (the address as `etpu_view_read`
 //! takes it, bit for bit; strides in elements).
 
+use std::collections::HashMap;
 use std::ffi::c_char;
+use std::sync::LazyLock;
 
+use eagertpu::internals::fusion::Op;
+use eagertpu::internals::fusion::hash::FxBuild;
 use eagertpu::storage::{read_view, write_view};
 use eagertpu::{BinaryOp, DType, Operand, Scalar, Tensor, UnaryOp};
+use smallvec::SmallVec;
 
 use crate::handles::{dtype_from, get, put_tensor};
 use crate::ops::scalar;
@@ -73,14 +78,20 @@ enum Arg<'a> {
 /// # Safety
 /// A view operand's `view` must be NULL or point at a descriptor.
 unsafe fn decode<'a>(a: &OperandArg, i: usize) -> FfiResult<Arg<'a>> {
-    let what = format!("args[{i}]");
+    // The operand's name, built only for an error message.
+    let named = |e: Failure| Failure {
+        message: format!("args[{i}]: {}", e.message),
+        ..e
+    };
     match a.kind {
-        ETPU_OPERAND_HANDLE => Ok(Arg::Tensor(get(a.handle, &what)?)),
+        ETPU_OPERAND_HANDLE => Ok(Arg::Tensor(get(a.handle, "the handle").map_err(named)?)),
         // SAFETY: as this function's contract.
-        ETPU_OPERAND_VIEW => Ok(Arg::View(unsafe { view(a.view, &what)? })),
-        ETPU_OPERAND_SCALAR => Ok(Arg::Scalar(scalar(a.scalar, &what)?)),
+        ETPU_OPERAND_VIEW => Ok(Arg::View(unsafe {
+            view(a.view, "the view").map_err(named)?
+        })),
+        ETPU_OPERAND_SCALAR => Ok(Arg::Scalar(scalar(a.scalar, "the scalar").map_err(named)?)),
         kind => Err(Failure::invalid(format!(
-            "{what} has operand kind {kind}; expected ETPU_OPERAND_HANDLE (0), ETPU_OPERAND_VIEW (1) or ETPU_OPERAND_SCALAR (2)"
+            "args[{i}] has operand kind {kind}; expected ETPU_OPERAND_HANDLE (0), ETPU_OPERAND_VIEW (1) or ETPU_OPERAND_SCALAR (2)"
         ))),
     }
 }
@@ -126,34 +137,51 @@ fn bad_args(op: &str, args: &[Value]) -> eagertpu::Error {
     })
 }
 
+/// A pointwise op, found by name.
+#[derive(Clone, Copy)]
+enum Pointwise {
+    Unary(UnaryOp),
+    Binary(BinaryOp),
+    Where,
+    Addcmul,
+    Addcdiv,
+    Lerp,
+}
+
+/// Every pointwise op by name: one hash lookup a call, not a scan of names.
+static BY_NAME: LazyLock<HashMap<&'static str, Pointwise, FxBuild>> = LazyLock::new(|| {
+    let unary = UnaryOp::ALL.map(|u| (Op::Unary(u).name(), Pointwise::Unary(u)));
+    let binary = BinaryOp::ALL.map(|b| (Op::Binary(b).name(), Pointwise::Binary(b)));
+    let composite = [
+        ("gelu_tanh", Pointwise::Unary(UnaryOp::GeluTanh)),
+        ("where", Pointwise::Where),
+        ("addcmul", Pointwise::Addcmul),
+        ("addcdiv", Pointwise::Addcdiv),
+        ("lerp", Pointwise::Lerp),
+    ];
+    unary.into_iter().chain(binary).chain(composite).collect()
+});
+
 /// Runs `op` over the read operands.
 fn run(op: &str, args: &[Value]) -> eagertpu::Result<Tensor> {
     use Value::{Scalar as S, Tensor as T};
-    if let Some(u) = UnaryOp::from_name(op) {
-        return match args {
-            [T(x)] => x.unary_op(u),
-            _ => Err(bad_args(op, args)),
-        };
-    }
-    if let Some(b) = BinaryOp::from_name(op) {
-        return match args {
-            [T(a), rhs] => a.binary_op(b, rhs.operand()),
-            [S(s), T(a)] => a.binary_op_reversed(b, *s),
-            _ => Err(bad_args(op, args)),
-        };
-    }
-    match (op, args) {
-        ("where", [T(c), x, y]) => Tensor::where_(c, x.operand(), y.operand()),
-        ("addcmul", [T(s), T(t1), T(t2), S(v)]) => s.addcmul(t1, t2, *v),
-        ("addcdiv", [T(s), T(t1), T(t2), S(v)]) => s.addcdiv(t1, t2, *v),
-        ("lerp", [T(s), T(e), w]) => s.lerp(e, w.operand()),
-        ("where" | "addcmul" | "addcdiv" | "lerp", _) => Err(bad_args(op, args)),
-        _ => Err(eagertpu::Error::Op(
+    let Some(kind) = BY_NAME.get(op) else {
+        return Err(eagertpu::Error::Op(
             eagertpu::internals::fusion::Error::Invalid {
                 op: "pointwise",
                 message: format!("unknown op \"{op}\" (expected {SIGNATURES})"),
             },
-        )),
+        ));
+    };
+    match (*kind, args) {
+        (Pointwise::Unary(u), [T(x)]) => x.unary_op(u),
+        (Pointwise::Binary(b), [T(a), rhs]) => a.binary_op(b, rhs.operand()),
+        (Pointwise::Binary(b), [S(s), T(a)]) => a.binary_op_reversed(b, *s),
+        (Pointwise::Where, [T(c), x, y]) => Tensor::where_(c, x.operand(), y.operand()),
+        (Pointwise::Addcmul, [T(s), T(t1), T(t2), S(v)]) => s.addcmul(t1, t2, *v),
+        (Pointwise::Addcdiv, [T(s), T(t1), T(t2), S(v)]) => s.addcdiv(t1, t2, *v),
+        (Pointwise::Lerp, [T(s), T(e), w]) => s.lerp(e, w.operand()),
+        _ => Err(bad_args(op, args)),
     }
 }
 
@@ -179,19 +207,20 @@ c_api! {
         unsafe {
             let op = c_str(op, "op")?;
             let raw = std::slice::from_raw_parts(args, nargs);
-            let decoded = raw
-                .iter()
-                .enumerate()
-                .map(|(i, a)| decode(a, i))
-                .collect::<FfiResult<Vec<Arg>>>()?;
             let out = if out.is_null() { None } else { Some(view(out, "out")?) };
-            let value = at(origin, || {
-                let values = decoded.into_iter().map(read).collect::<eagertpu::Result<Vec<_>>>()?;
-                let value = run(op, &values)?;
-                match &out {
-                    Some(o) => write_view(o.address, o.dtype, o.sizes, o.strides, value).map(|_| None),
-                    None => Ok(Some(value)),
+            let value = at(origin, || -> FfiResult<Option<Tensor>> {
+                let mut values: SmallVec<[Value; 4]> = SmallVec::new();
+                for (i, a) in raw.iter().enumerate() {
+                    values.push(read(decode(a, i)?)?);
                 }
+                let value = run(op, &values)?;
+                Ok(match &out {
+                    Some(o) => {
+                        write_view(o.address, o.dtype, o.sizes, o.strides, value)?;
+                        None
+                    }
+                    None => Some(value),
+                })
             })?;
             match value {
                 Some(t) => put_tensor(result, t),

@@ -333,19 +333,33 @@ bool direct(const at::Tensor& t) { return t.device().type() == c10::DeviceType::
 
 }  // namespace
 
+constexpr size_t kMaxPointwiseArgs = 4;
+
+// The value of a wrapped Python number (a CPU 0-d tensor), read without a
+// dispatch (`item()` costs a dispatch, a large part of a small op).
+at::Scalar wrapped_number(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kDouble: return *t.const_data_ptr<double>();
+    case at::kLong: return *t.const_data_ptr<int64_t>();
+    case at::kBool: return *t.const_data_ptr<bool>();
+    default: return t.item();
+  }
+}
+
 void pointwise(const char* op, std::initializer_list<PointwiseArg> args, const at::Tensor& out) {
   int64_t device = device_index(out);
-  c10::SmallVector<etpu_operand, 4> operands;
-  // Reserved up front: an operand points into its descriptor, which must not move.
-  std::vector<ViewDesc> views;
-  std::vector<Handle> handles;
-  views.reserve(args.size());
-  handles.reserve(args.size());
+  TORCH_CHECK(args.size() <= kMaxPointwiseArgs, op, ": got ", args.size(), " operands, expected at most ",
+              kMaxPointwiseArgs);
+  c10::SmallVector<etpu_operand, kMaxPointwiseArgs> operands;
+  // On the stack, and never grown past their capacity: an operand points into
+  // its descriptor, which must not move.
+  c10::SmallVector<ViewDesc, kMaxPointwiseArgs> views;
+  c10::SmallVector<Handle, kMaxPointwiseArgs> handles;
   for (const PointwiseArg& a : args) {
     const at::Tensor* t = a.tensor;
     if (t == nullptr || t->unsafeGetTensorImpl()->is_wrapped_number()) {
       // A Python number (PyTorch wraps one in a CPU 0-d tensor): a weak scalar.
-      at::Scalar number = t == nullptr ? a.number : t->item();
+      at::Scalar number = t == nullptr ? a.number : wrapped_number(*t);
       operands.push_back({ETPU_OPERAND_SCALAR, 0, nullptr, scalar_arg(number)});
     } else if (direct(*t)) {
       views.emplace_back(*t);
