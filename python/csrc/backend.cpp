@@ -335,8 +335,6 @@ bool direct(const at::Tensor& t) { return t.device().type() == c10::DeviceType::
 
 constexpr size_t kMaxPointwiseArgs = 4;
 
-// The value of a wrapped Python number (a CPU 0-d tensor), read without a
-// dispatch (`item()` costs a dispatch, a large part of a small op).
 at::Scalar wrapped_number(const at::Tensor& t) {
   switch (t.scalar_type()) {
     case at::kDouble: return *t.const_data_ptr<double>();

@@ -103,6 +103,9 @@ Handle unary(const char* op, const Handle& x);
 Handle binary(const char* op, const Handle& a, const Handle& b);
 Handle binary_scalar(const char* op, const Handle& a, const at::Scalar& s, bool reversed = false);
 Handle cast(const Handle& x, at::ScalarType t);
+// The value of a wrapped Python number (a CPU 0-d tensor), read without a
+// dispatch (`item()` costs a dispatch, a large part of a small op).
+at::Scalar wrapped_number(const at::Tensor& t);
 // A Python number as the C ABI takes it: an int64 exactly, never through a double.
 etpu_scalar scalar_arg(const at::Scalar& s);
 Handle full(int64_t device, at::IntArrayRef sizes, const at::Scalar& v, at::ScalarType t);

@@ -32,27 +32,17 @@ Handle operand(const at::Tensor& t, const at::Tensor& like) { return read_operan
 
 bool is_scalar(const at::Tensor& t) { return t.unsafeGetTensorImpl()->is_wrapped_number(); }
 
-// A wrapped Python number (a CPU 0-d tensor) read without a dispatch.
-at::Scalar scalar_of(const at::Tensor& t) {
-  switch (t.scalar_type()) {
-    case at::kDouble: return *t.const_data_ptr<double>();
-    case at::kLong: return *t.const_data_ptr<int64_t>();
-    case at::kBool: return *t.const_data_ptr<bool>();
-    default: return t.item();
-  }
-}
-
 // `a op b`, with a Python-number `b` kept as a scalar (weak type).
 Handle binary_any(const char* op, const at::Tensor& a, const at::Tensor& b) {
-  if (is_scalar(b)) return binary_scalar(op, operand(a, a), scalar_of(b));
-  if (is_scalar(a)) return binary_scalar(op, operand(b, b), scalar_of(a), /*reversed=*/true);
+  if (is_scalar(b)) return binary_scalar(op, operand(a, a), wrapped_number(b));
+  if (is_scalar(a)) return binary_scalar(op, operand(b, b), wrapped_number(a), /*reversed=*/true);
   const at::Tensor& like = a.device().is_cpu() ? b : a;
   return binary(op, operand(a, like), operand(b, like));
 }
 
 // `b * alpha`, for add/sub's alpha (skipped when 1).
 Handle scaled(const at::Tensor& b, const at::Scalar& alpha, const at::Tensor& like) {
-  Handle h = is_scalar(b) ? full(device_index(like), {}, scalar_of(b), b.scalar_type()) : operand(b, like);
+  Handle h = is_scalar(b) ? full(device_index(like), {}, wrapped_number(b), b.scalar_type()) : operand(b, like);
   bool one = alpha.isIntegral(true) ? alpha.toLong() == 1 : alpha.toDouble() == 1.0;
   return one ? std::move(h) : mul(h, alpha);
 }
