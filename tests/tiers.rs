@@ -8,8 +8,7 @@ mod common;
 
 use common::*;
 use eagertpu::{DType, Metrics, Mode, Tensor, metrics};
-use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A chunk of `4 * steps` ops (a residual MLP-like update), read at the end,
 /// and its host reference.
@@ -351,36 +350,6 @@ fn a_process_that_exits_while_a_chunk_compiles_finishes_the_compile_first() {
         let _ = std::fs::remove_dir_all(&dir);
         assert!(ok && out.contains("OP_BY_OP 0"), "round {round}: {out}");
     }
-}
-
-/// Runs `name` in a child, failing the test if it has not exited after
-/// `limit` (a hang at exit is a failure here, not a stuck CI run).
-fn child_within(name: &str, env: &[(&str, &str)], limit: Duration) -> (bool, String) {
-    let mut process = child_command(name, env)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while process.try_wait().unwrap().is_none() {
-        if start.elapsed() > limit {
-            let _ = process.kill();
-            let out = process.wait_with_output().unwrap();
-            panic!(
-                "{name} did not exit within {limit:?}:\n{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let out = process.wait_with_output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
 }
 
 #[test]

@@ -188,21 +188,14 @@ mod tests {
     //! The entry points called as C calls them, against small references
     //! computed here with loops; every mode; NULL defaults and errors.
 
-    use std::ffi::{CStr, c_void};
+    use std::ffi::c_void;
 
     use super::*;
     use crate::handles::{etpu_tensor_free, etpu_tensor_from_host, etpu_tensor_to_host};
-    use crate::{ETPU_BAD_HANDLE, ETPU_INVALID_ARGUMENT, ETPU_OK, Status, eagertpu_last_error};
+    use crate::{ETPU_BAD_HANDLE, ETPU_INVALID_ARGUMENT, ETPU_OK, Status, last_error};
 
     const F64: i32 = 9;
     const ORIGIN: *const c_char = c"conv_pool.rs:test".as_ptr();
-
-    fn last_error() -> String {
-        // SAFETY: a NUL-terminated string valid until this thread's next failure.
-        unsafe { CStr::from_ptr(eagertpu_last_error()) }
-            .to_string_lossy()
-            .into_owned()
-    }
 
     #[track_caller]
     fn ok(status: Status) {

@@ -120,6 +120,15 @@ pub(crate) fn guard(body: impl FnOnce() -> FfiResult) -> Status {
     }
 }
 
+/// This thread's last error message, for the entry points' unit tests.
+#[cfg(test)]
+pub(crate) fn last_error() -> String {
+    // SAFETY: a NUL-terminated string valid until this thread's next failure.
+    unsafe { CStr::from_ptr(eagertpu_last_error()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
 /// Reads a C string argument (NULL is an error naming `what`).
 ///
 /// # Safety

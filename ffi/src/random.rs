@@ -34,22 +34,13 @@ c_api! {
 
 #[cfg(test)]
 mod tests {
-    use std::ffi::CStr;
-
     use super::*;
     use crate::handles::{etpu_tensor_free, etpu_tensor_to_host};
-    use crate::{ETPU_INVALID_ARGUMENT, ETPU_OK, eagertpu_last_error};
+    use crate::{ETPU_INVALID_ARGUMENT, ETPU_OK, last_error};
 
     const ORIGIN: *const c_char = c"random.rs:test".as_ptr();
     const F64: i32 = 9;
     const I64: i32 = 5;
-
-    fn last_error() -> String {
-        // SAFETY: a NUL-terminated string valid until this thread's next failure.
-        unsafe { CStr::from_ptr(eagertpu_last_error()) }
-            .to_string_lossy()
-            .into_owned()
-    }
 
     fn draw(k0: u64, k1: u64) -> Vec<f64> {
         let shape = [64i64];

@@ -326,13 +326,42 @@ pub fn child_command(name: &str, env: &[(&str, &str)]) -> std::process::Command 
 /// Runs the test `name` in a child process (`child_command`); whether it
 /// succeeded, and its output.
 pub fn child(name: &str, env: &[(&str, &str)]) -> (bool, String) {
-    let out = child_command(name, env).output().unwrap();
+    outcome(child_command(name, env).output().unwrap())
+}
+
+/// Whether a child succeeded, and its stdout then stderr.
+fn outcome(out: std::process::Output) -> (bool, String) {
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
     (out.status.success(), text)
+}
+
+/// `child`, failing the test if the child has not exited after `limit` (a
+/// hang, at exit or anywhere, fails the test instead of stalling the run).
+pub fn child_within(
+    name: &str,
+    env: &[(&str, &str)],
+    limit: std::time::Duration,
+) -> (bool, String) {
+    use std::process::Stdio;
+    let mut process = child_command(name, env)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while process.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = process.kill();
+            let (_, text) = outcome(process.wait_with_output().unwrap());
+            panic!("{name} did not exit within {limit:?}:\n{text}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    outcome(process.wait_with_output().unwrap())
 }
 
 /// True in the child process that should run `name`'s body.
