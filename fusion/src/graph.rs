@@ -69,6 +69,16 @@ impl Graph {
         Graph::default()
     }
 
+    /// An empty graph with room for `values` parameters and nodes (a chunk's
+    /// graph is built at its final size instead of growing by doubling).
+    pub fn with_capacity(values: usize) -> Graph {
+        Graph {
+            defs: Vec::with_capacity(values),
+            types: Vec::with_capacity(values),
+            ..Graph::default()
+        }
+    }
+
     fn mix<T: Hash + ?Sized>(&mut self, tag: u8, part: &T) {
         let mut h = FxHasher::default();
         h.write_u8(tag);

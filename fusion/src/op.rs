@@ -405,26 +405,26 @@ pub enum Op {
     // ------------------------------------------------------------ convolution
     /// (x [N, C, *spatial], weight [O, C / groups, *kernel]) the convolution of
     /// `torch.nn.functional.conv{1,2,3}d`, without bias: [N, O, *out].
-    Conv(ConvSpec),
+    Conv(Box<ConvSpec>),
     /// (grad_out [N, O, *out], weight) the gradient of `Conv` with respect to
     /// its input, of shape `input`.
-    ConvBackwardInput { spec: ConvSpec, input: Shape },
+    ConvBackwardInput { spec: Box<ConvSpec>, input: Shape },
     /// (grad_out [N, O, *out], x) the gradient of `Conv` with respect to its
     /// weight, of shape `weight`.
-    ConvBackwardWeight { spec: ConvSpec, weight: Shape },
+    ConvBackwardWeight { spec: Box<ConvSpec>, weight: Shape },
 
     // ---------------------------------------------------------------- pooling
     /// (x [N, C, *spatial] or [C, *spatial]) the max of each window; NaN wins.
-    MaxPool(PoolSpec),
+    MaxPool(Box<PoolSpec>),
     /// (x) where `MaxPool` found each max: int64 flat indices within each
     /// spatial plane (`max_pool2d_with_indices`); the first index on ties, the
     /// last NaN when there are NaNs, as PyTorch.
-    MaxPoolIndices(PoolSpec),
+    MaxPoolIndices(Box<PoolSpec>),
     /// (x) the mean of each window: divided by `divisor_override` if given, else
     /// by the window's size clipped to the padded input (`count_include_pad`)
     /// or by its number of input elements.
     AvgPool {
-        pool: PoolSpec,
+        pool: Box<PoolSpec>,
         count_include_pad: bool,
         divisor_override: Option<i64>,
     },

@@ -225,13 +225,13 @@ mod tests {
     use crate::op::{ConvSpec, Op};
     use crate::shape::{Shape, TensorType};
 
-    fn spec(stride: &[i64], padding: &[i64], dilation: &[i64], groups: i64) -> ConvSpec {
-        ConvSpec {
+    fn spec(stride: &[i64], padding: &[i64], dilation: &[i64], groups: i64) -> Box<ConvSpec> {
+        Box::new(ConvSpec {
             stride: stride.into(),
             padding: padding.into(),
             dilation: dilation.into(),
             groups,
-        }
+        })
     }
 
     fn t(shape: &[i64]) -> TensorType {

@@ -181,14 +181,14 @@ mod tests {
     use crate::op::{Op, PoolSpec};
     use crate::shape::TensorType;
 
-    fn spec(kernel: &[i64], stride: &[i64], padding: &[i64], ceil_mode: bool) -> PoolSpec {
-        PoolSpec {
+    fn spec(kernel: &[i64], stride: &[i64], padding: &[i64], ceil_mode: bool) -> Box<PoolSpec> {
+        Box::new(PoolSpec {
             kernel: kernel.into(),
             stride: stride.into(),
             padding: padding.into(),
             dilation: kernel.iter().map(|_| 1).collect(),
             ceil_mode,
-        }
+        })
     }
 
     fn t(shape: &[i64]) -> TensorType {
@@ -290,7 +290,7 @@ mod tests {
             dilation: [i64::MAX].into_iter().collect(),
             ceil_mode: true,
         };
-        let e = Op::MaxPool(huge)
+        let e = Op::MaxPool(Box::new(huge))
             .infer(&[t(&[1, 2, 3])])
             .unwrap_err()
             .to_string();

@@ -133,7 +133,8 @@ impl Stream {
         launches: &[Launch],
         donate: bool,
     ) -> Result<(Graph, Vec<Param>)> {
-        let mut graph = Graph::new();
+        // One value per node, plus the parameters (most read a few).
+        let mut graph = Graph::with_capacity(launches.len() + launches.len() / 4 + 8);
         let mut params: Vec<Param> = vec![];
         // Parameters by value address, and how many chunk nodes read each.
         let mut param_ids: HashMap<usize, (ValueId, usize), FxBuild> = HashMap::default();
@@ -311,7 +312,7 @@ impl Stream {
             let Some(out) = l.node.output.upgrade() else {
                 continue;
             };
-            match self.run_alone(rt, &l.node) {
+            match self.run_alone(rt, l.node) {
                 Ok(buffer) => out.set_ready(buffer, None),
                 Err(e) => {
                     first.get_or_insert_with(|| e.clone());

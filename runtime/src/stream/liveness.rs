@@ -9,9 +9,10 @@ use super::record::TraceNode;
 use crate::error::Error;
 use crate::value::Value;
 
-/// One node of a chunk being launched.
-pub(super) struct Launch {
-    pub(super) node: TraceNode,
+/// One node of a chunk being launched: the trace's node, borrowed (a node is
+/// a few hundred bytes; a chunk of thousands was copied once more here).
+pub(super) struct Launch<'a> {
+    pub(super) node: &'a TraceNode,
     /// The value to bind the result to, when exported.
     pub(super) export: Option<Arc<Value>>,
     /// For each input: the launch (index in the chunk) that produces it, or
@@ -19,20 +20,27 @@ pub(super) struct Launch {
     pub(super) from: SmallVec<[Option<u32>; 3]>,
 }
 
-/// Decides which nodes run and which outputs leave the device.
-pub(super) fn liveness(nodes: Vec<TraceNode>) -> Vec<Launch> {
+/// Decides which nodes run and which outputs leave the device. A node that
+/// does not run lets go of its inputs here, so that they do not count as
+/// readers when the chunk's dead inputs are donated.
+pub(super) fn liveness(nodes: &mut [TraceNode]) -> Vec<Launch<'_>> {
     let n = nodes.len();
-    // A pending input is produced by the node at its slot: the whole trace
-    // is being launched, and every value it reads is pending in it or ready.
-    let producer = |v: &Arc<Value>| {
-        let slot = v.slot as usize;
-        (slot < n && std::ptr::eq(nodes[slot].output.as_ptr(), Arc::as_ptr(v))).then_some(slot)
-    };
-    // Uses of each node's output by later nodes of this trace.
+    // Uses of each node's output by later nodes of this trace, and for each
+    // input the node of this trace that produces it. A pending input is
+    // produced by the node at its slot: the whole trace is being launched,
+    // and every value it reads is pending in it or ready.
     let mut uses = vec![0usize; n];
     let mut inputs_from: Vec<SmallVec<[Option<usize>; 3]>> = Vec::with_capacity(n);
-    for node in &nodes {
-        let from: SmallVec<[Option<usize>; 3]> = node.inputs.iter().map(producer).collect();
+    for node in nodes.iter() {
+        let from: SmallVec<[Option<usize>; 3]> = node
+            .inputs
+            .iter()
+            .map(|v| {
+                let slot = v.slot as usize;
+                (slot < n && std::ptr::eq(nodes[slot].output.as_ptr(), Arc::as_ptr(v)))
+                    .then_some(slot)
+            })
+            .collect();
         for j in from.iter().flatten() {
             uses[*j] += 1;
         }
@@ -66,21 +74,25 @@ pub(super) fn liveness(nodes: Vec<TraceNode>) -> Vec<Launch> {
         if live[i] {
             position[i] = next;
             next += 1;
+        } else {
+            nodes[i].inputs.clear();
         }
     }
-    nodes
-        .into_iter()
-        .enumerate()
-        .filter(|(i, _)| live[*i])
-        .map(|(i, node)| Launch {
-            node,
-            export: export[i].take(),
-            from: inputs_from[i]
-                .iter()
-                .map(|f| f.map(|j| position[j]))
-                .collect(),
-        })
-        .collect()
+    let nodes: &[TraceNode] = nodes;
+    let mut launches = Vec::with_capacity(next as usize);
+    for (i, node) in nodes.iter().enumerate() {
+        if live[i] {
+            launches.push(Launch {
+                node,
+                export: export[i].take(),
+                from: inputs_from[i]
+                    .iter()
+                    .map(|f| f.map(|j| position[j]))
+                    .collect(),
+            });
+        }
+    }
+    launches
 }
 
 /// Marks every exported value failed with `error`, and returns it.

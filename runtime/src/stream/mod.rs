@@ -333,13 +333,13 @@ impl Stream {
     ) -> Result<()> {
         timed(Stage::Cut, || {
             let capacity = st.trace.nodes.capacity();
-            let nodes =
+            let mut nodes =
                 std::mem::replace(&mut st.trace.nodes, Vec::with_capacity(capacity.min(4096)));
             st.trace.params.clear();
             if nodes.is_empty() {
                 return Ok(());
             }
-            let launches = liveness(nodes);
+            let launches = liveness(&mut nodes);
             if launches.iter().all(|l| l.export.is_none()) {
                 return Ok(());
             }

@@ -289,7 +289,8 @@ impl Stream {
         let mut released = Vec::new();
         let mut first = None;
         for range in parts {
-            let mut unit: Vec<Launch> = Vec::with_capacity(range.len());
+            let mut unit_nodes: Vec<TraceNode> = Vec::with_capacity(range.len());
+            let mut unit_exits = Vec::with_capacity(range.len());
             for (m, l) in launches[range.clone()].iter().enumerate() {
                 let mut inputs = SmallVec::new();
                 let mut from = SmallVec::new();
@@ -327,15 +328,21 @@ impl Stream {
                     )),
                     None => None,
                 };
-                let mut node = detached(&l.node, inputs);
+                let mut node = detached(l.node, inputs);
                 if let Some(out) = &export {
                     node.output = Arc::downgrade(out);
                     if readers[k] > 0 {
                         results[k] = Some(out.clone());
                     }
                 }
-                unit.push(Launch { node, export, from });
+                unit_nodes.push(node);
+                unit_exits.push((export, from));
             }
+            let unit: Vec<Launch> = unit_nodes
+                .iter()
+                .zip(unit_exits)
+                .map(|(node, (export, from))| Launch { node, export, from })
+                .collect();
             let failure = match self.launch(rt, st, &unit, false) {
                 Ok(failure) => failure,
                 Err(e) => Some(fail(&unit, e)),

@@ -21,13 +21,13 @@ fn per_dim(values: &[i64], n: usize) -> Shape {
     }
 }
 
-fn spec(n: usize, stride: &[i64], padding: &[i64], dilation: &[i64], groups: i64) -> ConvSpec {
-    ConvSpec {
+fn spec(n: usize, stride: &[i64], padding: &[i64], dilation: &[i64], groups: i64) -> Box<ConvSpec> {
+    Box::new(ConvSpec {
         stride: per_dim(stride, n),
         padding: per_dim(padding, n),
         dilation: per_dim(dilation, n),
         groups,
-    }
+    })
 }
 
 /// `shape` with a leading batch dim of 1.

@@ -29,16 +29,16 @@ fn spec(
     padding: &[i64],
     dilation: &[i64],
     ceil_mode: bool,
-) -> PoolSpec {
+) -> Box<PoolSpec> {
     let n = kernel.len();
     let kernel: Shape = kernel.into();
-    PoolSpec {
+    Box::new(PoolSpec {
         stride: per_dim(stride, n, &kernel),
         padding: per_dim(padding, n, &vec![0; n]),
         dilation: per_dim(dilation, n, &vec![1; n]),
         kernel,
         ceil_mode,
-    }
+    })
 }
 
 impl Tensor {
