@@ -8,6 +8,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import eagertpu
+
 pytestmark = pytest.mark.usefixtures("mode", "no_fallbacks")
 
 STEPS = 20
@@ -177,3 +179,43 @@ def test_dropout_model_learns():
         opt.step()
         losses.append(loss.item())
     assert losses[-1] < losses[0] / 3, losses
+
+
+def test_adamw_logging_every_10_steps_is_cut_at_its_period_and_settles():
+    """AdamW's step size changes at every step (bias correction), a lifted
+    scalar: the fused loop's cuts must not depend on it. Read every 10 steps,
+    the loop is cut at its period (not by the window's op limit), compiles
+    nothing once warm, and trains as on the CPU."""
+    if eagertpu.get_mode() != "fused":
+        pytest.skip("cuts are fused mode's")
+    torch.manual_seed(0)
+    base = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+    x, y = classification(16, 4)[0]
+
+    def run(device, steps, snapshot_at=None):
+        model = copy.deepcopy(base).to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        xd, yd = x.to(device), y.to(device)
+        logged, snapshots = [], []
+        for i in range(steps):
+            if i == snapshot_at:
+                eagertpu.wait_for_compiles()
+                snapshots.append(eagertpu.metrics())
+            opt.zero_grad()
+            loss = F.cross_entropy(model(xd), yd)
+            loss.backward()
+            opt.step()
+            if i % 10 == 9:
+                logged.append(loss.item())
+        eagertpu.sync()
+        return logged, model, snapshots + [eagertpu.metrics()]
+
+    want, cpu_model, _ = run("cpu", 80)
+    got, tpu_model, (steady, end) = run("tpu", 80, snapshot_at=40)
+    torch.testing.assert_close(torch.tensor(got), torch.tensor(want), rtol=1e-3, atol=1e-4)
+    for p, q in zip(tpu_model.parameters(), cpu_model.parameters()):
+        torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=1e-2, atol=1e-3)
+    cuts = {k: end["chunks"][k] - steady["chunks"][k] for k in end["chunks"]}
+    assert cuts["period"] >= 10 and cuts["window_ops"] == 0, cuts
+    assert end["chunk_keys"] == steady["chunk_keys"], (steady["chunk_keys"], end["chunk_keys"])
+    assert end["compiles"] == steady["compiles"], (steady["compiles"], end["compiles"])

@@ -10,7 +10,7 @@ use fusion::{DType, Graph, Op, Scalar, TensorType, ValueId};
 use smallvec::SmallVec;
 
 use super::liveness::Launch;
-use super::record::TraceNode;
+use super::record::{TraceNode, is_key_constant};
 use super::{HazardChecker, SCALAR_CACHE, Stream, StreamState, checks, tiers};
 use crate::config::Mode;
 use crate::context::Runtime;
@@ -345,13 +345,6 @@ impl Stream {
         }
         Ok(outputs.remove(0))
     }
-}
-
-/// 0, 1 and -1 stay in the program (they enable simplifications); every other
-/// scalar becomes a parameter.
-fn is_key_constant(s: Scalar) -> bool {
-    let x = s.as_f64();
-    x == 0.0 || x == 1.0 || x == -1.0 || matches!(s, Scalar::Bool(_))
 }
 
 /// `EAGERTPU_CHECK_NAN=1`: an exported float output with NaN/Inf, from inputs

@@ -45,8 +45,14 @@ impl TraceNode {
     pub(super) fn signature(&self) -> u64 {
         let mut h = FxHasher::default();
         match &self.op {
-            // A key changes every step; the loop still repeats.
+            // A key changes every step; the loop still repeats. So does a
+            // scalar that reaches the program as a parameter: an optimizer's
+            // step size changes at every step, and its program does not.
             Op::Full { ty, .. } if self.lift => ty.hash(&mut h),
+            Op::Full { value, ty } if !is_key_constant(*value) => {
+                h.write_u8(1);
+                ty.hash(&mut h);
+            }
             op => op.hash(&mut h),
         }
         for v in &self.inputs {
@@ -54,6 +60,13 @@ impl TraceNode {
         }
         h.finish()
     }
+}
+
+/// 0, 1 and -1 stay in the program (they enable simplifications); every other
+/// scalar becomes a parameter (`launch.rs`).
+pub(super) fn is_key_constant(s: Scalar) -> bool {
+    let x = s.as_f64();
+    x == 0.0 || x == 1.0 || x == -1.0 || matches!(s, Scalar::Bool(_))
 }
 
 /// Records the nodes of one API call into the active trace of `st`.
