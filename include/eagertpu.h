@@ -188,6 +188,8 @@ etpu_status etpu_reshape(etpu_tensor x, const int64_t* dims, size_t rank, const 
                          etpu_tensor* out);
 etpu_status etpu_permute(etpu_tensor x, const int64_t* perm, size_t rank, const char* origin,
                          etpu_tensor* out);
+/* Reversed along dims (stablehlo.reverse); negative dims count from the end. */
+etpu_status etpu_flip(etpu_tensor x, const int64_t* dims, size_t n, const char* origin, etpu_tensor* out);
 /* -1 keeps a dim. */
 etpu_status etpu_expand(etpu_tensor x, const int64_t* dims, size_t rank, const char* origin,
                         etpu_tensor* out);

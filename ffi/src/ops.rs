@@ -153,6 +153,17 @@ c_api! {
         }
     }
 
+    /// `out = x` reversed along `dims[0..n]` (negative dims count from the end).
+    fn etpu_flip(x: TensorHandle, dims_ptr: *const i64, n: usize, origin: *const c_char, out: *mut TensorHandle) {
+        let x = get(x, "x")?;
+        // SAFETY: pointers as documented.
+        unsafe {
+            let d = dims(dims_ptr, n, "dims")?;
+            let t = at(origin, || x.flip(d))?;
+            put_tensor(out, t)
+        }
+    }
+
     /// `out = x` broadcast to `dims[0..rank]` (-1 keeps a dim).
     fn etpu_expand(x: TensorHandle, dims_ptr: *const i64, rank: usize, origin: *const c_char, out: *mut TensorHandle) {
         let x = get(x, "x")?;

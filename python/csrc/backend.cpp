@@ -415,6 +415,12 @@ Handle permute(const Handle& x, at::IntArrayRef perm) {
   return h;
 }
 
+Handle flip(const Handle& x, at::IntArrayRef dims) {
+  Handle h;
+  check(etpu_flip(x.get(), dims.data(), dims.size(), origin(), h.out()));
+  return h;
+}
+
 Handle expand(const Handle& x, at::IntArrayRef sizes) {
   Handle h;
   check(etpu_expand(x.get(), sizes.data(), sizes.size(), origin(), h.out()));

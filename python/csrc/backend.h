@@ -112,6 +112,7 @@ Handle full(int64_t device, at::IntArrayRef sizes, const at::Scalar& v, at::Scal
 Handle reshape(const Handle& x, at::IntArrayRef sizes);
 Handle permute(const Handle& x, at::IntArrayRef perm);
 Handle expand(const Handle& x, at::IntArrayRef sizes);
+Handle flip(const Handle& x, at::IntArrayRef dims);
 Handle reduce(const char* op, const Handle& x, at::IntArrayRef dims, bool keepdim);
 Handle matmul(const Handle& a, const Handle& b);
 Handle softmax(const Handle& x, int64_t dim, bool log);

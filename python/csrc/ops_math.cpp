@@ -376,17 +376,10 @@ at::Tensor log_sigmoid_backward(const at::Tensor& grad, const at::Tensor& self, 
 
 // ---------------------------------------------------------------- layout ----
 
-Handle reversed_index(int64_t device, int64_t n) { return arange(device, n - 1, -1, -1, at::kLong); }
-
-at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
+at::Tensor flip_fn(const at::Tensor& self, at::IntArrayRef dims) {
   OpScope s;
   at::Tensor out = at::empty(self.sizes(), self.options());
-  Handle x = read(self);
-  for (int64_t d : dims) {
-    int64_t w = at::maybe_wrap_dim(d, self.dim());
-    if (self.size(w) > 1) x = index_select(x, w, reversed_index(device_index(self), self.size(w)));
-  }
-  write(out, x);
+  write(out, etpu::flip(read(self), dims));
   return out;
 }
 
@@ -630,7 +623,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("log_sigmoid_forward.output", log_sigmoid_forward_out);
   m.impl("log_sigmoid_backward", log_sigmoid_backward);
   m.impl("log_sigmoid_backward.grad_input", log_sigmoid_backward_out);
-  m.impl("flip", flip);
+  m.impl("flip", flip_fn);
   m.impl("roll", roll);
   m.impl("linspace.out", linspace_out);
   m.impl("eye.m_out", eye_out);
