@@ -205,6 +205,18 @@ etpu_status etpu_matmul(etpu_tensor a, etpu_tensor b, const char* origin, etpu_t
 /* softmax along `dim`, or log_softmax when `log`. */
 etpu_status etpu_softmax(etpu_tensor x, int64_t dim, bool log, const char* origin,
                          etpu_tensor* out);
+/* PyTorch's native_layer_norm over the trailing dims normalized_shape[0..n]: y (x's dtype), mean and
+   rstd (float32 for 16-bit x; x's shape with the normalized dims 1). weight and bias may be 0 (none). */
+etpu_status etpu_layer_norm(etpu_tensor x, const int64_t* normalized_shape, size_t n, etpu_tensor weight,
+                            etpu_tensor bias, double eps, const char* origin, etpu_tensor* y,
+                            etpu_tensor* mean, etpu_tensor* rstd);
+/* Its gradients from grad_out and the mean and rstd it returned. mask: bit 0 the input's, bit 1 the
+   weight's, bit 2 the bias's; a gradient not computed (not asked for, or no weight or bias) is 0. */
+etpu_status etpu_layer_norm_backward(etpu_tensor grad_out, etpu_tensor x, const int64_t* normalized_shape,
+                                     size_t n, etpu_tensor mean, etpu_tensor rstd, etpu_tensor weight,
+                                     etpu_tensor bias, int32_t mask, const char* origin,
+                                     etpu_tensor* grad_x, etpu_tensor* grad_weight,
+                                     etpu_tensor* grad_bias);
 /* reduction: 0 none, 1 mean, 2 sum; targets of -100 are ignored. */
 etpu_status etpu_cross_entropy(etpu_tensor logits, etpu_tensor target, int32_t reduction,
                                const char* origin, etpu_tensor* out);

@@ -79,6 +79,14 @@ pub(crate) fn get(h: TensorHandle, what: &str) -> FfiResult<Tensor> {
     })
 }
 
+/// The tensor behind `h`, or none for handle 0 (an optional argument).
+pub(crate) fn get_optional(h: TensorHandle, what: &str) -> FfiResult<Option<Tensor>> {
+    if h.0 == 0 {
+        return Ok(None);
+    }
+    get(h, what).map(Some)
+}
+
 /// Registers `t` and writes its handle to `out`.
 ///
 /// # Safety

@@ -7,9 +7,9 @@ use std::ffi::c_char;
 
 use eagertpu::{BinaryOp, Reduction, Scalar, Tensor, UnaryOp};
 
-use crate::handles::{dims, dtype_from, get, put_pair, put_tensor};
+use crate::handles::{dims, dtype_from, get, get_optional, put_pair, put_tensor};
 use crate::types::{ETPU_SCALAR_BOOL, ETPU_SCALAR_FLOAT, ETPU_SCALAR_INT, ScalarArg, TensorHandle};
-use crate::{Failure, FfiResult, at, c_api, c_str};
+use crate::{Failure, FfiResult, at, c_api, c_str, put};
 
 fn unknown(family: &str, op: &str, known: &str) -> Failure {
     Failure::invalid(format!(
@@ -243,6 +243,83 @@ c_api! {
         unsafe {
             let t = at(origin, || if log { x.log_softmax(dim) } else { x.softmax(dim) })?;
             put_tensor(out, t)
+        }
+    }
+
+    /// PyTorch's `native_layer_norm` over the trailing dims
+    /// `normalized_shape[0..n]`: `y`, `mean` and `rstd` (float32 for 16-bit
+    /// `x`). `weight` and `bias` may be 0 (none).
+    fn etpu_layer_norm(
+        x: TensorHandle,
+        normalized_shape: *const i64,
+        n: usize,
+        weight: TensorHandle,
+        bias: TensorHandle,
+        eps: f64,
+        origin: *const c_char,
+        y: *mut TensorHandle,
+        mean: *mut TensorHandle,
+        rstd: *mut TensorHandle,
+    ) {
+        let x = get(x, "x")?;
+        let (w, b) = (get_optional(weight, "weight")?, get_optional(bias, "bias")?);
+        if y.is_null() || mean.is_null() || rstd.is_null() {
+            return Err(Failure::invalid("y, mean and rstd must not be NULL"));
+        }
+        // SAFETY: pointers as documented.
+        unsafe {
+            let shape = dims(normalized_shape, n, "normalized_shape")?;
+            let (out, m, r) =
+                at(origin, || x.layer_norm_with_stats(shape, w.as_ref(), b.as_ref(), eps))?;
+            put_tensor(y, out)?;
+            put_tensor(mean, m)?;
+            put_tensor(rstd, r)
+        }
+    }
+
+    /// The gradients of `etpu_layer_norm` from `grad_out` and the `mean`
+    /// and `rstd` it returned: bit 0 of `mask` asks for the input's, bit 1
+    /// the weight's, bit 2 the bias's. A gradient not computed (not asked
+    /// for, or no weight or bias: 0) is written as 0.
+    fn etpu_layer_norm_backward(
+        grad_out: TensorHandle,
+        x: TensorHandle,
+        normalized_shape: *const i64,
+        n: usize,
+        mean: TensorHandle,
+        rstd: TensorHandle,
+        weight: TensorHandle,
+        bias: TensorHandle,
+        mask: i32,
+        origin: *const c_char,
+        grad_x: *mut TensorHandle,
+        grad_weight: *mut TensorHandle,
+        grad_bias: *mut TensorHandle,
+    ) {
+        let (dy, x) = (get(grad_out, "grad_out")?, get(x, "x")?);
+        let (m, r) = (get(mean, "mean")?, get(rstd, "rstd")?);
+        let (w, b) = (get_optional(weight, "weight")?, get_optional(bias, "bias")?);
+        let want = [mask & 1 != 0, mask & 2 != 0, mask & 4 != 0];
+        if grad_x.is_null() || grad_weight.is_null() || grad_bias.is_null() {
+            return Err(Failure::invalid("grad_x, grad_weight and grad_bias must not be NULL"));
+        }
+        // SAFETY: pointers as documented.
+        unsafe {
+            let shape = dims(normalized_shape, n, "normalized_shape")?;
+            let grads = at(origin, || {
+                dy.layer_norm_backward(&x, shape, &m, &r, w.as_ref(), b.as_ref(), want)
+            })?;
+            for ((p, g), what) in [grad_x, grad_weight, grad_bias]
+                .into_iter()
+                .zip(grads)
+                .zip(["grad_x", "grad_weight", "grad_bias"])
+            {
+                match g {
+                    Some(t) => put_tensor(p, t)?,
+                    None => put(p, TensorHandle(0), what)?,
+                }
+            }
+            Ok(())
         }
     }
 

@@ -1,8 +1,8 @@
 // Matmuls, softmax, losses, layer norm, embedding and index kernels: what
-// autograd needs to train MLPs and transformers. Composites (nll_loss,
-// layer_norm and their backwards) are written in runtime ops; the fuser
-// turns each into one program in fused mode.
-#include <ATen/OpMathType.h>
+// autograd needs to train MLPs and transformers. nll_loss and its backward
+// are composed here of runtime ops; layer norm and its backward are the
+// runtime's, one call each. The fuser turns each into one program in fused
+// mode.
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
@@ -198,48 +198,29 @@ at::Tensor mse_loss_backward(const at::Tensor& grad_output, const at::Tensor& se
 
 // ------------------------------------------------------------ layer norm ----
 
-std::vector<int64_t> trailing(int64_t rank, int64_t n) {
-  std::vector<int64_t> d;
-  for (int64_t i = rank - n; i < rank; i++) d.push_back(i);
-  return d;
+// The runtime's layer norm with its statistics (Tensor::layer_norm_with_stats
+// and layer_norm_backward): one call each way.
+
+Handle optional_read(const std::optional<at::Tensor>& t) {
+  return t.has_value() && t->defined() ? read(*t) : Handle();
 }
 
-std::vector<int64_t> leading(int64_t rank, int64_t n) {
-  std::vector<int64_t> d;
-  for (int64_t i = 0; i < rank - n; i++) d.push_back(i);
-  return d;
+// A new tensor holding `value` (its shape and dtype), on `like`'s device.
+at::Tensor tensor_of(const Handle& value, const at::Tensor& like) {
+  at::Tensor out = at::empty(dims_of(value), like.options().dtype(scalar_type(dtype_of(value))));
+  write(out, value);
+  return out;
 }
-
-// Layer norm's statistics are kept in float32 for half and bfloat16 inputs.
-at::ScalarType stat_type(at::ScalarType t) { return at::toOpMathType(t); }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(const at::Tensor& input,
                                                                  at::IntArrayRef normalized_shape,
                                                                  const std::optional<at::Tensor>& weight,
                                                                  const std::optional<at::Tensor>& bias, double eps) {
   OpScope s;
-  int64_t n = normalized_shape.size(), rank = input.dim();
-  TORCH_CHECK(n >= 1 && n <= rank && input.sizes().slice(rank - n).equals(normalized_shape), "layer_norm: input of shape ",
-              input.sizes(), " does not end with normalized_shape ", normalized_shape);
-  at::ScalarType st = stat_type(input.scalar_type());
-  auto axes = trailing(rank, n);
-  Handle x = read_as(input, st);
-  Handle mean = reduce("mean", x, axes, true);
-  Handle xc = sub(x, mean);
-  Handle rstd = unary("rsqrt", binary_scalar("add", reduce("mean", mul(xc, xc), axes, true), eps));
-  Handle y = mul(xc, rstd);
-  if (weight.has_value() && weight->defined()) y = mul(y, read_as(*weight, st));
-  if (bias.has_value() && bias->defined()) y = add(y, read_as(*bias, st));
-
-  std::vector<int64_t> stat_shape = input.sizes().vec();
-  for (int64_t i = rank - n; i < rank; i++) stat_shape[i] = 1;
-  at::Tensor out = at::empty_like(input, at::MemoryFormat::Contiguous);
-  at::Tensor mean_t = at::empty(stat_shape, input.options().dtype(st));
-  at::Tensor rstd_t = at::empty(stat_shape, input.options().dtype(st));
-  write(out, y);
-  write(mean_t, mean);
-  write(rstd_t, rstd);
-  return {out, mean_t, rstd_t};
+  Handle w = optional_read(weight), b = optional_read(bias), y, mean, rstd;
+  check(etpu_layer_norm(read(input).get(), normalized_shape.data(), normalized_shape.size(), w.get(), b.get(), eps,
+                        origin(), y.out(), mean.out(), rstd.out()));
+  return {tensor_of(y, input), tensor_of(mean, input), tensor_of(rstd, input)};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
@@ -247,29 +228,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
     const at::Tensor& rstd, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
     std::array<bool, 3> output_mask) {
   OpScope s;
-  int64_t n = normalized_shape.size(), rank = input.dim();
-  at::ScalarType st = stat_type(input.scalar_type());
-  auto axes = trailing(rank, n), lead = leading(rank, n);
-  Handle x = read_as(input, st), dy = read_as(grad_out, st), r = read(rstd);
-  Handle xhat = mul(sub(x, read(mean)), r);
-  bool has_w = weight.has_value() && weight->defined();
-  at::Tensor gi, gw, gb;
-  if (output_mask[0]) {
-    Handle g = has_w ? mul(dy, read_as(*weight, st)) : read_as(grad_out, st);
-    Handle mg = reduce("mean", g, axes, true);
-    Handle mgx = reduce("mean", mul(g, xhat), axes, true);
-    gi = at::empty_like(input, at::MemoryFormat::Contiguous);
-    write(gi, mul(r, sub(sub(g, mg), mul(xhat, mgx))));
-  }
-  if (output_mask[1] && has_w) {
-    gw = at::empty_like(*weight, at::MemoryFormat::Contiguous);
-    write(gw, reduce("sum", mul(dy, xhat), lead, false));
-  }
-  if (output_mask[2] && bias.has_value() && bias->defined()) {
-    gb = at::empty_like(*bias, at::MemoryFormat::Contiguous);
-    write(gb, reduce("sum", dy, lead, false));
-  }
-  return {gi, gw, gb};
+  Handle w = optional_read(weight), b = optional_read(bias), gi, gw, gb;
+  int32_t mask = (output_mask[0] ? 1 : 0) | (output_mask[1] ? 2 : 0) | (output_mask[2] ? 4 : 0);
+  check(etpu_layer_norm_backward(read(grad_out).get(), read(input).get(), normalized_shape.data(),
+                                 normalized_shape.size(), read(mean).get(), read(rstd).get(), w.get(), b.get(), mask,
+                                 origin(), gi.out(), gw.out(), gb.out()));
+  auto result = [&](const Handle& g) { return g.get() != 0 ? tensor_of(g, input) : at::Tensor(); };
+  return {result(gi), result(gw), result(gb)};
 }
 
 // ------------------------------------------------------------ activations ----

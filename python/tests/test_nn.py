@@ -67,6 +67,8 @@ def test_layer_norm(affine):
     if affine:
         check_grad(lambda x, w, b: F.layer_norm(x, (8,), w, b, eps=1e-5), x, w, b, rtol=1e-4, atol=1e-4)
         check_grad(lambda x, w, b: F.layer_norm(x, (4, 8), w.expand(4, 8), None), x, w, b, rtol=1e-4, atol=1e-4)
+        # One row, no leading dims: the weight's and bias's gradients are not summed over anything.
+        check_grad(lambda x, w, b: F.layer_norm(x, (8,), w, b), rand(8), w, b, rtol=1e-4, atol=1e-4)
     else:
         check_grad(lambda x: F.layer_norm(x, (8,)), x, rtol=1e-4, atol=1e-4)
     check(lambda x: F.layer_norm(x, (8,)), x.to(torch.bfloat16), rtol=3e-2, atol=3e-2)

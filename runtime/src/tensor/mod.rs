@@ -13,6 +13,7 @@ mod elementwise;
 mod index;
 mod layout;
 mod nn;
+mod norm;
 mod ops;
 mod pointwise;
 mod pool;
