@@ -217,6 +217,16 @@ etpu_status etpu_layer_norm_backward(etpu_tensor grad_out, etpu_tensor x, const 
                                      etpu_tensor bias, int32_t mask, const char* origin,
                                      etpu_tensor* grad_x, etpu_tensor* grad_weight,
                                      etpu_tensor* grad_bias);
+/* PyTorch's nll_loss of log-probabilities input ([N, C] or [C]) against class targets ([N] or []): the
+   loss and the total weight (what mean divides by). weight may be 0 (none); reduction: 0 none, 1 mean,
+   2 sum; targets equal to ignore_index weigh 0. */
+etpu_status etpu_nll_loss(etpu_tensor input, etpu_tensor target, etpu_tensor weight, int32_t reduction,
+                          int64_t ignore_index, const char* origin, etpu_tensor* loss,
+                          etpu_tensor* total_weight);
+/* Its gradient with respect to input, from the loss's gradient and the total weight it returned. */
+etpu_status etpu_nll_loss_backward(etpu_tensor grad_out, etpu_tensor input, etpu_tensor target,
+                                   etpu_tensor weight, int32_t reduction, int64_t ignore_index,
+                                   etpu_tensor total_weight, const char* origin, etpu_tensor* out);
 /* reduction: 0 none, 1 mean, 2 sum; targets of -100 are ignored. */
 etpu_status etpu_cross_entropy(etpu_tensor logits, etpu_tensor target, int32_t reduction,
                                const char* origin, etpu_tensor* out);

@@ -327,16 +327,61 @@ c_api! {
     /// `reduction` 0 none, 1 mean, 2 sum.
     fn etpu_cross_entropy(logits: TensorHandle, target: TensorHandle, reduction: i32, origin: *const c_char, out: *mut TensorHandle) {
         let (l, t) = (get(logits, "logits")?, get(target, "target")?);
-        let r = match reduction {
-            0 => Reduction::None,
-            1 => Reduction::Mean,
-            2 => Reduction::Sum,
-            _ => return Err(Failure::invalid(format!("reduction {reduction} is not 0 (none), 1 (mean) or 2 (sum)"))),
-        };
+        let r = reduction_from(reduction)?;
         // SAFETY: pointers as documented.
         unsafe {
             let t = at(origin, || l.cross_entropy_with(&t, r))?;
             put_tensor(out, t)
+        }
+    }
+
+    /// PyTorch's `nll_loss` of log-probabilities `input` (`[N, C]` or `[C]`)
+    /// against class `target`s: the loss and the total weight. `weight` may
+    /// be 0 (none); `reduction` 0 none, 1 mean, 2 sum.
+    fn etpu_nll_loss(
+        input: TensorHandle,
+        target: TensorHandle,
+        weight: TensorHandle,
+        reduction: i32,
+        ignore_index: i64,
+        origin: *const c_char,
+        loss: *mut TensorHandle,
+        total_weight: *mut TensorHandle,
+    ) {
+        let (x, t) = (get(input, "input")?, get(target, "target")?);
+        let w = get_optional(weight, "weight")?;
+        let r = reduction_from(reduction)?;
+        if loss.is_null() || total_weight.is_null() {
+            return Err(Failure::invalid("loss and total_weight must not be NULL"));
+        }
+        // SAFETY: pointers as documented.
+        unsafe {
+            let (l, tw) = at(origin, || x.nll_loss(&t, w.as_ref(), r, ignore_index))?;
+            put_tensor(loss, l)?;
+            put_tensor(total_weight, tw)
+        }
+    }
+
+    /// The gradient of `etpu_nll_loss` with respect to its input, from the
+    /// loss's gradient `grad_out` and the total weight it returned.
+    fn etpu_nll_loss_backward(
+        grad_out: TensorHandle,
+        input: TensorHandle,
+        target: TensorHandle,
+        weight: TensorHandle,
+        reduction: i32,
+        ignore_index: i64,
+        total_weight: TensorHandle,
+        origin: *const c_char,
+        out: *mut TensorHandle,
+    ) {
+        let (g, x, t) = (get(grad_out, "grad_out")?, get(input, "input")?, get(target, "target")?);
+        let (w, tw) = (get_optional(weight, "weight")?, get(total_weight, "total_weight")?);
+        let r = reduction_from(reduction)?;
+        // SAFETY: pointers as documented.
+        unsafe {
+            let grad = at(origin, || g.nll_loss_backward(&x, &t, w.as_ref(), r, ignore_index, &tw))?;
+            put_tensor(out, grad)
         }
     }
 
@@ -471,5 +516,17 @@ c_api! {
             let t = at(origin, || x.var(d, correction, keepdim))?;
             put_tensor(out, t)
         }
+    }
+}
+
+/// A reduction code of the C ABI: 0 none, 1 mean, 2 sum (ATen's own codes).
+fn reduction_from(code: i32) -> FfiResult<Reduction> {
+    match code {
+        0 => Ok(Reduction::None),
+        1 => Ok(Reduction::Mean),
+        2 => Ok(Reduction::Sum),
+        _ => Err(Failure::invalid(format!(
+            "reduction {code} is not 0 (none), 1 (mean) or 2 (sum)"
+        ))),
     }
 }

@@ -1,8 +1,7 @@
 // Matmuls, softmax, losses, layer norm, embedding and index kernels: what
-// autograd needs to train MLPs and transformers. nll_loss and its backward
-// are composed here of runtime ops; layer norm and its backward are the
-// runtime's, one call each. The fuser turns each into one program in fused
-// mode.
+// autograd needs to train MLPs and transformers. nll_loss, layer norm and
+// their backwards are the runtime's, one call each; the fuser turns each
+// into one program in fused mode.
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
@@ -18,6 +17,11 @@ bool is_zero(const at::Scalar& s) { return s.isIntegral(true) ? s.toLong() == 0 
 Handle read_as(const at::Tensor& t, at::ScalarType dtype) {
   Handle h = read(t);
   return t.scalar_type() == dtype ? std::move(h) : cast(h, dtype);
+}
+
+// A tensor argument that may be absent: no handle (0) then.
+Handle optional_read(const std::optional<at::Tensor>& t) {
+  return t.has_value() && t->defined() ? read(*t) : Handle();
 }
 
 Handle zeros(const at::Tensor& like, at::IntArrayRef sizes, at::ScalarType t) {
@@ -105,53 +109,19 @@ at::Tensor& log_softmax_backward_out(const at::Tensor& grad_output, const at::Te
 
 // -------------------------------------------------------------- nll_loss ----
 
-// One-hot rows of `target` ([N] or []) over `classes`, as `dtype`, each
-// scaled by its class weight; an ignored (or out-of-range) target gives a
-// zero row.
-Handle weighted_one_hot(const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight,
-                        int64_t classes, int64_t ignore_index) {
-  int64_t dev = device_index(self);
-  Handle t = read_as(target, at::kLong);
-  Handle cls = arange(dev, 0, static_cast<double>(classes), 1, at::kLong);
-  std::vector<int64_t> col = dims_of(t);
-  col.push_back(1);
-  Handle hit = binary("eq", reshape(t, col), cls);
-  hit = binary("logical_and", hit, binary_scalar("ne", reshape(t, col), ignore_index));
-  Handle w = weight.has_value() && weight->defined() ? read_as(*weight, self.scalar_type())
-                                                      : full(dev, {}, 1, self.scalar_type());
-  return where(hit, w, full(dev, {}, 0, self.scalar_type()));
-}
+// The runtime's (Tensor::nll_loss and nll_loss_backward), one call each way;
+// ATen's reduction codes (0 none, 1 mean, 2 sum) are the C ABI's.
 
-// Picks each row's target log-probability with a gather (whose index check
-// makes an out-of-range target an error, as on CPU: at the op in debug mode,
-// at the next sync otherwise); ignored targets pick class 0 and weigh 0.
 std::tuple<at::Tensor&, at::Tensor&> nll_loss_forward_out(const at::Tensor& self, const at::Tensor& target,
                                                           const std::optional<at::Tensor>& weight,
                                                           int64_t reduction, int64_t ignore_index,
                                                           at::Tensor& output, at::Tensor& total_weight) {
   OpScope s;
-  int64_t dev = device_index(self);
-  std::vector<int64_t> rows = target.sizes().vec();  // [N] or []
-  Handle t = read_as(target, at::kLong);
-  Handle ignored = binary_scalar("eq", t, ignore_index);
-  Handle safe = where(ignored, full(dev, {}, 0, at::kLong), t);
-  std::vector<int64_t> col = rows;
-  col.push_back(1);
-  Handle picked = reshape(gather(read(self), self.dim() - 1, reshape(safe, col)), rows);
-  Handle w = weight.has_value() && weight->defined()
-                 ? reshape(index_select(read_as(*weight, self.scalar_type()), 0, reshape(safe, {target.numel()})), rows)
-                 : full(dev, rows, 1, self.scalar_type());
-  w = where(ignored, full(dev, {}, 0, self.scalar_type()), w);
-  Handle loss = unary("neg", mul(picked, w));  // [N] or []
-  Handle tw = reduce("sum", w, {}, false);
+  Handle w = optional_read(weight), loss, tw;
+  check(etpu_nll_loss(read(self).get(), read(target).get(), w.get(), static_cast<int32_t>(reduction), ignore_index,
+                      origin(), loss.out(), tw.out()));
+  write(output, loss);
   write(total_weight, tw);
-  if (reduction == at::Reduction::None) {
-    write(output, loss);
-  } else if (reduction == at::Reduction::Sum) {
-    write(output, reduce("sum", loss, {}, false));
-  } else {
-    write(output, div(reduce("sum", loss, {}, false), tw));
-  }
   return {output, total_weight};
 }
 
@@ -159,14 +129,11 @@ at::Tensor& nll_loss_backward_out(const at::Tensor& grad_output, const at::Tenso
                                   const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
                                   const at::Tensor& total_weight, at::Tensor& grad_input) {
   OpScope s;
-  Handle hot = weighted_one_hot(self, target, weight, self.size(-1), ignore_index);
-  Handle g = read(grad_output);
-  if (reduction == at::Reduction::None && self.dim() == 2) {
-    g = reshape(g, {self.size(0), 1});
-  } else if (reduction == at::Reduction::Mean) {
-    g = div(g, read(total_weight));
-  }
-  write(grad_input, unary("neg", mul(hot, g)));
+  Handle w = optional_read(weight), g;
+  check(etpu_nll_loss_backward(read(grad_output).get(), read(self).get(), read(target).get(), w.get(),
+                               static_cast<int32_t>(reduction), ignore_index, read(total_weight).get(), origin(),
+                               g.out()));
+  write(grad_input, g);
   return grad_input;
 }
 
@@ -200,10 +167,6 @@ at::Tensor mse_loss_backward(const at::Tensor& grad_output, const at::Tensor& se
 
 // The runtime's layer norm with its statistics (Tensor::layer_norm_with_stats
 // and layer_norm_backward): one call each way.
-
-Handle optional_read(const std::optional<at::Tensor>& t) {
-  return t.has_value() && t->defined() ? read(*t) : Handle();
-}
 
 // A new tensor holding `value` (its shape and dtype), on `like`'s device.
 at::Tensor tensor_of(const Handle& value, const at::Tensor& like) {

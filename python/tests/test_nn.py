@@ -50,6 +50,8 @@ def test_cross_entropy_and_nll():
     t = target.clone()
     t[1] = -100
     check_grad(lambda x: F.cross_entropy(x, t.to(x.device)), logits)
+    for reduction in ("mean", "none"):  # weighted, one target ignored
+        check_grad(lambda x: F.nll_loss(F.log_softmax(x, 1), t.to(x.device), w.to(x.device), reduction=reduction), logits)
     check_grad(lambda x: F.cross_entropy(x, target.to(x.device), ignore_index=3, reduction="sum"), logits)
     check_grad(lambda x: F.nll_loss(F.log_softmax(x, 0), target[0].to(x.device)), logits[0])
     check_grad(lambda x: F.cross_entropy(x, target.to(x.device), label_smoothing=0.1), logits)

@@ -12,6 +12,7 @@ mod device;
 mod elementwise;
 mod index;
 mod layout;
+mod loss;
 mod nn;
 mod norm;
 mod ops;
