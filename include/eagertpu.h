@@ -227,6 +227,15 @@ etpu_status etpu_nll_loss(etpu_tensor input, etpu_tensor target, etpu_tensor wei
 etpu_status etpu_nll_loss_backward(etpu_tensor grad_out, etpu_tensor input, etpu_tensor target,
                                    etpu_tensor weight, int32_t reduction, int64_t ignore_index,
                                    etpu_tensor total_weight, const char* origin, etpu_tensor* out);
+/* A loss taken element by element and reduced: loss is "mse_loss", "smooth_l1_loss" (parameter: beta),
+   "huber_loss" (parameter: delta) or "binary_cross_entropy"; each element's loss is multiplied by weight
+   (0: none). reduction: 0 none, 1 mean, 2 sum. */
+etpu_status etpu_pointwise_loss(const char* loss, double parameter, etpu_tensor input, etpu_tensor target,
+                                etpu_tensor weight, int32_t reduction, const char* origin, etpu_tensor* out);
+/* Its gradient with respect to input, from the loss's gradient grad_out. */
+etpu_status etpu_pointwise_loss_backward(const char* loss, double parameter, etpu_tensor grad_out,
+                                         etpu_tensor input, etpu_tensor target, etpu_tensor weight,
+                                         int32_t reduction, const char* origin, etpu_tensor* out);
 /* reduction: 0 none, 1 mean, 2 sum; targets of -100 are ignored. */
 etpu_status etpu_cross_entropy(etpu_tensor logits, etpu_tensor target, int32_t reduction,
                                const char* origin, etpu_tensor* out);
@@ -264,6 +273,53 @@ etpu_status etpu_sort(etpu_tensor x, int64_t dim, bool descending, const char* o
 etpu_status etpu_topk(etpu_tensor x, int64_t k, int64_t dim, bool largest, bool sorted,
                       const char* origin, etpu_tensor* values, etpu_tensor* indices);
 
+/* An order statistic of each row along `dim`: stat is "median" (the lower median; NaN where the row
+ * has one), "nanmedian" (NaN ignored), "kthvalue" (the k-th smallest, k from 1) or "mode" (the most
+ * frequent, the smallest on a tie); the values and the int64 positions they came from. */
+etpu_status etpu_order_statistic(const char* stat, int64_t k, etpu_tensor x, int64_t dim, bool keepdim,
+                                 const char* origin, etpu_tensor* values, etpu_tensor* indices);
+/* The median of all elements of x (NaN ignored when `ignore_nan`); NaN for an empty float tensor. */
+etpu_status etpu_median_all(etpu_tensor x, bool ignore_nan, const char* origin, etpu_tensor* out);
+
+/* ------------------------------------------------------ padding, upsampling ---- */
+/* x with its last npadding / 2 dims (1 to 3) padded by reflection (`reflect`) or replication: padding
+ * holds (before, after) pairs, the last dim's first, as torch.nn.functional.pad; negative ones crop. */
+etpu_status etpu_pad_edges(etpu_tensor x, const int64_t* padding, size_t npadding, bool reflect,
+                           const char* origin, etpu_tensor* out);
+/* Its gradient with respect to an input of shape input_dims[0..rank]. */
+etpu_status etpu_pad_edges_backward(etpu_tensor grad_out, const int64_t* input_dims, size_t rank,
+                                    const int64_t* padding, size_t npadding, bool reflect,
+                                    const char* origin, etpu_tensor* out);
+/* x (N, C and k spatial dims, k from 1 to 3) resized to output_size[0..k] by mode ("nearest",
+ * "nearest-exact" or "linear", with align_corners), as torch.nn.functional.interpolate; scales[0..k]
+ * are the caller's scale factors (0, or scales NULL: none), which set the source positions. */
+etpu_status etpu_upsample(etpu_tensor x, const char* mode, bool align_corners, const int64_t* output_size,
+                          size_t k, const double* scales, const char* origin, etpu_tensor* out);
+/* Its gradient with respect to an input of shape input_dims[0..k + 2]. */
+etpu_status etpu_upsample_backward(etpu_tensor grad_out, const char* mode, bool align_corners,
+                                   const int64_t* output_size, size_t k, const int64_t* input_dims,
+                                   const double* scales, const char* origin, etpu_tensor* out);
+
+/* ---------------------------------------------------------------- RNN cells ---- */
+/* Optional tensors (biases, gradients) are 0 when absent; an absent result is written as 0. */
+/* One LSTM step: gates [B, 4H] in PyTorch's order i, f, g, o (input_gates + hidden_gates + the biases
+ * [4H]); hy, cy and the workspace the backward reads. */
+etpu_status etpu_lstm_cell(etpu_tensor input_gates, etpu_tensor hidden_gates, etpu_tensor cx,
+                           etpu_tensor input_bias, etpu_tensor hidden_bias, const char* origin,
+                           etpu_tensor* hy, etpu_tensor* cy, etpu_tensor* workspace);
+/* Its gradient with respect to the summed gates, cx and (when has_bias) a bias. */
+etpu_status etpu_lstm_cell_backward(etpu_tensor grad_hy, etpu_tensor grad_cy, etpu_tensor cx, etpu_tensor cy,
+                                    etpu_tensor workspace, bool has_bias, const char* origin,
+                                    etpu_tensor* grad_gates, etpu_tensor* grad_cx, etpu_tensor* grad_bias);
+/* One GRU step: gates [B, 3H] in PyTorch's order r, z, n, biases [3H]; hy and the workspace. */
+etpu_status etpu_gru_cell(etpu_tensor input_gates, etpu_tensor hidden_gates, etpu_tensor hx,
+                          etpu_tensor input_bias, etpu_tensor hidden_bias, const char* origin, etpu_tensor* hy,
+                          etpu_tensor* workspace);
+/* Its gradient with respect to the input gates, the hidden gates, hx and (when has_bias) the biases. */
+etpu_status etpu_gru_cell_backward(etpu_tensor grad_hy, etpu_tensor workspace, bool has_bias,
+                                   const char* origin, etpu_tensor* grad_input_gates,
+                                   etpu_tensor* grad_hidden_gates, etpu_tensor* grad_hx,
+                                   etpu_tensor* grad_input_bias, etpu_tensor* grad_hidden_bias);
 /* ---------------------------------------------- convolution, pooling, rng ---- */
 /* Lists of spatial attributes (stride, padding, dilation, kernel) hold
  * `nspatial` values each; NULL takes PyTorch's default: stride 1 for a

@@ -46,19 +46,12 @@ fn host_gradient(
         let (y, _, _) = host_forward(x, n, w, b, eps);
         y.iter().zip(dy).map(|(a, g)| a * g).sum()
     };
-    let mut args = [x.to_vec(), w.to_vec(), b.to_vec()];
-    let h = 1e-5;
-    (0..args[wrt].len())
-        .map(|i| {
-            let v = args[wrt][i];
-            args[wrt][i] = v + h;
-            let up = loss(&args[0], &args[1], &args[2]);
-            args[wrt][i] = v - h;
-            let down = loss(&args[0], &args[1], &args[2]);
-            args[wrt][i] = v;
-            (up - down) / (2.0 * h)
-        })
-        .collect()
+    let args = [x, w, b];
+    central_differences(args[wrt], 1e-5, |v| {
+        let mut at = args;
+        at[wrt] = v;
+        loss(at[0], at[1], at[2])
+    })
 }
 
 /// (input shape, normalized shape).

@@ -18,6 +18,8 @@ mod handles;
 mod ops;
 mod pointwise;
 mod random;
+mod resample;
+mod rnn;
 mod storage;
 mod types;
 
@@ -252,6 +254,8 @@ pub fn all_signatures() -> Vec<Signature> {
     v.extend(ops::signatures());
     v.extend(conv_pool::signatures());
     v.extend(random::signatures());
+    v.extend(resample::signatures());
+    v.extend(rnn::signatures());
     v.extend(storage::signatures());
     v.extend(pointwise::signatures());
     v

@@ -5,7 +5,7 @@
 
 use std::ffi::c_char;
 
-use eagertpu::{BinaryOp, Reduction, Scalar, Tensor, UnaryOp};
+use eagertpu::{BinaryOp, OrderStatistic, PointwiseLoss, Reduction, Scalar, Tensor, UnaryOp};
 
 use crate::handles::{dims, dtype_from, get, get_optional, put_pair, put_tensor};
 use crate::types::{ETPU_SCALAR_BOOL, ETPU_SCALAR_FLOAT, ETPU_SCALAR_INT, ScalarArg, TensorHandle};
@@ -385,6 +385,53 @@ c_api! {
         }
     }
 
+    /// A loss taken element by element and reduced (`loss`: `"mse_loss"`,
+    /// `"smooth_l1_loss"` with `parameter` beta, `"huber_loss"` with
+    /// `parameter` delta, `"binary_cross_entropy"`), times `weight` (0: none).
+    fn etpu_pointwise_loss(
+        loss: *const c_char,
+        parameter: f64,
+        input: TensorHandle,
+        target: TensorHandle,
+        weight: TensorHandle,
+        reduction: i32,
+        origin: *const c_char,
+        out: *mut TensorHandle,
+    ) {
+        let (x, t, w) = (get(input, "input")?, get(target, "target")?, get_optional(weight, "weight")?);
+        let r = reduction_from(reduction)?;
+        // SAFETY: strings and pointers as documented.
+        unsafe {
+            let kind = pointwise_loss(c_str(loss, "loss")?, parameter)?;
+            let l = at(origin, || x.pointwise_loss(&t, w.as_ref(), kind, r))?;
+            put_tensor(out, l)
+        }
+    }
+
+    /// The gradient of `etpu_pointwise_loss` with respect to its input, from
+    /// the loss's gradient `grad_out`.
+    fn etpu_pointwise_loss_backward(
+        loss: *const c_char,
+        parameter: f64,
+        grad_out: TensorHandle,
+        input: TensorHandle,
+        target: TensorHandle,
+        weight: TensorHandle,
+        reduction: i32,
+        origin: *const c_char,
+        out: *mut TensorHandle,
+    ) {
+        let (g, x, t) = (get(grad_out, "grad_out")?, get(input, "input")?, get(target, "target")?);
+        let w = get_optional(weight, "weight")?;
+        let r = reduction_from(reduction)?;
+        // SAFETY: strings and pointers as documented.
+        unsafe {
+            let kind = pointwise_loss(c_str(loss, "loss")?, parameter)?;
+            let grad = at(origin, || g.pointwise_loss_backward(&x, &t, w.as_ref(), kind, r))?;
+            put_tensor(out, grad)
+        }
+    }
+
     /// `out = index_select(x, dim, index)`.
     fn etpu_index_select(x: TensorHandle, dim: i64, index: TensorHandle, origin: *const c_char, out: *mut TensorHandle) {
         let (x, i) = (get(x, "x")?, get(index, "index")?);
@@ -507,6 +554,42 @@ c_api! {
         }
     }
 
+    /// The order statistic `stat` (`"median"`, `"nanmedian"`, `"kthvalue"`
+    /// with `k`, `"mode"`) of each row along `dim`: values and int64 indices.
+    fn etpu_order_statistic(
+        stat: *const c_char,
+        k: i64,
+        x: TensorHandle,
+        dim: i64,
+        keepdim: bool,
+        origin: *const c_char,
+        values: *mut TensorHandle,
+        indices: *mut TensorHandle,
+    ) {
+        let x = get(x, "x")?;
+        // SAFETY: strings and pointers as documented.
+        unsafe {
+            let name = c_str(stat, "stat")?;
+            let stat = OrderStatistic::from_name(name, k).ok_or_else(|| {
+                Failure::invalid(format!(
+                    "unknown order statistic {name:?} (expected median, nanmedian, kthvalue or mode)"
+                ))
+            })?;
+            let pair = at(origin, || x.order_statistic(stat, dim, keepdim))?;
+            put_pair(values, indices, pair)
+        }
+    }
+
+    /// The median of all elements of `x` (NaN ignored when `ignore_nan`).
+    fn etpu_median_all(x: TensorHandle, ignore_nan: bool, origin: *const c_char, out: *mut TensorHandle) {
+        let x = get(x, "x")?;
+        // SAFETY: pointers as documented.
+        unsafe {
+            let t = at(origin, || x.median_all(ignore_nan))?;
+            put_tensor(out, t)
+        }
+    }
+
     /// Variance over `dims[0..ndims]` with Bessel's `correction`.
     fn etpu_var(x: TensorHandle, dims_ptr: *const i64, ndims: usize, correction: i64, keepdim: bool, origin: *const c_char, out: *mut TensorHandle) {
         let x = get(x, "x")?;
@@ -529,4 +612,13 @@ fn reduction_from(code: i32) -> FfiResult<Reduction> {
             "reduction {code} is not 0 (none), 1 (mean) or 2 (sum)"
         ))),
     }
+}
+
+/// A pointwise loss by its PyTorch name.
+fn pointwise_loss(name: &str, parameter: f64) -> FfiResult<PointwiseLoss> {
+    PointwiseLoss::from_name(name, parameter).ok_or_else(|| {
+        Failure::invalid(format!(
+            "unknown loss {name:?} (expected mse_loss, smooth_l1_loss, huber_loss or binary_cross_entropy)"
+        ))
+    })
 }

@@ -289,6 +289,10 @@ Handle upload(const at::Tensor& cpu, int64_t device) {
   return h;
 }
 
+Handle optional_read(const std::optional<at::Tensor>& t) {
+  return t.has_value() && t->defined() ? read(*t) : Handle();
+}
+
 Handle read_operand(const at::Tensor& t, int64_t device) {
   if (t.device().is_cpu()) {
     TORCH_CHECK(t.dim() == 0, "expected all tensors to be on the same device, but found tensors on tpu:", device,

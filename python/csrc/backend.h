@@ -10,6 +10,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -68,6 +69,10 @@ struct OpScope {
 
 // The tensor `t` (on `tpu`) as a runtime tensor: a view of its storage.
 Handle read(const at::Tensor& t);
+
+// A tensor argument that may be absent (`std::nullopt` or undefined): the
+// C ABI's no-tensor handle (0) then.
+Handle optional_read(const std::optional<at::Tensor>& t);
 
 // An operand: a `tpu` tensor, or a CPU 0-d tensor (uploaded to `device`).
 Handle read_operand(const at::Tensor& t, int64_t device);

@@ -1,6 +1,7 @@
 // More elementwise math and activations (with their backwards), composed
 // from the runtime's ops; flip/roll/linspace/eye; and the fused LSTM and GRU
-// cells that torch.nn.LSTM/GRU call on non-CPU devices.
+// cells that torch.nn.LSTM/GRU call on non-CPU devices (the runtime's, one
+// call each).
 #include <ATen/ExpandUtils.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
@@ -464,21 +465,8 @@ at::Tensor count_nonzero(const at::Tensor& self, at::IntArrayRef dims) {
 }
 
 // ------------------------------------------------------------ RNN cells ----
-
-// gates [B, k*H] split into k pieces of [B, H].
-std::vector<Handle> chunks(const Handle& gates, int64_t k, int64_t h) {
-  std::vector<Handle> out;
-  for (int64_t i = 0; i < k; i++) out.push_back(slice(gates, 1, i * h, (i + 1) * h, 1));
-  return out;
-}
-
-Handle gate_sum(const at::Tensor& ig, const at::Tensor& hg, const std::optional<at::Tensor>& ib,
-                const std::optional<at::Tensor>& hb) {
-  Handle g = add(read(ig), read(hg));
-  if (ib.has_value() && ib->defined()) g = add(g, read(*ib));
-  if (hb.has_value() && hb->defined()) g = add(g, read(*hb));
-  return g;
-}
+// The runtime's fused cells (Tensor::lstm_cell, gru_cell and their
+// backwards), one C ABI call each.
 
 at::Tensor materialize(const Handle& h, const at::Tensor& like) {
   at::Tensor out = at::empty(dims_of(h), like.options());
@@ -486,17 +474,18 @@ at::Tensor materialize(const Handle& h, const at::Tensor& like) {
   return out;
 }
 
+// An optional result: undefined where the runtime returned none (handle 0).
+at::Tensor materialize_optional(const Handle& h, const at::Tensor& like) {
+  return h.get() == 0 ? at::Tensor() : materialize(h, like);
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_cell(const at::Tensor& input_gates, const at::Tensor& hidden_gates,
                                                          const at::Tensor& cx, const std::optional<at::Tensor>& ib,
                                                          const std::optional<at::Tensor>& hb) {
   OpScope s;
-  int64_t h = cx.size(1);
-  auto g = chunks(gate_sum(input_gates, hidden_gates, ib, hb), 4, h);
-  Handle i = unary("sigmoid", g[0]), f = unary("sigmoid", g[1]), c = unary("tanh", g[2]), o = unary("sigmoid", g[3]);
-  Handle cy = add(mul(f, read(cx)), mul(i, c));
-  Handle hy = mul(o, unary("tanh", cy));
-  // The workspace keeps the activated gates for the backward.
-  Handle ws = cat({i.get(), f.get(), c.get(), o.get()}, 1);
+  Handle b0 = optional_read(ib), b1 = optional_read(hb), hy, cy, ws;
+  check(etpu_lstm_cell(read(input_gates).get(), read(hidden_gates).get(), read(cx).get(), b0.get(), b1.get(),
+                       origin(), hy.out(), cy.out(), ws.out()));
   return {materialize(hy, cx), materialize(cy, cx), materialize(ws, input_gates)};
 }
 
@@ -505,42 +494,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_cell_backward(const std::opt
                                                                   const at::Tensor& cx, const at::Tensor& cy,
                                                                   const at::Tensor& workspace, bool has_bias) {
   OpScope s;
-  int64_t h = cx.size(1), dev = device_index(cx);
-  auto g = chunks(read(workspace), 4, h);
-  const Handle &i = g[0], &f = g[1], &c = g[2], &o = g[3];
-  Handle tcy = unary("tanh", read(cy));
-  Handle ghy = grad_hy.has_value() && grad_hy->defined() ? read(*grad_hy) : full(dev, {}, 0, cx.scalar_type());
-  Handle gcy = grad_cy.has_value() && grad_cy->defined() ? read(*grad_cy) : full(dev, {}, 0, cx.scalar_type());
-  Handle dc = add(gcy, mul(mul(ghy, o), s_rsub(1.0, mul(tcy, tcy))));
-  Handle di = mul(mul(dc, c), mul(i, s_rsub(1.0, i)));
-  Handle df = mul(mul(dc, read(cx)), mul(f, s_rsub(1.0, f)));
-  Handle dg = mul(mul(dc, i), s_rsub(1.0, mul(c, c)));
-  Handle dout = mul(mul(ghy, tcy), mul(o, s_rsub(1.0, o)));
-  std::vector<int64_t> shape{cx.size(0), 4 * h};
-  Handle dgates = expand(cat({di.get(), df.get(), dg.get(), dout.get()}, 1), shape);
-  at::Tensor grad_gates = materialize(dgates, workspace);
-  at::Tensor grad_cx = at::empty(cx.sizes(), cx.options());
-  write(grad_cx, mul(dc, f));
-  at::Tensor grad_bias;
-  if (has_bias) grad_bias = materialize(reduce("sum", dgates, {0}, false), workspace);
-  return {grad_gates, grad_cx, grad_bias};
+  Handle ghy = optional_read(grad_hy), gcy = optional_read(grad_cy), gates, gcx, gb;
+  check(etpu_lstm_cell_backward(ghy.get(), gcy.get(), read(cx).get(), read(cy).get(), read(workspace).get(), has_bias,
+                                origin(), gates.out(), gcx.out(), gb.out()));
+  return {materialize(gates, workspace), materialize(gcx, cx), materialize_optional(gb, workspace)};
 }
 
 std::tuple<at::Tensor, at::Tensor> gru_cell(const at::Tensor& input_gates, const at::Tensor& hidden_gates,
                                             const at::Tensor& hx, const std::optional<at::Tensor>& ib,
                                             const std::optional<at::Tensor>& hb) {
   OpScope s;
-  int64_t h = hx.size(1);
-  Handle ig = read(input_gates), hg = read(hidden_gates);
-  if (ib.has_value() && ib->defined()) ig = add(ig, read(*ib));
-  if (hb.has_value() && hb->defined()) hg = add(hg, read(*hb));
-  auto a = chunks(ig, 3, h), b = chunks(hg, 3, h);
-  Handle r = unary("sigmoid", add(a[0], b[0])), z = unary("sigmoid", add(a[1], b[1]));
-  Handle n = unary("tanh", add(a[2], mul(r, b[2])));
-  Handle x = read(hx);
-  Handle hy = add(n, mul(z, sub(x, n)));
-  // The workspace: r, z, the new gate's hidden part, hx and n.
-  Handle ws = cat({r.get(), z.get(), b[2].get(), x.get(), n.get()}, 1);
+  Handle b0 = optional_read(ib), b1 = optional_read(hb), hy, ws;
+  check(etpu_gru_cell(read(input_gates).get(), read(hidden_gates).get(), read(hx).get(), b0.get(), b1.get(), origin(),
+                      hy.out(), ws.out()));
   return {materialize(hy, hx), materialize(ws, hx)};
 }
 
@@ -548,24 +514,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gru_cell_
                                                                                          const at::Tensor& workspace,
                                                                                          bool has_bias) {
   OpScope s;
-  int64_t h = workspace.size(1) / 5;
-  auto w = chunks(read(workspace), 5, h);
-  const Handle &r = w[0], &z = w[1], &hn = w[2], &x = w[3], &n = w[4];
-  Handle g = read(grad_hy);
-  Handle dn = mul(mul(g, s_rsub(1.0, z)), s_rsub(1.0, mul(n, n)));  // through tanh
-  Handle dz = mul(mul(g, sub(x, n)), mul(z, s_rsub(1.0, z)));
-  Handle dr = mul(mul(dn, hn), mul(r, s_rsub(1.0, r)));
-  Handle dhx = mul(g, z);
-  Handle d_input = cat({dr.get(), dz.get(), dn.get()}, 1);
-  Handle dhn = mul(dn, r);
-  Handle d_hidden = cat({dr.get(), dz.get(), dhn.get()}, 1);
-  at::Tensor gi = materialize(d_input, grad_hy), gh = materialize(d_hidden, grad_hy), gx = materialize(dhx, grad_hy);
-  at::Tensor gib, ghb;
-  if (has_bias) {
-    gib = materialize(reduce("sum", d_input, {0}, false), grad_hy);
-    ghb = materialize(reduce("sum", d_hidden, {0}, false), grad_hy);
-  }
-  return {gi, gh, gx, gib, ghb};
+  Handle gi, gh, gx, gib, ghb;
+  check(etpu_gru_cell_backward(read(grad_hy).get(), read(workspace).get(), has_bias, origin(), gi.out(), gh.out(),
+                               gx.out(), gib.out(), ghb.out()));
+  return {materialize(gi, grad_hy), materialize(gh, grad_hy), materialize(gx, grad_hy),
+          materialize_optional(gib, grad_hy), materialize_optional(ghb, grad_hy)};
 }
 
 }  // namespace

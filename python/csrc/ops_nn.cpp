@@ -1,4 +1,4 @@
-// Matmuls, softmax, losses, layer norm, embedding and index kernels: what
+// Matmuls, softmax, nll_loss, layer norm, embedding and index kernels: what
 // autograd needs to train MLPs and transformers. nll_loss, layer norm and
 // their backwards are the runtime's, one call each; the fuser turns each
 // into one program in fused mode.
@@ -17,11 +17,6 @@ bool is_zero(const at::Scalar& s) { return s.isIntegral(true) ? s.toLong() == 0 
 Handle read_as(const at::Tensor& t, at::ScalarType dtype) {
   Handle h = read(t);
   return t.scalar_type() == dtype ? std::move(h) : cast(h, dtype);
-}
-
-// A tensor argument that may be absent: no handle (0) then.
-Handle optional_read(const std::optional<at::Tensor>& t) {
-  return t.has_value() && t->defined() ? read(*t) : Handle();
 }
 
 Handle zeros(const at::Tensor& like, at::IntArrayRef sizes, at::ScalarType t) {
@@ -135,32 +130,6 @@ at::Tensor& nll_loss_backward_out(const at::Tensor& grad_output, const at::Tenso
                                g.out()));
   write(grad_input, g);
   return grad_input;
-}
-
-// ------------------------------------------------------------------- mse ----
-
-at::Tensor& mse_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction, at::Tensor& out) {
-  OpScope s;
-  Handle d = sub(read(self), read(target));
-  Handle sq = mul(d, d);
-  if (reduction == at::Reduction::Sum) sq = reduce("sum", sq, {}, false);
-  if (reduction == at::Reduction::Mean) sq = reduce("mean", sq, {}, false);
-  write(out, sq);
-  return out;
-}
-
-at::Tensor& mse_loss_backward_out(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
-                                  int64_t reduction, at::Tensor& grad_input) {
-  OpScope s;
-  double scale = reduction == at::Reduction::Mean ? 2.0 / static_cast<double>(std::max<int64_t>(self.numel(), 1)) : 2.0;
-  write(grad_input, mul(mul(sub(read(self), read(target)), read(grad_output)), scale));
-  return grad_input;
-}
-
-at::Tensor mse_loss_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
-                             int64_t reduction) {
-  at::Tensor grad_input = at::empty_like(self, at::MemoryFormat::Contiguous);
-  return mse_loss_backward_out(grad_output, self, target, reduction, grad_input);
 }
 
 // ------------------------------------------------------------ layer norm ----
@@ -337,9 +306,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_log_softmax_backward_data.out", log_softmax_backward_out);
   m.impl("nll_loss_forward.output", nll_loss_forward_out);
   m.impl("nll_loss_backward.grad_input", nll_loss_backward_out);
-  m.impl("mse_loss.out", mse_loss_out);
-  m.impl("mse_loss_backward.grad_input", mse_loss_backward_out);
-  m.impl("mse_loss_backward", mse_loss_backward);
   m.impl("native_layer_norm", native_layer_norm);
   m.impl("native_layer_norm_backward", native_layer_norm_backward);
   m.impl("silu.out", silu_out);

@@ -23,7 +23,10 @@ pub use error::{Error, Result};
 pub use host::Element;
 pub use metrics::Metrics;
 pub use origin::with_origin;
-pub use tensor::{Device, Operand, Tensor, default_device, sync};
+pub use tensor::{
+    Device, GruCellGrad, Interpolation, LstmCell, LstmCellGrad, Operand, OrderStatistic, PadMode,
+    PointwiseLoss, Tensor, default_device, sync,
+};
 
 /// The run manifest: plugin, platform, API versions, devices (starts the runtime).
 pub fn manifest() -> Result<Manifest> {

@@ -239,6 +239,22 @@ impl Host {
     }
 }
 
+/// The gradient of `f` at `x` by central differences of step `h`.
+pub fn central_differences(x: &[f64], h: f64, f: impl Fn(&[f64]) -> f64) -> Vec<f64> {
+    let mut xs = x.to_vec();
+    (0..xs.len())
+        .map(|i| {
+            let v = xs[i];
+            xs[i] = v + h;
+            let up = f(&xs);
+            xs[i] = v - h;
+            let down = f(&xs);
+            xs[i] = v;
+            (up - down) / (2.0 * h)
+        })
+        .collect()
+}
+
 /// (relative, absolute) tolerance for results of `dtype`, for ops that round
 /// more than once (transcendentals, sums).
 pub fn tolerance(dtype: DType) -> (f64, f64) {

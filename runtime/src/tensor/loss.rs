@@ -2,7 +2,7 @@
 //! `nll_loss`, which `cross_entropy` calls after `log_softmax`) and its
 //! gradient. (`Tensor::cross_entropy`, one `Op`, takes logits.)
 
-use fusion::{DType, Reduction};
+use fusion::{BinaryOp, DType, Reduction};
 
 use super::Tensor;
 use crate::error::Result;
@@ -135,5 +135,184 @@ impl Tensor {
             _ => self.clone(),
         };
         (&one_hot * &g)?.neg()
+    }
+}
+
+/// A loss taken element by element between an input and its target, then
+/// reduced: PyTorch's `mse_loss`, `smooth_l1_loss`, `huber_loss` and
+/// `binary_cross_entropy`. `d` below is `input - target`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum PointwiseLoss {
+    /// `d^2`.
+    Mse,
+    /// `d^2 / (2 beta)` where `|d| < beta`, else `|d| - beta / 2`; beta 0 is
+    /// the L1 loss. `beta >= 0`.
+    SmoothL1 { beta: f64 },
+    /// `d^2 / 2` where `|d| < delta`, else `delta (|d| - delta / 2)`.
+    /// `delta > 0`.
+    Huber { delta: f64 },
+    /// `-(t log(x) + (1 - t) log(1 - x))` of probabilities `x`, each log
+    /// clamped at -100 as PyTorch does (x of 0 or 1 gives a finite loss; x
+    /// outside [0, 1] gives NaN, where the CPU raises after a host sync).
+    BinaryCrossEntropy,
+}
+
+impl PointwiseLoss {
+    /// The loss as PyTorch names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            PointwiseLoss::Mse => "mse_loss",
+            PointwiseLoss::SmoothL1 { .. } => "smooth_l1_loss",
+            PointwiseLoss::Huber { .. } => "huber_loss",
+            PointwiseLoss::BinaryCrossEntropy => "binary_cross_entropy",
+        }
+    }
+
+    /// The loss PyTorch calls `name`, with its parameter (`beta` or `delta`;
+    /// ignored by the others).
+    pub fn from_name(name: &str, parameter: f64) -> Option<PointwiseLoss> {
+        Some(match name {
+            "mse_loss" => PointwiseLoss::Mse,
+            "smooth_l1_loss" => PointwiseLoss::SmoothL1 { beta: parameter },
+            "huber_loss" => PointwiseLoss::Huber { delta: parameter },
+            "binary_cross_entropy" => PointwiseLoss::BinaryCrossEntropy,
+            _ => return None,
+        })
+    }
+
+    /// Checks the operands and the parameter, naming the loss.
+    fn check(self, input: &Tensor, target: &Tensor) -> Result<()> {
+        let op = self.name();
+        let invalid = |message: String| -> crate::error::Error {
+            fusion::Error::Invalid { op, message }.into()
+        };
+        match self {
+            PointwiseLoss::SmoothL1 { beta } if beta.is_nan() || beta < 0.0 => {
+                return Err(invalid(format!("beta must be >= 0, got {beta}")));
+            }
+            PointwiseLoss::Huber { delta } if delta.is_nan() || delta <= 0.0 => {
+                return Err(invalid(format!("delta must be > 0, got {delta}")));
+            }
+            PointwiseLoss::BinaryCrossEntropy if target.shape() != input.shape() => {
+                return Err(fusion::Error::ShapeMismatch {
+                    op,
+                    got: format!("target {} for an input {}", target.ty(), input.ty()),
+                    expected: "a target of the input's shape".into(),
+                }
+                .into());
+            }
+            _ => {}
+        }
+        if !input.dtype().is_float() {
+            return Err(fusion::Error::UnsupportedDType {
+                op,
+                got: input.dtype(),
+                expected: "a floating-point input",
+            }
+            .into());
+        }
+        Ok(())
+    }
+}
+
+/// `loss` (elementwise) summed or averaged over all its elements as asked.
+fn reduce(loss: Tensor, reduction: Reduction) -> Result<Tensor> {
+    match reduction {
+        Reduction::None => Ok(loss),
+        Reduction::Sum => loss.sum_all(),
+        Reduction::Mean => loss.mean_all(),
+    }
+}
+
+impl Tensor {
+    /// `loss` of `self` against `target` element by element, times `weight`
+    /// (broadcast) when given, reduced as asked.
+    #[track_caller]
+    pub fn pointwise_loss(
+        &self,
+        target: &Tensor,
+        weight: Option<&Tensor>,
+        loss: PointwiseLoss,
+        reduction: Reduction,
+    ) -> Result<Tensor> {
+        loss.check(self, target)?;
+        let elementwise = match loss {
+            PointwiseLoss::Mse => {
+                let d = (self - target)?;
+                (&d * &d)?
+            }
+            PointwiseLoss::SmoothL1 { beta } => {
+                let d = (self - target)?;
+                let l1 = d.abs()?;
+                if beta > 0.0 {
+                    let quadratic = (&d * &d)?.mul(0.5 / beta)?;
+                    Tensor::where_(&l1.lt(beta)?, &quadratic, &l1.sub(0.5 * beta)?)?
+                } else {
+                    l1
+                }
+            }
+            PointwiseLoss::Huber { delta } => {
+                let d = (self - target)?;
+                let z = d.abs()?;
+                let quadratic = (&d * &d)?.mul(0.5)?;
+                let linear = z.sub(0.5 * delta)?.mul(delta)?;
+                Tensor::where_(&z.lt(delta)?, &quadratic, &linear)?
+            }
+            PointwiseLoss::BinaryCrossEntropy => {
+                let log_p = self.log()?.clamp_min(-100.0)?;
+                let log_q = self.neg()?.log1p()?.clamp_min(-100.0)?;
+                (&(&target.sub(1.0)? * &log_q)? - &(target * &log_p)?)?
+            }
+        };
+        let weighted = match weight {
+            Some(w) => (&elementwise * w)?,
+            None => elementwise,
+        };
+        reduce(weighted, reduction)
+    }
+
+    /// The gradient of `pointwise_loss` with respect to its `input`, `self`
+    /// being the gradient of the loss.
+    #[track_caller]
+    pub fn pointwise_loss_backward(
+        &self,
+        input: &Tensor,
+        target: &Tensor,
+        weight: Option<&Tensor>,
+        loss: PointwiseLoss,
+        reduction: Reduction,
+    ) -> Result<Tensor> {
+        loss.check(input, target)?;
+        // d loss / d input, element by element.
+        let slope = match loss {
+            PointwiseLoss::Mse => (input - target)?.mul(2.0)?,
+            // d / beta inside (-beta, beta), -1 or 1 outside; at d == 0 with
+            // beta 0 it is -1, as on the CPU.
+            PointwiseLoss::SmoothL1 { beta } => {
+                let d = (input - target)?;
+                let inside = if beta > 0.0 {
+                    d.mul(1.0 / beta)?
+                } else {
+                    d.zeros_like()?
+                };
+                let outside = Tensor::where_(&d.ge(beta)?, 1.0, &inside)?;
+                Tensor::where_(&d.le(-beta)?, -1.0, &outside)?
+            }
+            PointwiseLoss::Huber { delta } => (input - target)?.clamp(-delta, delta)?,
+            // (x - t) / max(x (1 - x), 1e-12)
+            PointwiseLoss::BinaryCrossEntropy => {
+                let denominator =
+                    (&input.binary_op_reversed(BinaryOp::Sub, 1.0)? * input)?.clamp_min(1e-12)?;
+                ((input - target)? / &denominator)?
+            }
+        };
+        let mut grad = (&slope * self)?;
+        if let Some(w) = weight {
+            grad = (&grad * w)?;
+        }
+        if reduction == Reduction::Mean {
+            grad = grad.mul(1.0 / input.numel().max(1) as f64)?;
+        }
+        Ok(grad)
     }
 }

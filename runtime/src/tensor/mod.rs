@@ -16,10 +16,13 @@ mod loss;
 mod nn;
 mod norm;
 mod ops;
+mod order;
 mod pointwise;
 mod pool;
 mod random;
 mod reduce;
+mod resample;
+mod rnn;
 mod scan;
 
 use std::panic::Location;
@@ -29,6 +32,10 @@ use fusion::{DType, TensorType};
 
 pub use device::{Device, default_device};
 pub use elementwise::Operand;
+pub use loss::PointwiseLoss;
+pub use order::OrderStatistic;
+pub use resample::{Interpolation, PadMode};
+pub use rnn::{GruCellGrad, LstmCell, LstmCellGrad};
 
 use crate::context::{self, Runtime};
 use crate::error::{Error, Result};
