@@ -24,14 +24,7 @@ fn rows(
         }
         .into()
     };
-    if !input.dtype().is_float() {
-        return Err(fusion::Error::UnsupportedDType {
-            op,
-            got: input.dtype(),
-            expected: "floating-point log-probabilities",
-        }
-        .into());
-    }
+    input.expect_float(op, "floating-point log-probabilities")?;
     let rank = input.rank();
     if rank != 1 && rank != 2 {
         return Err(bad(
@@ -203,15 +196,7 @@ impl PointwiseLoss {
             }
             _ => {}
         }
-        if !input.dtype().is_float() {
-            return Err(fusion::Error::UnsupportedDType {
-                op,
-                got: input.dtype(),
-                expected: "a floating-point input",
-            }
-            .into());
-        }
-        Ok(())
+        input.expect_float(op, "a floating-point input")
     }
 }
 

@@ -70,6 +70,20 @@ impl Tensor {
         &self.value.ty
     }
 
+    /// An error naming `op` unless this tensor's dtype is floating-point
+    /// (`expected` says what `op` takes).
+    pub(crate) fn expect_float(&self, op: &'static str, expected: &'static str) -> Result<()> {
+        if self.dtype().is_float() {
+            return Ok(());
+        }
+        Err(fusion::Error::UnsupportedDType {
+            op,
+            got: self.dtype(),
+            expected,
+        }
+        .into())
+    }
+
     /// Number of dims.
     pub fn rank(&self) -> usize {
         self.value.ty.rank()

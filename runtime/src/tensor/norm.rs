@@ -25,14 +25,7 @@ fn normalized_dims(
     normalized_shape: &[i64],
     params: [Option<&Tensor>; 2],
 ) -> Result<Vec<i64>> {
-    if !x.dtype().is_float() {
-        return Err(fusion::Error::UnsupportedDType {
-            op,
-            got: x.dtype(),
-            expected: "a floating-point input",
-        }
-        .into());
-    }
+    x.expect_float(op, "a floating-point input")?;
     let (n, rank) = (normalized_shape.len(), x.rank());
     if n == 0 || n > rank || x.shape()[rank - n..] != *normalized_shape {
         return Err(fusion::Error::ShapeMismatch {

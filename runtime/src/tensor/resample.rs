@@ -473,15 +473,8 @@ impl Tensor {
         let k = output_size.len();
         let op = upsample_name(mode, k, false);
         let shape = upsampled_shape(op, self.shape(), output_size, scales)?;
-        if let Interpolation::Linear { .. } = mode
-            && !self.dtype().is_float()
-        {
-            return Err(fusion::Error::UnsupportedDType {
-                op,
-                got: self.dtype(),
-                expected: "a floating-point input",
-            }
-            .into());
+        if let Interpolation::Linear { .. } = mode {
+            self.expect_float(op, "a floating-point input")?;
         }
         if shape.contains(&0) {
             return self.device().zeros(&shape, self.dtype());
