@@ -166,12 +166,62 @@ etpu_status etpu_pointwise(const char* op, const etpu_operand* args, size_t narg
 
 /* ---------------------------------------------------------------- ops ---- */
 
-/* op: neg abs exp log log1p sqrt rsqrt tanh sigmoid relu gelu gelu_tanh sin
- * cos floor ceil round sign erf logical_not isnan */
+/* BEGIN elementwise op lists: generated from fusion/src/elementwise.rs. */
+/* X(name, rule, aten_out) for each op of etpu_unary, and X(name, rule, aten_tensor_out,
+ * aten_scalar_out) for each op of etpu_binary and etpu_binary_scalar (broadcasting and type
+ * promotion as in PyTorch). rule: how the result dtype follows the operands' (FLOAT: integers
+ * compute in the default float dtype; NUMERIC: bool is an error; PROMOTED: the operands'
+ * promoted dtype; ...). aten_*: the ATen overload the PyTorch backend registers a kernel
+ * for, or none. */
+#define ETPU_UNARY_OPS(X) \
+  X(neg, NUMERIC, out) \
+  X(abs, NUMERIC, out) \
+  X(exp, FLOAT, out) \
+  X(log, FLOAT, out) \
+  X(log1p, FLOAT, out) \
+  X(sqrt, FLOAT, out) \
+  X(rsqrt, FLOAT, out) \
+  X(tanh, FLOAT, out) \
+  X(sigmoid, FLOAT, out) \
+  X(relu, NUMERIC, none) \
+  X(gelu, FLOAT_OF_NUMERIC, none) \
+  X(gelu_tanh, FLOAT_OF_NUMERIC, none) \
+  X(sin, FLOAT, out) \
+  X(cos, FLOAT, out) \
+  X(floor, NUMERIC, out) \
+  X(ceil, NUMERIC, out) \
+  X(round, NUMERIC, out) \
+  X(sign, SAME, out) \
+  X(erf, FLOAT, out) \
+  X(logical_not, BOOL, out) \
+  X(isnan, BOOL, none)
+#define ETPU_BINARY_OPS(X) \
+  X(add, PROMOTED, none, none) \
+  X(sub, PROMOTED_NUMERIC, none, none) \
+  X(mul, PROMOTED, out, none) \
+  X(div, FLOAT, out, none) \
+  X(pow, PROMOTED_NUMERIC, Tensor_Tensor_out, Tensor_Scalar_out) \
+  X(maximum, PROMOTED, out, none) \
+  X(minimum, PROMOTED, out, none) \
+  X(remainder, PROMOTED_NUMERIC, Tensor_out, Scalar_out) \
+  X(atan2, FLOAT, out, none) \
+  X(eq, BOOL, Tensor_out, Scalar_out) \
+  X(ne, BOOL, Tensor_out, Scalar_out) \
+  X(lt, BOOL, Tensor_out, Scalar_out) \
+  X(le, BOOL, Tensor_out, Scalar_out) \
+  X(gt, BOOL, Tensor_out, Scalar_out) \
+  X(ge, BOOL, Tensor_out, Scalar_out) \
+  X(logical_and, BOOL, out, none) \
+  X(logical_or, BOOL, out, none) \
+  X(logical_xor, BOOL, out, none) \
+  X(bitwise_and, INTEGRAL, Tensor_out, none) \
+  X(bitwise_or, INTEGRAL, Tensor_out, none) \
+  X(bitwise_xor, INTEGRAL, Tensor_out, none)
+/* END elementwise op lists */
+
+/* op: a name of ETPU_UNARY_OPS. */
 etpu_status etpu_unary(const char* op, etpu_tensor x, const char* origin, etpu_tensor* out);
-/* op: add sub mul div pow maximum minimum remainder atan2 eq ne lt le gt ge
- * logical_and logical_or logical_xor bitwise_and bitwise_or bitwise_xor;
- * broadcasting and type promotion as in PyTorch. */
+/* op: a name of ETPU_BINARY_OPS; broadcasting and type promotion as in PyTorch. */
 etpu_status etpu_binary(const char* op, etpu_tensor a, etpu_tensor b, const char* origin,
                         etpu_tensor* out);
 /* op(a, value), or op(value, a) when `reversed`; `value` promotes like a

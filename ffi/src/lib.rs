@@ -15,6 +15,7 @@
 
 mod conv_pool;
 mod handles;
+mod op_lists;
 mod ops;
 mod pointwise;
 mod random;
@@ -29,6 +30,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use eagertpu::{Error, Mode};
 
+pub use op_lists::{BEGIN as OP_LISTS_BEGIN, END as OP_LISTS_END, elementwise_op_lists};
 pub use types::{
     CType, ETPU_OPERAND_HANDLE, ETPU_OPERAND_SCALAR, ETPU_OPERAND_VIEW, ETPU_SCALAR_BOOL,
     ETPU_SCALAR_FLOAT, ETPU_SCALAR_INT, Signature,

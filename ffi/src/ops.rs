@@ -19,15 +19,15 @@ fn unknown(family: &str, op: &str, known: &str) -> Failure {
 
 pub(crate) fn unary_op(op: &str) -> FfiResult<UnaryOp> {
     UnaryOp::from_name(op).ok_or_else(|| {
-        let names: Vec<String> = UnaryOp::ALL.iter().map(|u| format!("{u:?}")).collect();
-        unknown("unary", op, &names.join(", ").to_lowercase())
+        let names: Vec<&str> = UnaryOp::ALL.iter().map(|u| u.name()).collect();
+        unknown("unary", op, &names.join(", "))
     })
 }
 
 pub(crate) fn binary_op(op: &str) -> FfiResult<BinaryOp> {
     BinaryOp::from_name(op).ok_or_else(|| {
-        let names: Vec<String> = BinaryOp::ALL.iter().map(|b| format!("{b:?}")).collect();
-        unknown("binary", op, &names.join(", ").to_lowercase())
+        let names: Vec<&str> = BinaryOp::ALL.iter().map(|b| b.name()).collect();
+        unknown("binary", op, &names.join(", "))
     })
 }
 

@@ -12,7 +12,6 @@ use std::collections::HashMap;
 use std::ffi::c_char;
 use std::sync::LazyLock;
 
-use eagertpu::internals::fusion::Op;
 use eagertpu::internals::fusion::hash::FxBuild;
 use eagertpu::storage::{read_view, write_view};
 use eagertpu::{BinaryOp, DType, Operand, Scalar, Tensor, UnaryOp};
@@ -150,16 +149,19 @@ enum Pointwise {
 
 /// Every pointwise op by name: one hash lookup a call, not a scan of names.
 static BY_NAME: LazyLock<HashMap<&'static str, Pointwise, FxBuild>> = LazyLock::new(|| {
-    let unary = UnaryOp::ALL.map(|u| (Op::Unary(u).name(), Pointwise::Unary(u)));
-    let binary = BinaryOp::ALL.map(|b| (Op::Binary(b).name(), Pointwise::Binary(b)));
+    let unary = UnaryOp::ALL
+        .iter()
+        .map(|&u| (u.name(), Pointwise::Unary(u)));
+    let binary = BinaryOp::ALL
+        .iter()
+        .map(|&b| (b.name(), Pointwise::Binary(b)));
     let composite = [
-        ("gelu_tanh", Pointwise::Unary(UnaryOp::GeluTanh)),
         ("where", Pointwise::Where),
         ("addcmul", Pointwise::Addcmul),
         ("addcdiv", Pointwise::Addcdiv),
         ("lerp", Pointwise::Lerp),
     ];
-    unary.into_iter().chain(binary).chain(composite).collect()
+    unary.chain(binary).chain(composite).collect()
 });
 
 /// Runs `op` over the read operands.

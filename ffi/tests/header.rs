@@ -24,6 +24,22 @@ fn header() -> String {
             rest = &rest[c.len_utf8()..];
         }
     }
+    without_macros(&out)
+}
+
+/// The text without `#define`s (a macro's continued lines included), whose
+/// lines end in no `;`.
+fn without_macros(h: &str) -> String {
+    let mut out = String::new();
+    let mut continued = false;
+    for line in h.lines() {
+        let in_macro = continued || line.trim_start().starts_with("#define");
+        continued = in_macro && line.trim_end().ends_with('\\');
+        if !in_macro {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
     out
 }
 
@@ -162,7 +178,10 @@ fn the_header_enums_match_the_rust_constants() {
             eagertpu_ffi::ETPU_OPERAND_SCALAR as i64
         )
     );
-    let version = h_version(&header());
+    let raw = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../include/eagertpu.h"),
+    );
+    let version = h_version(&raw.unwrap());
     assert_eq!(version, eagertpu_ffi::EAGERTPU_ABI_VERSION);
 }
 
@@ -171,4 +190,34 @@ fn h_version(h: &str) -> u32 {
         .find_map(|l| l.trim().strip_prefix("#define EAGERTPU_ABI_VERSION"))
         .and_then(|v| v.trim().parse().ok())
         .expect("EAGERTPU_ABI_VERSION in the header")
+}
+
+/// The header's elementwise op lists are fusion's op tables, rendered
+/// (`ffi/src/op_lists.rs`). `ETPU_BLESS=1 cargo test -p eagertpu-ffi --test
+/// header` rewrites them after a change to the tables.
+#[test]
+fn the_header_op_lists_are_the_op_tables() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../include/eagertpu.h");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let begin = text
+        .find("/* BEGIN elementwise op lists")
+        .expect("the header's BEGIN elementwise op lists line");
+    let end = text[begin..]
+        .find(eagertpu_ffi::OP_LISTS_END)
+        .map(|i| begin + i + eagertpu_ffi::OP_LISTS_END.len() + 1)
+        .expect("the header's END elementwise op lists line");
+    let want = eagertpu_ffi::elementwise_op_lists();
+    if text[begin..end] == want {
+        return;
+    }
+    if std::env::var_os("ETPU_BLESS").is_some() {
+        let updated = format!("{}{want}{}", &text[..begin], &text[end..]);
+        std::fs::write(&path, updated).unwrap();
+        return;
+    }
+    panic!(
+        "include/eagertpu.h's op lists differ from fusion's op tables; run \
+         `ETPU_BLESS=1 cargo test -p eagertpu-ffi --test header` and commit the header.\n\
+         expected:\n{want}"
+    );
 }

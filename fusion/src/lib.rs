@@ -3,6 +3,7 @@
 //! Nothing here knows about PJRT: a `Graph` of `Op`s goes in, MLIR text comes out.
 
 pub mod dtype;
+pub mod elementwise;
 pub mod error;
 pub mod graph;
 pub mod hash;
@@ -14,6 +15,7 @@ pub mod scalar;
 pub mod shape;
 
 pub use dtype::{Category, DType, ResultType};
+pub use elementwise::{BinaryResult, UnaryResult};
 pub use error::{Error, Result};
 pub use graph::{Def, Graph, Node, ValueId};
 pub use op::{

@@ -4,22 +4,12 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/BinaryOps.h>
 #include <ATen/native/Resize.h>
-#include <ATen/ops/add_compositeexplicitautogradnonfunctional_dispatch.h>
-#include <ATen/ops/cos_compositeexplicitautogradnonfunctional_dispatch.h>
-#include <ATen/ops/div_compositeexplicitautogradnonfunctional_dispatch.h>
-#include <ATen/ops/exp_compositeexplicitautogradnonfunctional_dispatch.h>
-#include <ATen/ops/log_compositeexplicitautogradnonfunctional_dispatch.h>
-#include <ATen/ops/mul_compositeexplicitautogradnonfunctional_dispatch.h>
-#include <ATen/ops/neg_compositeexplicitautogradnonfunctional_dispatch.h>
-#include <ATen/ops/rsqrt_compositeexplicitautogradnonfunctional_dispatch.h>
-#include <ATen/ops/sigmoid_compositeexplicitautogradnonfunctional_dispatch.h>
-#include <ATen/ops/sin_compositeexplicitautogradnonfunctional_dispatch.h>
-#include <ATen/ops/sqrt_compositeexplicitautogradnonfunctional_dispatch.h>
-#include <ATen/ops/sub_compositeexplicitautogradnonfunctional_dispatch.h>
-#include <ATen/ops/tanh_compositeexplicitautogradnonfunctional_dispatch.h>
+#include <ATen/CompositeExplicitAutogradNonFunctionalFunctions.h>
 #include <torch/library.h>
 
 #include <cmath>
+#include <cstring>
+#include <string>
 #include <limits>
 
 #include "backend.h"
@@ -47,32 +37,13 @@ Handle scaled(const at::Tensor& b, const at::Scalar& alpha, const at::Tensor& li
   return one ? std::move(h) : mul(h, alpha);
 }
 
-#define UNARY_KERNEL(name, op)                                           \
-  at::Tensor& name##_out(const at::Tensor& self, at::Tensor& out) {      \
-    OpScope s;                                                           \
-    at::native::resize_output(out, self.sizes());                        \
-    pointwise(op, {self}, out);                                           \
-    return out;                                                          \
-  }
-
-UNARY_KERNEL(neg, "neg")
-UNARY_KERNEL(abs, "abs")
-UNARY_KERNEL(exp, "exp")
-UNARY_KERNEL(log, "log")
-UNARY_KERNEL(log1p, "log1p")
-UNARY_KERNEL(sqrt, "sqrt")
-UNARY_KERNEL(rsqrt, "rsqrt")
-UNARY_KERNEL(tanh, "tanh")
-UNARY_KERNEL(sigmoid, "sigmoid")
-UNARY_KERNEL(sin, "sin")
-UNARY_KERNEL(cos, "cos")
-UNARY_KERNEL(floor, "floor")
-UNARY_KERNEL(ceil, "ceil")
-UNARY_KERNEL(round, "round")
-UNARY_KERNEL(sign, "sign")
-UNARY_KERNEL(sgn, "sign")  // real dtypes only: complex tensors are not supported
-UNARY_KERNEL(erf, "erf")
-UNARY_KERNEL(logical_not, "logical_not")
+// sgn is sign on real dtypes (complex tensors are not supported).
+at::Tensor& sgn_out(const at::Tensor& self, at::Tensor& out) {
+  OpScope s;
+  at::native::resize_output(out, self.sizes());
+  pointwise("sign", {self}, out);
+  return out;
+}
 
 // erfinv: Giles' single-precision polynomial ("Approximating the erfinv
 // function", 2010), then two Newton steps on erf(x) = y, all in float64 (the
@@ -191,49 +162,6 @@ at::Tensor& relu_(at::Tensor& self) {
   return self;
 }
 
-#define BINARY_KERNEL(name, op)                                                             \
-  at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) { \
-    OpScope s;                                                                              \
-    at::native::resize_output(out, at::infer_size(self.sizes(), other.sizes()));            \
-    pointwise(op, {self, other}, out);                                                      \
-    return out;                                                                             \
-  }
-
-#define SCALAR_KERNEL(name, op)                                                             \
-  at::Tensor& name##_out(const at::Tensor& self, const at::Scalar& other, at::Tensor& out) { \
-    OpScope s;                                                                              \
-    at::native::resize_output(out, self.sizes());                                           \
-    pointwise(op, {self, other}, out);                                               \
-    return out;                                                                             \
-  }
-
-BINARY_KERNEL(mul, "mul")
-BINARY_KERNEL(div, "div")
-BINARY_KERNEL(maximum, "maximum")
-BINARY_KERNEL(minimum, "minimum")
-BINARY_KERNEL(remainder, "remainder")
-BINARY_KERNEL(atan2, "atan2")
-BINARY_KERNEL(pow_tt, "pow")
-BINARY_KERNEL(eq, "eq")
-BINARY_KERNEL(ne, "ne")
-BINARY_KERNEL(lt, "lt")
-BINARY_KERNEL(le, "le")
-BINARY_KERNEL(gt, "gt")
-BINARY_KERNEL(ge, "ge")
-BINARY_KERNEL(logical_and, "logical_and")
-BINARY_KERNEL(logical_or, "logical_or")
-BINARY_KERNEL(logical_xor, "logical_xor")
-BINARY_KERNEL(bitwise_and, "bitwise_and")
-BINARY_KERNEL(bitwise_or, "bitwise_or")
-BINARY_KERNEL(bitwise_xor, "bitwise_xor")
-SCALAR_KERNEL(eq_s, "eq")
-SCALAR_KERNEL(ne_s, "ne")
-SCALAR_KERNEL(lt_s, "lt")
-SCALAR_KERNEL(le_s, "le")
-SCALAR_KERNEL(gt_s, "gt")
-SCALAR_KERNEL(ge_s, "ge")
-SCALAR_KERNEL(pow_ts, "pow")
-SCALAR_KERNEL(remainder_s, "remainder")
 
 at::Tensor& pow_st_out(const at::Scalar& self, const at::Tensor& exponent, at::Tensor& out) {
   OpScope s;
@@ -321,29 +249,7 @@ at::Tensor div_functional(const at::Tensor& self, const at::Tensor& other) {
   return at::compositeexplicitautogradnonfunctional::div(self, other);
 }
 
-// Unary ops that compute in floating point (integer inputs give the default
-// float dtype), and neg (same dtype; PyTorch rejects bool).
-#define FLOAT_UNARY_FUNCTIONAL(name, op)                                                  \
-  at::Tensor name##_functional(const at::Tensor& self) {                                  \
-    OpScope s;                                                                            \
-    if (!plain(self)) return at::compositeexplicitautogradnonfunctional::name(self);      \
-    at::ScalarType t = self.scalar_type();                                                \
-    if (at::isIntegralType(t, /*includeBool=*/true))                                      \
-      t = c10::typeMetaToScalarType(c10::get_default_dtype());                            \
-    at::Tensor out = empty_tpu(self.sizes(), t, self.device().index());                   \
-    pointwise(op, {self}, out);                                                            \
-    return out;                                                                           \
-  }
-
-FLOAT_UNARY_FUNCTIONAL(exp, "exp")
-FLOAT_UNARY_FUNCTIONAL(log, "log")
-FLOAT_UNARY_FUNCTIONAL(sqrt, "sqrt")
-FLOAT_UNARY_FUNCTIONAL(rsqrt, "rsqrt")
-FLOAT_UNARY_FUNCTIONAL(tanh, "tanh")
-FLOAT_UNARY_FUNCTIONAL(sigmoid, "sigmoid")
-FLOAT_UNARY_FUNCTIONAL(sin, "sin")
-FLOAT_UNARY_FUNCTIONAL(cos, "cos")
-
+// neg keeps its dtype; PyTorch rejects bool.
 at::Tensor neg_functional(const at::Tensor& self) {
   OpScope s;
   if (!plain(self) || self.scalar_type() == at::kBool) return at::compositeexplicitautogradnonfunctional::neg(self);
@@ -490,28 +396,87 @@ at::Tensor& tanh_backward_out(const at::Tensor& grad_output, const at::Tensor& o
 }
 
 }  // namespace
+
+// ------------------------------------------------ the op tables' kernels ----
+// A kernel per op of the header's ETPU_UNARY_OPS and ETPU_BINARY_OPS (fusion's
+// op tables, fusion/src/elementwise.rs), registered below under the ATen
+// overloads the tables name: a new elementwise op needs no line here.
+namespace table {
+
+#define UNARY_OUT_KERNEL(name, rule, aten_out)                      \
+  at::Tensor& name##_out(const at::Tensor& self, at::Tensor& out) { \
+    OpScope s;                                                      \
+    at::native::resize_output(out, self.sizes());                   \
+    pointwise(#name, {self}, out);                                  \
+    return out;                                                     \
+  }
+ETPU_UNARY_OPS(UNARY_OUT_KERNEL)
+#undef UNARY_OUT_KERNEL
+
+#define BINARY_OUT_KERNELS(name, rule, aten_tensor_out, aten_scalar_out)                           \
+  at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {        \
+    OpScope s;                                                                                     \
+    at::native::resize_output(out, at::infer_size(self.sizes(), other.sizes()));                   \
+    pointwise(#name, {self, other}, out);                                                          \
+    return out;                                                                                    \
+  }                                                                                                \
+  at::Tensor& name##_scalar_out(const at::Tensor& self, const at::Scalar& other, at::Tensor& out) { \
+    OpScope s;                                                                                     \
+    at::native::resize_output(out, self.sizes());                                                  \
+    pointwise(#name, {self, other}, out);                                                          \
+    return out;                                                                                    \
+  }
+ETPU_BINARY_OPS(BINARY_OUT_KERNELS)
+#undef BINARY_OUT_KERNELS
+
+// A FLOAT op's functional form (`torch.exp(x)`) without the structured meta
+// function when its operand is plain: integers and bools compute in the
+// default float dtype. Anything else takes the structured path (`composite`).
+template <typename Composite>
+at::Tensor float_functional(const char* op, const at::Tensor& self, Composite composite) {
+  OpScope s;
+  if (!plain(self)) return composite(self);
+  at::ScalarType t = self.scalar_type();
+  if (at::isIntegralType(t, /*includeBool=*/true)) t = c10::typeMetaToScalarType(c10::get_default_dtype());
+  at::Tensor out = empty_tpu(self.sizes(), t, self.device().index());
+  pointwise(op, {self}, out);
+  return out;
+}
+
+// Registers `kernel` as `aten::<name>.<overload>`, unless the overload is none.
+template <typename Kernel>
+void register_overload(torch::Library& m, const char* name, const char* overload, Kernel kernel) {
+  if (std::strcmp(overload, "none") == 0) return;
+  m.impl((std::string(name) + "." + overload).c_str(), kernel);
+}
+
+}  // namespace table
 }  // namespace etpu
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   using namespace etpu;
-  m.impl("neg.out", neg_out);
-  m.impl("abs.out", abs_out);
-  m.impl("exp.out", exp_out);
-  m.impl("log.out", log_out);
-  m.impl("log1p.out", log1p_out);
-  m.impl("sqrt.out", sqrt_out);
-  m.impl("rsqrt.out", rsqrt_out);
-  m.impl("tanh.out", tanh_out);
-  m.impl("sigmoid.out", sigmoid_out);
-  m.impl("sin.out", sin_out);
-  m.impl("cos.out", cos_out);
-  m.impl("floor.out", floor_out);
-  m.impl("ceil.out", ceil_out);
-  m.impl("round.out", round_out);
-  m.impl("sign.out", sign_out);
+  // The op tables: a kernel per ATen overload they name, and the functional
+  // fast path of each FLOAT op.
+#define FUNCTIONAL_FLOAT(name)                                                                  \
+  m.impl(#name, [](const at::Tensor& self) {                                                    \
+    return table::float_functional(#name, self,                                                 \
+                                   [](const at::Tensor& x) { return at::compositeexplicitautogradnonfunctional::name(x); }); \
+  });
+#define FUNCTIONAL_FLOAT_OF_NUMERIC(name)
+#define FUNCTIONAL_NUMERIC(name)
+#define FUNCTIONAL_SAME(name)
+#define FUNCTIONAL_BOOL(name)
+#define REGISTER_UNARY(name, rule, aten_out)                         \
+  table::register_overload(m, #name, #aten_out, table::name##_out); \
+  if (std::strcmp(#aten_out, "none") != 0) {                        \
+    FUNCTIONAL_##rule(name)                                         \
+  }
+#define REGISTER_BINARY(name, rule, aten_tensor_out, aten_scalar_out)            \
+  table::register_overload(m, #name, #aten_tensor_out, table::name##_out);       \
+  table::register_overload(m, #name, #aten_scalar_out, table::name##_scalar_out);
+  ETPU_UNARY_OPS(REGISTER_UNARY)
+  ETPU_BINARY_OPS(REGISTER_BINARY)
   m.impl("sgn.out", sgn_out);
-  m.impl("erf.out", erf_out);
-  m.impl("logical_not.out", logical_not_out);
   m.impl("erfinv.out", erfinv_out);
   m.impl("isnan", isnan);
   m.impl("isinf", isinf);
@@ -527,45 +492,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sub.Tensor", sub_functional);
   m.impl("mul.Tensor", mul_functional);
   m.impl("div.Tensor", div_functional);
-  m.impl("exp", exp_functional);
-  m.impl("log", log_functional);
-  m.impl("sqrt", sqrt_functional);
-  m.impl("rsqrt", rsqrt_functional);
-  m.impl("tanh", tanh_functional);
-  m.impl("sigmoid", sigmoid_functional);
-  m.impl("sin", sin_functional);
-  m.impl("cos", cos_functional);
   m.impl("neg", neg_functional);
   m.impl("sub.out", sub_out);
-  m.impl("mul.out", mul_out);
-  m.impl("div.out", div_out);
   m.impl("div.out_mode", div_mode_out);
-  m.impl("maximum.out", maximum_out);
-  m.impl("minimum.out", minimum_out);
-  m.impl("remainder.Tensor_out", remainder_out);
-  m.impl("remainder.Scalar_out", remainder_s_out);
-  m.impl("atan2.out", atan2_out);
-  m.impl("pow.Tensor_Tensor_out", pow_tt_out);
-  m.impl("pow.Tensor_Scalar_out", pow_ts_out);
   m.impl("pow.Scalar_out", pow_st_out);
-  m.impl("eq.Tensor_out", eq_out);
-  m.impl("ne.Tensor_out", ne_out);
-  m.impl("lt.Tensor_out", lt_out);
-  m.impl("le.Tensor_out", le_out);
-  m.impl("gt.Tensor_out", gt_out);
-  m.impl("ge.Tensor_out", ge_out);
-  m.impl("eq.Scalar_out", eq_s_out);
-  m.impl("ne.Scalar_out", ne_s_out);
-  m.impl("lt.Scalar_out", lt_s_out);
-  m.impl("le.Scalar_out", le_s_out);
-  m.impl("gt.Scalar_out", gt_s_out);
-  m.impl("ge.Scalar_out", ge_s_out);
-  m.impl("logical_and.out", logical_and_out);
-  m.impl("logical_or.out", logical_or_out);
-  m.impl("logical_xor.out", logical_xor_out);
-  m.impl("bitwise_and.Tensor_out", bitwise_and_out);
-  m.impl("bitwise_or.Tensor_out", bitwise_or_out);
-  m.impl("bitwise_xor.Tensor_out", bitwise_xor_out);
   m.impl("where.self_out", where_out);
   m.impl("where.self", where_self);
   m.impl("clamp.out", clamp_out);

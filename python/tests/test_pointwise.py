@@ -1,6 +1,9 @@
 """Elementwise kernels against PyTorch CPU: every dtype they accept,
 broadcasting, Python scalars, non-contiguous inputs, in every mode."""
 
+import os
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -301,3 +304,53 @@ def test_activation_gradients(name, dtype):
 def test_binary_gradients_with_broadcasting():
     check_grad(lambda a, b: (a * b + a / (b.abs() + 1)).pow(2), rand(3, 4), rand(4))
     check_grad(lambda a, b: torch.where(a > b, a, b) - torch.maximum(a, b) * 0.5, rand(3, 4), rand(3, 4))
+
+
+def table_ops(macro):
+    """(name, rule, ATen overloads...) of each op of an X-macro list in
+    include/eagertpu.h (fusion's op tables, rendered)."""
+    header = os.path.join(os.path.dirname(__file__), "..", "..", "include", "eagertpu.h")
+    text = open(header).read()
+    block = text[text.index(f"#define {macro}(X)") :]
+    block = re.split(r"\n#define|/\* END", block[1:])[0]
+    return [tuple(a.strip() for a in m.split(",")) for m in re.findall(r"X\(([^)]*)\)", block)]
+
+
+UNARY_TABLE = table_ops("ETPU_UNARY_OPS")
+BINARY_TABLE = table_ops("ETPU_BINARY_OPS")
+
+
+def test_the_op_tables_are_read_from_the_header():
+    assert len(UNARY_TABLE) >= 20 and len(BINARY_TABLE) >= 20
+    assert ("exp", "FLOAT", "out") in UNARY_TABLE
+    assert ("eq", "BOOL", "Tensor_out", "Scalar_out") in BINARY_TABLE
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.bool])
+@pytest.mark.parametrize("name", [n for n, rule, _ in UNARY_TABLE if rule == "FLOAT"])
+def test_every_float_op_computes_integers_in_the_default_float_dtype(name, dtype):
+    # Integers in [0, 10): log and rsqrt give -inf and inf at 0, as on the CPU.
+    x = rand(3, 5, dtype=dtype) if dtype == torch.bool else rand(3, 5, dtype=dtype, low=0)
+    check(getattr(torch, name), x)
+    check(lambda t: getattr(torch, name)(t, out=torch.empty(3, 5, device=t.device)), x)
+
+
+def operands(rule):
+    if rule == "INTEGRAL":
+        return rand(3, 4, dtype=torch.int32), rand(3, 4, dtype=torch.int32)
+    a, b = rand(3, 4), rand(1, 4)
+    return a, b.abs() + 0.5  # pow, remainder: a positive right-hand side
+
+
+@pytest.mark.parametrize("row", BINARY_TABLE, ids=lambda r: r[0])
+def test_every_binary_op_of_the_table_through_its_aten_overloads(row):
+    name, rule, tensor_out, scalar_out = row
+    a, b = operands(rule)
+    fn = getattr(torch, name)
+    check(fn, a, b)
+    if tensor_out != "none":
+        shape = torch.broadcast_shapes(a.shape, b.shape)
+        dtype = fn(a, b).dtype
+        check(lambda x, y: fn(x, y, out=torch.empty(shape, dtype=dtype, device=x.device)), a, b)
+    if scalar_out != "none":
+        check(lambda x: fn(x, 3), a)

@@ -3,31 +3,25 @@
 use super::{arity, unsupported};
 use crate::dtype::{DType, ResultType};
 use crate::error::{Error, Result};
-use crate::op::{BinaryOp, UnaryOp};
+use crate::op::{BinaryOp, BinaryResult, UnaryOp, UnaryResult};
 use crate::scalar::Scalar;
 use crate::shape::{TensorType, broadcast_shapes};
 
 pub(super) fn unary(op: &'static str, u: UnaryOp, inputs: &[TensorType]) -> Result<TensorType> {
-    use UnaryOp::*;
     arity(op, inputs, 1)?;
     let x = &inputs[0];
     let d = x.dtype;
-    let out = match u {
-        // Float functions compute ints in the default float dtype, as PyTorch does.
-        Exp | Log | Log1p | Sqrt | Rsqrt | Tanh | Sigmoid | Sin | Cos | Erf | Gelu | GeluTanh => {
-            if d.is_bool() && matches!(u, Gelu | GeluTanh) {
-                return Err(unsupported(op, d, "a numeric dtype"));
-            }
-            d.to_float()
+    let out = match u.result() {
+        UnaryResult::Float => d.to_float(),
+        UnaryResult::FloatOfNumeric if d.is_bool() => {
+            return Err(unsupported(op, d, "a numeric dtype"));
         }
-        Neg | Abs | Relu | Floor | Ceil | Round => {
-            if d.is_bool() {
-                return Err(unsupported(op, d, "a numeric dtype (not bool)"));
-            }
-            d
+        UnaryResult::FloatOfNumeric => d.to_float(),
+        UnaryResult::Numeric if d.is_bool() => {
+            return Err(unsupported(op, d, "a numeric dtype (not bool)"));
         }
-        Sign => d,
-        LogicalNot | IsNan => DType::Bool,
+        UnaryResult::Numeric | UnaryResult::Same => d,
+        UnaryResult::Bool => DType::Bool,
     };
     Ok(x.with_dtype(out))
 }
@@ -41,33 +35,28 @@ pub fn binary_compute_dtype(lhs: &TensorType, rhs: &TensorType) -> DType {
 }
 
 pub(super) fn binary(op: &'static str, b: BinaryOp, inputs: &[TensorType]) -> Result<TensorType> {
-    use BinaryOp::*;
     arity(op, inputs, 2)?;
     let (l, r) = (&inputs[0], &inputs[1]);
     let shape = broadcast_shapes(op, &l.shape, &r.shape)?;
     let compute = binary_compute_dtype(l, r);
-    let out = match b {
-        Add | Mul | Maximum | Minimum => compute,
-        Sub | Remainder | Pow => {
-            if compute.is_bool() {
-                return Err(Error::Invalid {
-                    op,
-                    message: format!(
-                        "got two bool tensors ({l} and {r}), expected a numeric dtype; \
-                         use logical_xor / bitwise ops for bools"
-                    ),
-                });
-            }
-            compute
+    let out = match b.result() {
+        BinaryResult::Promoted => compute,
+        BinaryResult::PromotedNumeric if compute.is_bool() => {
+            return Err(Error::Invalid {
+                op,
+                message: format!(
+                    "got two bool tensors ({l} and {r}), expected a numeric dtype; \
+                     use logical_xor / bitwise ops for bools"
+                ),
+            });
         }
-        Div | Atan2 => compute.to_float(),
-        Eq | Ne | Lt | Le | Gt | Ge | LogicalAnd | LogicalOr | LogicalXor => DType::Bool,
-        BitAnd | BitOr | BitXor => {
-            if compute.is_float() {
-                return Err(unsupported(op, compute, "integer or bool tensors"));
-            }
-            compute
+        BinaryResult::PromotedNumeric => compute,
+        BinaryResult::Float => compute.to_float(),
+        BinaryResult::Bool => DType::Bool,
+        BinaryResult::Integral if compute.is_float() => {
+            return Err(unsupported(op, compute, "integer or bool tensors"));
         }
+        BinaryResult::Integral => compute,
     };
     Ok(TensorType { dtype: out, shape })
 }

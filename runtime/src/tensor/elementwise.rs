@@ -43,83 +43,33 @@ impl Operand<'_> {
     }
 }
 
-macro_rules! unary_ops {
-    ($($(#[$doc:meta])* $name:ident => $u:ident),* $(,)?) => {
+// A method per elementwise op of fusion's op tables (`fusion/src/elementwise.rs`).
+macro_rules! unary_methods {
+    ($($(#[$doc:meta])* $variant:ident $name:ident $rule:ident $aten:ident,)*) => {
         impl Tensor {$(
             $(#[$doc])*
             #[track_caller]
             pub fn $name(&self) -> Result<Tensor> {
-                self.op(Op::Unary(UnaryOp::$u), &[])
+                self.op(Op::Unary(UnaryOp::$variant), &[])
             }
         )*}
     };
 }
 
-unary_ops! {
-    neg => Neg,
-    abs => Abs,
-    /// Ints compute in float32, as in PyTorch (also log, sqrt, tanh, sin, ...).
-    exp => Exp,
-    log => Log,
-    log1p => Log1p,
-    sqrt => Sqrt,
-    rsqrt => Rsqrt,
-    tanh => Tanh,
-    sigmoid => Sigmoid,
-    relu => Relu,
-    /// The exact (erf) form.
-    gelu => Gelu,
-    /// `gelu(approximate="tanh")`.
-    gelu_tanh => GeluTanh,
-    sin => Sin,
-    cos => Cos,
-    floor => Floor,
-    ceil => Ceil,
-    /// Half to even, as `torch.round`.
-    round => Round,
-    sign => Sign,
-    erf => Erf,
-    logical_not => LogicalNot,
-    isnan => IsNan,
-}
-
-macro_rules! binary_ops {
-    ($($(#[$doc:meta])* $name:ident => $b:ident),* $(,)?) => {
+macro_rules! binary_methods {
+    ($($(#[$doc:meta])* $variant:ident $name:ident $rule:ident $($aten:ident)+,)*) => {
         impl Tensor {$(
             $(#[$doc])*
             #[track_caller]
             pub fn $name<'a>(&self, rhs: impl Into<Operand<'a>>) -> Result<Tensor> {
-                self.binary(BinaryOp::$b, rhs.into())
+                self.binary(BinaryOp::$variant, rhs.into())
             }
         )*}
     };
 }
 
-binary_ops! {
-    add => Add,
-    sub => Sub,
-    mul => Mul,
-    /// True division: integers divide as floats.
-    div => Div,
-    pow => Pow,
-    maximum => Maximum,
-    minimum => Minimum,
-    /// Python-style modulo (the sign of the divisor).
-    remainder => Remainder,
-    atan2 => Atan2,
-    eq => Eq,
-    ne => Ne,
-    lt => Lt,
-    le => Le,
-    gt => Gt,
-    ge => Ge,
-    logical_and => LogicalAnd,
-    logical_or => LogicalOr,
-    logical_xor => LogicalXor,
-    bitwise_and => BitAnd,
-    bitwise_or => BitOr,
-    bitwise_xor => BitXor,
-}
+fusion::for_each_unary_op!(unary_methods);
+fusion::for_each_binary_op!(binary_methods);
 
 impl Tensor {
     /// `op(self)` for any unary op.

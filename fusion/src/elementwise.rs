@@ -1,0 +1,230 @@
+//! The elementwise ops, declared once.
+//!
+//! Each op is one line of [`for_each_unary_op!`] or [`for_each_binary_op!`]:
+//! its variant, its name (PyTorch's: the `Tensor` method, the C ABI's op name,
+//! the ATen kernel), the dtype rule of its result and the ATen overloads the
+//! PyTorch backend registers for it. Everything else is generated from that
+//! line: the enum, `ALL`, `name()`/`from_name()`, the result dtype in
+//! inference, the runtime's `Tensor` methods, the C header's op lists (which
+//! the PyTorch backend's kernel registration expands). What an op computes is
+//! its lowering, `lower/elementwise.rs`: a new elementwise op is a line here
+//! and a case there.
+//!
+//! ATen overloads: `out` registers the kernel as `aten::<name>.out` (and a
+//! functional fast path when the rule allows it), `Tensor_out` as
+//! `aten::<name>.Tensor_out`, and so on; `none` means the backend writes that
+//! kernel by hand (gelu's `approximate`, add's `alpha`) or ATen has none.
+
+/// How a unary op's result dtype follows its input's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryResult {
+    /// Floats keep their dtype; integers and bools compute in the default
+    /// float dtype, as PyTorch's float functions (exp, tanh, ...).
+    Float,
+    /// As `Float`, but a bool input is an error (gelu).
+    FloatOfNumeric,
+    /// The input's dtype; a bool input is an error (neg, abs).
+    Numeric,
+    /// The input's dtype, bools included (sign).
+    Same,
+    /// Bool (logical_not, isnan).
+    Bool,
+}
+
+/// How a binary op's result dtype follows its operands' promoted dtype.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryResult {
+    /// The promoted dtype (add, mul).
+    Promoted,
+    /// The promoted dtype; two bools are an error (sub, pow).
+    PromotedNumeric,
+    /// The promoted dtype, integers as the default float dtype (div).
+    Float,
+    /// Bool (comparisons, logical ops).
+    Bool,
+    /// The promoted dtype, which must be an integer or bool (bitwise ops).
+    Integral,
+}
+
+/// Hands the unary op table to `$callback!`: per op, its doc comment, then
+/// `Variant name rule aten_out,` (see the module's doc).
+#[macro_export]
+macro_rules! for_each_unary_op {
+    ($callback:ident) => {
+        $callback! {
+            /// `-x`.
+            Neg neg Numeric out,
+            /// `|x|`.
+            Abs abs Numeric out,
+            /// `e^x`; integers compute in float32, as in PyTorch.
+            Exp exp Float out,
+            /// The natural logarithm.
+            Log log Float out,
+            /// `log(1 + x)`, accurate near 0.
+            Log1p log1p Float out,
+            Sqrt sqrt Float out,
+            /// `1 / sqrt(x)`.
+            Rsqrt rsqrt Float out,
+            Tanh tanh Float out,
+            /// `1 / (1 + e^-x)`.
+            Sigmoid sigmoid Float out,
+            /// `max(x, 0)`.
+            Relu relu Numeric none,
+            /// `gelu(x) = x * Phi(x)`, with the exact erf form.
+            Gelu gelu FloatOfNumeric none,
+            /// The tanh approximation of gelu (`approximate="tanh"`).
+            GeluTanh gelu_tanh FloatOfNumeric none,
+            Sin sin Float out,
+            Cos cos Float out,
+            Floor floor Numeric out,
+            Ceil ceil Numeric out,
+            /// Round half to even, as `torch.round`.
+            Round round Numeric out,
+            /// -1, 0 or 1 (false or true for bools).
+            Sign sign Same out,
+            /// The error function.
+            Erf erf Float out,
+            LogicalNot logical_not Bool out,
+            IsNan isnan Bool none,
+        }
+    };
+}
+
+/// Hands the binary op table to `$callback!`: per op, its doc comment, then
+/// `Variant name rule aten_tensor_out aten_scalar_out,` (see the module's doc).
+#[macro_export]
+macro_rules! for_each_binary_op {
+    ($callback:ident) => {
+        $callback! {
+            Add add Promoted none none,
+            Sub sub PromotedNumeric none none,
+            Mul mul Promoted out none,
+            /// True division (`torch.div`): integers divide as floats.
+            Div div Float out none,
+            Pow pow PromotedNumeric Tensor_Tensor_out Tensor_Scalar_out,
+            Maximum maximum Promoted out none,
+            Minimum minimum Promoted out none,
+            /// Python-style modulo: the result has the sign of the divisor.
+            Remainder remainder PromotedNumeric Tensor_out Scalar_out,
+            Atan2 atan2 Float out none,
+            Eq eq Bool Tensor_out Scalar_out,
+            Ne ne Bool Tensor_out Scalar_out,
+            Lt lt Bool Tensor_out Scalar_out,
+            Le le Bool Tensor_out Scalar_out,
+            Gt gt Bool Tensor_out Scalar_out,
+            Ge ge Bool Tensor_out Scalar_out,
+            LogicalAnd logical_and Bool out none,
+            LogicalOr logical_or Bool out none,
+            LogicalXor logical_xor Bool out none,
+            BitAnd bitwise_and Integral Tensor_out none,
+            BitOr bitwise_or Integral Tensor_out none,
+            BitXor bitwise_xor Integral Tensor_out none,
+        }
+    };
+}
+
+/// The enum, its list, its names and its rules, from a table.
+macro_rules! declare_ops {
+    ($(#[$meta:meta])* $enum:ident, $rule:ident, $(
+        $(#[$doc:meta])* $variant:ident $name:ident $result:ident $($aten:ident)+,
+    )*) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $enum {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl $enum {
+            pub const ALL: &'static [$enum] = &[$($enum::$variant),*];
+
+            /// PyTorch's name for the op (`"exp"`, `"bitwise_and"`).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($enum::$variant => stringify!($name),)*
+                }
+            }
+
+            /// The op by its name.
+            pub fn from_name(name: &str) -> Option<$enum> {
+                match name {
+                    $(stringify!($name) => Some($enum::$variant),)*
+                    _ => None,
+                }
+            }
+
+            /// How the result's dtype follows the operands'.
+            pub fn result(self) -> $rule {
+                match self {
+                    $($enum::$variant => $rule::$result,)*
+                }
+            }
+
+            /// The ATen overloads the PyTorch backend registers from the
+            /// table (`"none"`: none, or written by hand).
+            pub fn aten_overloads(self) -> &'static [&'static str] {
+                match self {
+                    $($enum::$variant => &[$(stringify!($aten)),+],)*
+                }
+            }
+        }
+    };
+}
+
+macro_rules! declare_unary_ops {
+    ($($table:tt)*) => {
+        declare_ops! {
+            /// A unary elementwise op.
+            UnaryOp, UnaryResult, $($table)*
+        }
+    };
+}
+
+macro_rules! declare_binary_ops {
+    ($($table:tt)*) => {
+        declare_ops! {
+            /// A binary elementwise op (broadcasting, PyTorch's type promotion).
+            BinaryOp, BinaryResult, $($table)*
+        }
+    };
+}
+
+for_each_unary_op!(declare_unary_ops);
+for_each_binary_op!(declare_binary_ops);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_op_is_found_by_its_name_and_names_are_distinct() {
+        for &u in UnaryOp::ALL {
+            assert_eq!(UnaryOp::from_name(u.name()), Some(u));
+        }
+        for &b in BinaryOp::ALL {
+            assert_eq!(BinaryOp::from_name(b.name()), Some(b));
+        }
+        let mut names: Vec<&str> = UnaryOp::ALL.iter().map(|u| u.name()).collect();
+        names.extend(BinaryOp::ALL.iter().map(|b| b.name()));
+        let count = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), count, "an op name is used twice");
+        assert_eq!(UnaryOp::from_name("nope"), None);
+        assert_eq!(UnaryOp::from_name("gelu_tanh"), Some(UnaryOp::GeluTanh));
+        assert_eq!(BinaryOp::from_name("bitwise_and"), Some(BinaryOp::BitAnd));
+    }
+
+    #[test]
+    fn the_tables_carry_the_rules_and_overloads() {
+        assert_eq!(UnaryOp::Exp.result(), UnaryResult::Float);
+        assert_eq!(UnaryOp::IsNan.result(), UnaryResult::Bool);
+        assert_eq!(BinaryOp::Div.result(), BinaryResult::Float);
+        assert_eq!(UnaryOp::Exp.aten_overloads(), ["out"]);
+        assert_eq!(
+            BinaryOp::Pow.aten_overloads(),
+            ["Tensor_Tensor_out", "Tensor_Scalar_out"]
+        );
+        assert!(BinaryOp::ALL.iter().all(|b| b.aten_overloads().len() == 2));
+        assert!(UnaryOp::ALL.iter().all(|u| u.aten_overloads().len() == 1));
+    }
+}
