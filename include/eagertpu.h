@@ -94,6 +94,10 @@ etpu_status eagertpu_set_check_nan(int32_t on);
 etpu_status eagertpu_metrics_report(char* buf, size_t capacity, size_t* length);
 /* The same counters as one JSON object (numbers as numbers), written the same way. */
 etpu_status eagertpu_metrics_json(char* buf, size_t capacity, size_t* length);
+/* Counts a CPU fallback of `op` (an op a caller runs on the CPU for lack of a kernel); `*first`
+ * is true the first time for `op`. Under EAGERTPU_FALLBACK=error it is refused instead:
+ * ETPU_INVALID_ARGUMENT with a message naming the op. Both are in the metrics. */
+etpu_status eagertpu_note_fallback(const char* op, bool* first);
 
 /* ------------------------------------------------------------ tensors ---- */
 
@@ -101,8 +105,9 @@ etpu_status eagertpu_metrics_json(char* buf, size_t capacity, size_t* length);
  * (row-major, little-endian; bools 0 or 1) on device `device`. */
 etpu_status etpu_tensor_from_host(int64_t device, int32_t dtype, const int64_t* dims, size_t rank,
                                   const void* data, size_t nbytes, etpu_tensor* out);
-/* Copies the elements to `dst` (exactly the tensor's size), waiting for them. */
-etpu_status etpu_tensor_to_host(etpu_tensor t, void* dst, size_t nbytes);
+/* Copies the elements to `dst` (exactly the tensor's size), waiting for them: a host sync,
+ * counted by call site at `origin` (the caller's `file:line`; may be NULL). */
+etpu_status etpu_tensor_to_host(etpu_tensor t, void* dst, size_t nbytes, const char* origin);
 etpu_status etpu_tensor_free(etpu_tensor t);
 /* A second handle to the same tensor. */
 etpu_status etpu_tensor_clone(etpu_tensor t, etpu_tensor* out);

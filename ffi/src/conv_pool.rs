@@ -223,7 +223,12 @@ mod tests {
         let mut out = vec![T::default(); n];
         // SAFETY: `out` is valid for `n` elements of T.
         ok(unsafe {
-            etpu_tensor_to_host(t, out.as_mut_ptr().cast::<c_void>(), n * size_of::<T>())
+            etpu_tensor_to_host(
+                t,
+                out.as_mut_ptr().cast::<c_void>(),
+                n * size_of::<T>(),
+                std::ptr::null(),
+            )
         });
         // SAFETY: a handle this test owns, freed once.
         ok(unsafe { etpu_tensor_free(t) });

@@ -2,13 +2,13 @@
 //! tensors. A handle is a number, never a pointer: a stale or forged handle
 //! is looked up and refused.
 
-use std::ffi::c_void;
+use std::ffi::{c_char, c_void};
 use std::sync::{LazyLock, Mutex, PoisonError};
 
 use eagertpu::{DType, Device, Tensor};
 
 use crate::types::TensorHandle;
-use crate::{Failure, FfiResult, c_api, put};
+use crate::{Failure, FfiResult, at, c_api, put};
 
 /// Live tensors by handle. A handle is `slot << 32 | generation`: a slot is
 /// reused after its tensor is freed, with a new generation, so a stale handle
@@ -190,7 +190,8 @@ c_api! {
 
     /// Copies the tensor's elements to `dst` (exactly its size in bytes),
     /// waiting for it; a failure of the op that computed it is reported here.
-    fn etpu_tensor_to_host(t: TensorHandle, dst: *mut c_void, nbytes: usize) {
+    /// A host sync, counted at `origin` (the caller's `file:line`, may be NULL).
+    fn etpu_tensor_to_host(t: TensorHandle, dst: *mut c_void, nbytes: usize, origin: *const c_char) {
         let tensor = get(t, "t")?;
         if dst.is_null() && nbytes > 0 {
             return Err(Failure::invalid("dst is NULL"));
@@ -201,8 +202,8 @@ c_api! {
             // SAFETY: `dst` is valid for `nbytes` writes (the caller's contract).
             unsafe { std::slice::from_raw_parts_mut(dst.cast::<u8>(), nbytes) }
         };
-        tensor.read_bytes(bytes)?;
-        Ok(())
+        // SAFETY: `origin` is NULL or NUL-terminated (the caller's contract).
+        unsafe { at(origin, || tensor.read_bytes(bytes)) }
     }
 
     /// Releases a handle (the value is freed when nothing else needs it).

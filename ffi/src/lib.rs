@@ -61,7 +61,10 @@ pub(crate) struct Failure {
 impl From<Error> for Failure {
     fn from(e: Error) -> Failure {
         let status = match e.root() {
-            Error::Op(_) | Error::Config { .. } | Error::Storage(_) => ETPU_INVALID_ARGUMENT,
+            Error::Op(_)
+            | Error::Config { .. }
+            | Error::Storage(_)
+            | Error::FallbackRefused { .. } => ETPU_INVALID_ARGUMENT,
             _ => ETPU_FAILED,
         };
         Failure {
@@ -338,6 +341,19 @@ mod runtime_api {
         fn eagertpu_metrics_report(buf: *mut c_char, capacity: usize, length: *mut usize) {
             let text = eagertpu::metrics()?.report();
             write_text(&text, buf, capacity, length)
+        }
+
+        /// Counts a CPU fallback of `op` (an op run on the CPU for lack of a
+        /// kernel); `*first` is 1 the first time for `op` (warn then). Under
+        /// `EAGERTPU_FALLBACK=error` it is refused: ETPU_INVALID_ARGUMENT, a
+        /// message naming the op.
+        fn eagertpu_note_fallback(op: *const c_char, first: *mut bool) {
+            // SAFETY: `op` is NUL-terminated and `first` writable (the caller's contract).
+            unsafe {
+                let op = c_str(op, "op")?;
+                let is_first = eagertpu::note_fallback(op)?;
+                put(first, is_first, "first")
+            }
         }
 
         /// The metrics as one JSON object (counters as numbers), written as

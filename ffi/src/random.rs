@@ -51,7 +51,7 @@ mod tests {
         unsafe {
             let s = etpu_rand_uniform(0, k0, k1, shape.as_ptr(), 1, F64, ORIGIN, &mut t);
             assert_eq!(s, ETPU_OK, "{}", last_error());
-            let s = etpu_tensor_to_host(t, out.as_mut_ptr().cast(), 64 * 8);
+            let s = etpu_tensor_to_host(t, out.as_mut_ptr().cast(), 64 * 8, std::ptr::null());
             assert_eq!(s, ETPU_OK, "{}", last_error());
             assert_eq!(etpu_tensor_free(t), ETPU_OK);
         }

@@ -75,6 +75,7 @@ c_types! {
     *const f64 => "const double*",
     *mut i64 => "int64_t*",
     *mut i32 => "int32_t*",
+    *mut bool => "bool*",
     *mut usize => "size_t*",
     *const TensorHandle => "const etpu_tensor*",
     *mut TensorHandle => "etpu_tensor*",

@@ -3,6 +3,7 @@
 #include "backend.h"
 
 #include <c10/core/AutogradState.h>
+#include <torch/library.h>
 
 #include <Python.h>
 #include <frameobject.h>
@@ -106,13 +107,23 @@ thread_local std::string uncached_site;
 
 const char* kNoFrame = "autograd backward (no Python frame)";
 
+// Each thread's copy of the places it has looked up (entries point into
+// `sites`, whose nodes never move or go): an op walks several library frames
+// to reach the user's, and looking each up under `sites_mu` cost a lock per
+// frame per op. Bounded as `sites` is.
+thread_local std::unordered_map<Site, const char*, SiteHash> thread_sites;
+
 // The cached place of `key`: found (its text, or nullptr for an internal
 // frame) or not.
 std::optional<const char*> cached_site(const Site& key) {
+  auto local = thread_sites.find(key);
+  if (local != thread_sites.end()) return local->second;
   std::lock_guard<std::mutex> lock(sites_mu);
   auto it = sites.find(key);
   if (it == sites.end()) return std::nullopt;
-  return it->second ? it->second->c_str() : nullptr;
+  const char* text = it->second ? it->second->c_str() : nullptr;
+  if (thread_sites.size() < kMaxSites) thread_sites.emplace(key, text);
+  return text;
 }
 
 // The user's `file:line` of the frame running `code` at byte offset `lasti`,
@@ -227,17 +238,6 @@ const char* origin() {
     origin_valid = scope_depth > 0;
   }
   return origin_text;
-}
-
-namespace {
-std::mutex sync_sites_mu;
-std::unordered_map<std::string, int64_t> sync_sites;
-}  // namespace
-
-void note_host_sync() {
-  std::string site = origin();
-  std::lock_guard<std::mutex> lock(sync_sites_mu);
-  sync_sites[site]++;
 }
 
 // --------------------------------------------------------- reading/writing ----
@@ -519,33 +519,14 @@ Handle cat(const std::vector<etpu_tensor>& xs, int64_t dim) {
 
 }  // namespace etpu
 
-// --------------------------------------------------- the Python-facing API ----
-
-extern "C" {
-
-// Host syncs by call site, as "site\tcount\n" lines; returns the size needed.
-size_t etpu_py_sync_sites(char* buf, size_t capacity) {
-  std::string text;
-  {
-    std::lock_guard<std::mutex> lock(etpu::sync_sites_mu);
-    for (const auto& [site, n] : etpu::sync_sites) text += site + "\t" + std::to_string(n) + "\n";
-  }
-  if (buf != nullptr && capacity > 0) {
-    size_t n = std::min(text.size(), capacity - 1);
-    memcpy(buf, text.data(), n);
-    buf[n] = 0;
-  }
-  return text.size() + 1;
-}
-
-// Python files under `dir` (a path ending in '/') are not user code.
-void etpu_py_add_internal_dir(const char* dir) {
+// Python files under `dir` (a path ending in '/') are not user code:
+// torch.ops.eagertpu.add_internal_dir, called by the package for torch's
+// directory and its own.
+namespace {
+void add_internal_dir(c10::string_view dir) {
   std::lock_guard<std::mutex> lock(etpu::internal_mu);
   etpu::internal_dirs.emplace_back(dir);
 }
+}  // namespace
 
-void etpu_py_reset_sync_sites() {
-  std::lock_guard<std::mutex> lock(etpu::sync_sites_mu);
-  etpu::sync_sites.clear();
-}
-}
+TORCH_LIBRARY_FRAGMENT(eagertpu, m) { m.def("add_internal_dir(str dir) -> ()", &add_internal_dir); }

@@ -150,7 +150,4 @@ const at::Generator& default_generator(c10::DeviceIndex index);
 // A new tpu generator (`torch.Generator(device="tpu")`).
 at::Generator new_generator(c10::DeviceIndex index);
 
-// Counts a host sync at the current origin (for the report by call site).
-void note_host_sync();
-
 }  // namespace etpu

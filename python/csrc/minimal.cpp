@@ -136,15 +136,14 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     at::Tensor src = self.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
     write(dst, upload(src, device_index(dst)));
   } else if (self.device().type() == c10::DeviceType::PrivateUse1 && dst.device().is_cpu()) {
-    note_host_sync();
     Handle h = read(self);
     if (dtype_of(h) != dtype_code(dst.scalar_type())) h = cast(h, dst.scalar_type());
     if (dims_of(h) != dst.sizes().vec()) h = expand(h, dst.sizes());
     if (dst.is_contiguous()) {
-      check(etpu_tensor_to_host(h.get(), dst.mutable_data_ptr(), dst.nbytes()));
+      check(etpu_tensor_to_host(h.get(), dst.mutable_data_ptr(), dst.nbytes(), origin()));
     } else {
       at::Tensor tmp = at::empty(dst.sizes(), dst.options());
-      check(etpu_tensor_to_host(h.get(), tmp.mutable_data_ptr(), tmp.nbytes()));
+      check(etpu_tensor_to_host(h.get(), tmp.mutable_data_ptr(), tmp.nbytes(), origin()));
       dst.copy_(tmp);
     }
   } else {
@@ -163,11 +162,10 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {
   OpScope scope;
-  note_host_sync();
   TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(), " elements cannot be converted to Scalar");
   at::Tensor cpu = at::empty({}, self.options().device(at::kCPU));
   Handle h = read(self);
-  check(etpu_tensor_to_host(h.get(), cpu.mutable_data_ptr(), cpu.nbytes()));
+  check(etpu_tensor_to_host(h.get(), cpu.mutable_data_ptr(), cpu.nbytes(), origin()));
   return cpu.item();
 }
 

@@ -256,40 +256,67 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_dropout_backward", native_dropout_backward);
 }
 
-extern "C" {
+// ------------------------------------------------ torch.tpu's generators ----
+// torch.tpu.manual_seed, initial_seed, get_rng_state and set_rng_state call
+// these as torch.ops.eagertpu.* (schemas the dispatcher checks). A seed is 64
+// bits: it crosses as an int64 with the same bits.
+namespace etpu {
+namespace {
 
-// torch.tpu.manual_seed / get_rng_state / set_rng_state (device -1: all).
-void etpu_py_manual_seed(int64_t device, uint64_t seed) {
+// The default generators of `device` (-1: every device).
+std::vector<at::Generator> generators(int64_t device) {
   int64_t n = 0;
-  if (eagertpu_device_count(&n) != ETPU_OK) n = 1;
-  for (int64_t i = 0; i < n; i++) {
-    if (device >= 0 && i != device) continue;
-    at::Generator g = etpu::default_generator(static_cast<c10::DeviceIndex>(i));
+  check(eagertpu_device_count(&n));
+  TORCH_CHECK(device >= -1 && device < n, "tpu device ", device, " does not exist (", n, " devices)");
+  std::vector<at::Generator> out;
+  for (int64_t i = 0; i < n; i++)
+    if (device < 0 || i == device) out.push_back(default_generator(static_cast<c10::DeviceIndex>(i)));
+  return out;
+}
+
+void manual_seed_op(int64_t device, int64_t seed) {
+  for (at::Generator& g : generators(device)) {
     std::lock_guard<std::mutex> lock(g.mutex());
-    g.set_current_seed(seed);
+    g.set_current_seed(static_cast<uint64_t>(seed));
   }
 }
 
-uint64_t etpu_py_initial_seed(int64_t device) {
-  return etpu::default_generator(static_cast<c10::DeviceIndex>(device)).current_seed();
+int64_t initial_seed_op(int64_t device) {
+  TORCH_CHECK(device >= 0, "initial_seed takes one device, got ", device);
+  return static_cast<int64_t>(generators(device).front().current_seed());
 }
 
-// 16 bytes of state into `out`.
-void etpu_py_get_rng_state(int64_t device, uint8_t* out) {
-  at::Generator g = etpu::default_generator(static_cast<c10::DeviceIndex>(device));
+// 16 bytes: the seed and the draw counter (little-endian uint64s).
+at::Tensor get_rng_state_op(int64_t device) {
+  TORCH_CHECK(device >= 0, "get_rng_state takes one device, got ", device);
+  at::Generator g = generators(device).front();
   std::lock_guard<std::mutex> lock(g.mutex());
-  uint64_t seed = g.current_seed(), offset = g.get_offset();
-  memcpy(out, &seed, 8);
-  memcpy(out + 8, &offset, 8);
+  uint64_t state[2] = {g.current_seed(), g.get_offset()};
+  at::Tensor out = at::empty({16}, at::TensorOptions().dtype(at::kByte));
+  memcpy(out.mutable_data_ptr(), state, sizeof state);
+  return out;
 }
 
-void etpu_py_set_rng_state(int64_t device, const uint8_t* state) {
-  at::Generator g = etpu::default_generator(static_cast<c10::DeviceIndex>(device));
+void set_rng_state_op(int64_t device, const at::Tensor& state) {
+  TORCH_CHECK(device >= 0, "set_rng_state takes one device, got ", device);
+  TORCH_CHECK(state.device().is_cpu() && state.scalar_type() == at::kByte && state.numel() == 16,
+              "a tpu generator state is a CPU uint8 tensor of 16 bytes, got ", state.scalar_type(), state.sizes(),
+              " on ", state.device());
+  at::Tensor bytes = state.contiguous();
+  uint64_t words[2];
+  memcpy(words, bytes.const_data_ptr(), sizeof words);
+  at::Generator g = generators(device).front();
   std::lock_guard<std::mutex> lock(g.mutex());
-  uint64_t seed, offset;
-  memcpy(&seed, state, 8);
-  memcpy(&offset, state + 8, 8);
-  g.set_current_seed(seed);
-  g.set_offset(offset);
+  g.set_current_seed(words[0]);
+  g.set_offset(words[1]);
 }
+
+}  // namespace
+}  // namespace etpu
+
+TORCH_LIBRARY_FRAGMENT(eagertpu, m) {
+  m.def("manual_seed(int device, int seed) -> ()", &etpu::manual_seed_op);
+  m.def("initial_seed(int device) -> int", &etpu::initial_seed_op);
+  m.def("get_rng_state(int device) -> Tensor", &etpu::get_rng_state_op);
+  m.def("set_rng_state(int device, Tensor state) -> ()", &etpu::set_rng_state_op);
 }

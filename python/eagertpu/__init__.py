@@ -51,7 +51,7 @@ def _register() -> None:
     torch._register_device_module("tpu", _tpu)
     # Errors and host syncs name the user's line: the innermost frame outside these.
     for d in (os.path.dirname(torch.__file__), _HERE, os.path.dirname(contextlib.__file__)):
-        _lib.backend().etpu_py_add_internal_dir(os.path.join(d, "").encode())
+        torch.ops.eagertpu.add_internal_dir(os.path.join(d, ""))
     torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
     _registered = True
 
@@ -125,32 +125,24 @@ def mode(name: str):
 
 def fallbacks() -> dict:
     """Ops that ran on the CPU for lack of a tpu kernel: {op: count}."""
-    return _lib.counted_lines(_lib.backend().etpu_py_fallbacks)
+    return metrics()["fallbacks"]
 
 
 def host_syncs() -> dict:
     """Host reads of tpu values (`.item()`, `.cpu()`, printing) by call site: {"file:line": count}."""
-    return _lib.counted_lines(_lib.backend().etpu_py_sync_sites)
+    return metrics()["host_syncs_by_site"]
 
 
 def metrics() -> dict:
     """The runtime's counters (compiles, cache hits, chunks by cut reason,
-    transfers, host syncs, ...) as numbers, plus `fallbacks` ({op: count}) and
-    `host_syncs_by_site` ({"file:line": count})."""
-    out = _lib.runtime_metrics()
-    out["fallbacks"] = fallbacks()
-    out["host_syncs_by_site"] = host_syncs()
-    return out
+    transfers, host syncs, ...) as numbers, with `fallbacks` ({op: count})
+    and `host_syncs_by_site` ({"file:line": count})."""
+    return _lib.runtime_metrics()
 
 
 def metrics_report() -> str:
     """A text report: runtime counters, CPU fallbacks, host syncs by call site."""
-    lines = [_lib.runtime_report().rstrip()]
-    fb = fallbacks()
-    lines.append(f"cpu fallbacks       {sum(fb.values())}" + "".join(f"\n  {op}: {n}" for op, n in sorted(fb.items())))
-    sites = sorted(host_syncs().items(), key=lambda kv: -kv[1])
-    lines.append(f"host syncs by site  {sum(n for _, n in sites)}" + "".join(f"\n  {s}: {n}" for s, n in sites[:20]))
-    return "\n".join(lines) + "\n"
+    return _lib.runtime_report()
 
 
 def memory_info(device="tpu:0") -> dict:

@@ -1,5 +1,6 @@
-"""ctypes bindings: the runtime's C ABI (libeagertpu_ffi.so) and the few
-functions the backend (_backend.so) exports for Python."""
+"""ctypes bindings of the runtime's C ABI (libeagertpu_ffi.so, include/eagertpu.h).
+The backend (_backend.so) is reached through PyTorch: its kernels, and
+torch.ops.eagertpu.* for the generators."""
 
 import ctypes
 import os
@@ -17,14 +18,6 @@ MODE_NAMES = {v: k for k, v in MODES.items()}
 def check(status: int) -> None:
     if status != 0:
         raise RuntimeError(ffi.eagertpu_last_error().decode("utf-8", "replace"))
-
-
-def text(fn, *args) -> str:
-    """Reads a string from a (buf, capacity, ...) -> size_needed function."""
-    need = fn(None, 0, *args)
-    buf = ctypes.create_string_buffer(need)
-    fn(buf, need, *args)
-    return buf.value.decode("utf-8", "replace")
 
 
 def runtime_report() -> str:
@@ -55,32 +48,3 @@ def device_count() -> int:
     n = ctypes.c_int64(0)
     check(ffi.eagertpu_device_count(ctypes.byref(n)))
     return n.value
-
-
-_backend = None
-
-
-def backend():
-    global _backend
-    if _backend is None:
-        _backend = ctypes.CDLL(os.path.join(_HERE, "_backend.so"))
-        _backend.etpu_py_fallbacks.restype = ctypes.c_size_t
-        _backend.etpu_py_fallbacks.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
-        _backend.etpu_py_sync_sites.restype = ctypes.c_size_t
-        _backend.etpu_py_sync_sites.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
-        _backend.etpu_py_add_internal_dir.argtypes = [ctypes.c_char_p]
-        _backend.etpu_py_manual_seed.argtypes = [ctypes.c_int64, ctypes.c_uint64]
-        _backend.etpu_py_initial_seed.argtypes = [ctypes.c_int64]
-        _backend.etpu_py_initial_seed.restype = ctypes.c_uint64
-        _backend.etpu_py_get_rng_state.argtypes = [ctypes.c_int64, ctypes.c_void_p]
-        _backend.etpu_py_set_rng_state.argtypes = [ctypes.c_int64, ctypes.c_void_p]
-    return _backend
-
-
-def counted_lines(fn) -> dict:
-    out = {}
-    for line in text(fn).splitlines():
-        if "\t" in line:
-            key, n = line.rsplit("\t", 1)
-            out[key] = int(n)
-    return out

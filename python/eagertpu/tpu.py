@@ -59,13 +59,19 @@ def synchronize(device=None) -> None:
     _lib.check(_lib.ffi.eagertpu_sync())
 
 
+def _int64_bits(seed: int) -> int:
+    """A 64-bit seed as the int64 with the same bits (as torch.manual_seed takes it)."""
+    seed = int(seed) & 0xFFFF_FFFF_FFFF_FFFF
+    return seed - (1 << 64) if seed >= 1 << 63 else seed
+
+
 def manual_seed(seed: int) -> None:
     """Seeds the current tpu device's generator (`torch.manual_seed` seeds all)."""
-    _lib.backend().etpu_py_manual_seed(current_device(), int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+    torch.ops.eagertpu.manual_seed(current_device(), _int64_bits(seed))
 
 
 def manual_seed_all(seed: int) -> None:
-    _lib.backend().etpu_py_manual_seed(-1, int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+    torch.ops.eagertpu.manual_seed(-1, _int64_bits(seed))
 
 
 def seed() -> None:
@@ -78,25 +84,19 @@ def seed_all() -> None:
 
 
 def initial_seed() -> int:
-    return _lib.backend().etpu_py_initial_seed(current_device())
+    return torch.ops.eagertpu.initial_seed(current_device()) & 0xFFFF_FFFF_FFFF_FFFF
 
 
 def get_rng_state(device="tpu") -> torch.Tensor:
     """The generator's state: a CPU uint8 tensor (seed and draw counter)."""
-    import ctypes
-
-    buf = (ctypes.c_uint8 * 16)()
-    _lib.backend().etpu_py_get_rng_state(_index(device), buf)
-    return torch.tensor(list(buf), dtype=torch.uint8)
+    return torch.ops.eagertpu.get_rng_state(_index(device))
 
 
 def set_rng_state(state: torch.Tensor, device="tpu") -> None:
-    import ctypes
-
-    data = bytes(state.to(torch.uint8).cpu().tolist())
-    if len(data) != 16:
-        raise ValueError(f"a tpu generator state has 16 bytes, got {len(data)}")
-    _lib.backend().etpu_py_set_rng_state(_index(device), (ctypes.c_uint8 * 16).from_buffer_copy(data))
+    state = state.to(device="cpu", dtype=torch.uint8).reshape(-1)
+    if state.numel() != 16:
+        raise ValueError(f"a tpu generator state has 16 bytes, got {state.numel()}")
+    torch.ops.eagertpu.set_rng_state(_index(device), state)
 
 
 def get_rng_state_all() -> list:

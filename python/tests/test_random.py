@@ -48,6 +48,22 @@ def test_generator_state_and_explicit_generators():
     assert torch.tpu.initial_seed() == 5
 
 
+def test_generator_state_is_16_bytes_and_seeds_keep_all_64_bits():
+    seed = 2**64 - 3  # above int64: crosses torch.ops.eagertpu as the int64 with the same bits
+    torch.tpu.manual_seed(seed)
+    assert torch.tpu.initial_seed() == seed
+    state = torch.tpu.get_rng_state()
+    assert state.dtype == torch.uint8 and state.shape == (16,) and state.device.type == "cpu"
+    assert int.from_bytes(bytes(state[:8].tolist()), "little") == seed
+    x = torch.rand(8, device="tpu").cpu()
+    torch.tpu.set_rng_state(state)
+    assert torch.equal(torch.rand(8, device="tpu").cpu(), x)
+    with pytest.raises(ValueError, match="16 bytes"):
+        torch.tpu.set_rng_state(torch.zeros(8, dtype=torch.uint8))
+    with pytest.raises(RuntimeError, match="tpu device 99 does not exist"):
+        torch.ops.eagertpu.initial_seed(99)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
 def test_distributions(dtype):
     n = 200_000

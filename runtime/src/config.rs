@@ -75,6 +75,10 @@ pub struct Config {
     /// `EAGERTPU_HOT_THRESHOLD`: how many times a fused chunk is seen before
     /// it is compiled (default 2); until then it runs op by op.
     pub hot_threshold: u32,
+    /// `EAGERTPU_FALLBACK=error`: an op without a kernel is an error instead
+    /// of running on the CPU (`warn`, the default: it runs there, counted and
+    /// warned about once).
+    pub fallback_is_error: bool,
 }
 
 fn bad(name: &str, value: &str, expected: &str) -> Error {
@@ -204,6 +208,11 @@ impl Config {
             hot_threshold: match var("EAGERTPU_HOT_THRESHOLD") {
                 None => 2,
                 Some(n) => positive("EAGERTPU_HOT_THRESHOLD", &n)?.min(u32::MAX as u64) as u32,
+            },
+            fallback_is_error: match var("EAGERTPU_FALLBACK").as_deref().map(str::trim) {
+                None | Some("warn") => false,
+                Some("error") => true,
+                Some(other) => return Err(bad("EAGERTPU_FALLBACK", other, "warn or error")),
             },
         })
     }

@@ -76,6 +76,8 @@ pub(crate) struct Runtime {
     pub compiler: BackgroundCompiler,
     /// Sightings of a fused chunk before it is compiled.
     pub hot_threshold: u32,
+    /// Refuse CPU fallbacks (`EAGERTPU_FALLBACK=error`).
+    pub fallback_is_error: bool,
     pub counters: Counters,
     pub manifest: Manifest,
 }
@@ -183,6 +185,7 @@ fn start() -> Result<Runtime> {
         hazards: config.check_hazards.then(HazardChecker::default),
         compiler: BackgroundCompiler::new(config.compile_threads),
         hot_threshold: config.hot_threshold,
+        fallback_is_error: config.fallback_is_error,
         streams,
         counters: Counters::default(),
         manifest,

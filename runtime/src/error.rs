@@ -72,6 +72,12 @@ pub enum Error {
     #[error("{what}: {message}")]
     Config { what: &'static str, message: String },
 
+    /// A CPU fallback refused under `EAGERTPU_FALLBACK=error`.
+    #[error(
+        "{op} has no tpu kernel and EAGERTPU_FALLBACK=error forbids running it on the CPU (unset it to run it there, counted)"
+    )]
+    FallbackRefused { op: String },
+
     /// A bad address, view or size given to the storage table (`storage.rs`).
     #[error("{0}")]
     Storage(String),

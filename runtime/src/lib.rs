@@ -46,6 +46,21 @@ pub fn metrics() -> Result<Metrics> {
     Ok(m)
 }
 
+/// Counts a CPU fallback of `op` (a caller, such as the PyTorch backend, runs
+/// an op on the CPU for lack of a kernel); true the first time for `op` (warn
+/// then). Under `EAGERTPU_FALLBACK=error` it is refused instead: an error
+/// naming the op, not counted.
+pub fn note_fallback(op: &str) -> Result<bool> {
+    let rt = context::get()?;
+    if rt.fallback_is_error {
+        return Err(Error::FallbackRefused { op: op.to_string() });
+    }
+    let mut counts = value::lock(&rt.counters.fallbacks);
+    let n = counts.entry(op.to_string()).or_default();
+    *n += 1;
+    Ok(*n == 1)
+}
+
 /// The current execution mode (starts as `EAGERTPU_MODE`, default fused).
 pub fn mode() -> Result<Mode> {
     Ok(context::get()?.mode())

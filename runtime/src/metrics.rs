@@ -1,11 +1,13 @@
 //! Counters of what the runtime did, cheap enough for the op path, and the
 //! report users read.
 
-use std::sync::Mutex;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use fusion::policy::CutReason;
 
+use crate::origin::Origin;
 use crate::value::lock;
 
 #[derive(Default)]
@@ -36,12 +38,27 @@ pub(crate) struct Counters {
     pub background_compiles: AtomicU64,
     pub promotions: AtomicU64,
     pub recompile_reasons: Mutex<Vec<String>>,
+    /// CPU fallbacks by op (a caller that runs an op on the CPU for lack of
+    /// a kernel reports it: `crate::note_fallback`).
+    pub fallbacks: Mutex<BTreeMap<String, u64>>,
+    /// Host syncs by the call site that made them.
+    pub host_sync_sites: Mutex<HashMap<Arc<str>, u64>>,
 }
 
 impl Counters {
     #[inline]
     pub fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// A host sync (a wait for the device to read a value) made at `site`.
+    pub fn host_sync(&self, site: Origin) {
+        Counters::add(&self.host_syncs, 1);
+        let site: Arc<str> = match site {
+            Origin::Foreign(s) => s,
+            Origin::Rust(l) => Arc::from(l.to_string()),
+        };
+        *lock(&self.host_sync_sites).entry(site).or_default() += 1;
     }
 
     pub fn cut(&self, reason: CutReason) {
@@ -83,6 +100,18 @@ impl Counters {
             live_buffers: crate::pjrt::live::BUFFERS.get(),
             live_executables: crate::pjrt::live::EXECUTABLES.get(),
             recompile_reasons: lock(&self.recompile_reasons).clone(),
+            fallbacks: lock(&self.fallbacks)
+                .iter()
+                .map(|(op, n)| (op.clone(), *n))
+                .collect(),
+            host_syncs_by_site: {
+                let mut sites: Vec<(String, u64)> = lock(&self.host_sync_sites)
+                    .iter()
+                    .map(|(s, n)| (s.to_string(), *n))
+                    .collect();
+                sites.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+                sites
+            },
             op_timing: crate::timing::snapshot(),
         }
     }
@@ -147,6 +176,10 @@ pub struct Metrics {
     pub live_executables: i64,
     /// Why programs seen before were compiled again (once per pair).
     pub recompile_reasons: Vec<String>,
+    /// CPU fallbacks by op name, sorted by name.
+    pub fallbacks: Vec<(String, u64)>,
+    /// Host syncs by call site (`file:line`), the most frequent first.
+    pub host_syncs_by_site: Vec<(String, u64)>,
     /// (stage, calls, nanoseconds) of the op path's stages, counted while
     /// `EAGERTPU_OP_TIMING=1` (`runtime::timing`); zeros otherwise.
     pub op_timing: Vec<(&'static str, u64, u64)>,
@@ -179,6 +212,13 @@ impl Metrics {
             .iter()
             .map(|r| json_string(r))
             .collect();
+        let counted = |pairs: &[(String, u64)]| -> String {
+            pairs
+                .iter()
+                .map(|(k, n)| format!("{}: {n}", json_string(k)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         let timing: Vec<String> = self
             .op_timing
             .iter()
@@ -194,7 +234,8 @@ impl Metrics {
              \"chunks_op_by_op\": {}, \"chunks_op_by_op_while_compiling\": {}, \"chunks_split\": {}, \
              \"background_compiles\": {}, \"promotions\": {}, \
              \"cached_executables\": {}, \"live_buffers\": {}, \"live_executables\": {}, \
-             \"recompile_reasons\": [{}], \"op_timing\": {{{}}}}}",
+             \"recompile_reasons\": [{}], \"fallbacks\": {{{}}}, \"host_syncs_by_site\": {{{}}}, \
+             \"op_timing\": {{{}}}}}",
             self.ops_recorded,
             self.compiles,
             self.compile_seconds,
@@ -225,6 +266,8 @@ impl Metrics {
             self.live_buffers,
             self.live_executables,
             reasons.join(", "),
+            counted(&self.fallbacks),
+            counted(&self.host_syncs_by_site),
             timing.join(", ")
         )
     }
@@ -287,6 +330,16 @@ impl Metrics {
         );
         for r in &self.recompile_reasons {
             s += &format!("recompiled          {r}\n");
+        }
+        let fallbacks: u64 = self.fallbacks.iter().map(|(_, n)| n).sum();
+        s += &format!("cpu fallbacks       {fallbacks}\n");
+        for (op, n) in &self.fallbacks {
+            s += &format!("  {op}: {n}\n");
+        }
+        let syncs: u64 = self.host_syncs_by_site.iter().map(|(_, n)| n).sum();
+        s += &format!("host syncs by site  {syncs}\n");
+        for (site, n) in self.host_syncs_by_site.iter().take(20) {
+            s += &format!("  {site}: {n}\n");
         }
         s
     }

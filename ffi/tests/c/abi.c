@@ -39,7 +39,7 @@ static etpu_tensor upload_f32(const float* v, const int64_t* dims, size_t rank, 
 }
 
 static void read_f32(etpu_tensor t, float* out, size_t n) {
-  OK(etpu_tensor_to_host(t, out, n * sizeof(float)));
+  OK(etpu_tensor_to_host(t, out, n * sizeof(float), "abi.c"));
 }
 
 static etpu_scalar f64(double v) { return (etpu_scalar){ETPU_SCALAR_FLOAT, 0, v}; }
@@ -108,7 +108,7 @@ static void ops(void) {
   OK(etpu_tensor_from_host(0, ETPU_I8, id, 1, iv, 2, &i8));
   OK(etpu_binary_scalar("add", i8, i64(1000), false, "abi.c:ops", &i8b));
   OK(etpu_tensor_dtype(i8b, &dtype));
-  OK(etpu_tensor_to_host(i8b, ib, 2));
+  OK(etpu_tensor_to_host(i8b, ib, 2, "abi.c"));
   CHECK(dtype == ETPU_I8 && ib[0] == (int8_t)(1 + 1000) && ib[1] == (int8_t)(-3 + 1000),
         "int8 + 1000: dtype %d, %d %d", dtype, ib[0], ib[1]);
 
@@ -118,17 +118,17 @@ static void ops(void) {
   int64_t got[3] = {0};
   OK(etpu_full(0, two, 1, i64(big), ETPU_I64, "abi.c:ops", &filled));
   OK(etpu_binary_scalar("add", filled, i64(big), false, "abi.c:ops", &shifted));
-  OK(etpu_tensor_to_host(shifted, got, 2 * sizeof(int64_t)));
+  OK(etpu_tensor_to_host(shifted, got, 2 * sizeof(int64_t), "abi.c"));
   CHECK(got[0] == 2 * big && got[1] == 2 * big, "2^60+1 twice: %lld %lld", (long long)got[0],
         (long long)got[1]);
   etpu_scalar lo = i64(big + 2);
   OK(etpu_clamp(filled, &lo, NULL, "abi.c:ops", &clamped));
-  OK(etpu_tensor_to_host(clamped, got, 2 * sizeof(int64_t)));
+  OK(etpu_tensor_to_host(clamped, got, 2 * sizeof(int64_t), "abi.c"));
   CHECK(got[0] == big + 2 && got[1] == big + 2, "clamp(min=2^60+3): %lld", (long long)got[0]);
   OK(etpu_arange(0, i64(big), i64(big + 3), i64(1), ETPU_I64, "abi.c:ops", &range));
   OK(etpu_tensor_dims(range, got, 1));
   CHECK(got[0] == three[0], "arange(2^60+1, 2^60+4) has %lld elements", (long long)got[0]);
-  OK(etpu_tensor_to_host(range, got, 3 * sizeof(int64_t)));
+  OK(etpu_tensor_to_host(range, got, 3 * sizeof(int64_t), "abi.c"));
   CHECK(got[0] == big && got[1] == big + 1 && got[2] == big + 2, "arange: %lld %lld %lld",
         (long long)got[0], (long long)got[1], (long long)got[2]);
   etpu_tensor none = 0;
@@ -167,8 +167,8 @@ static void scans(void) {
   read_f32(c, cv, 6);
   read_f32(v, vv, 6);
   read_f32(tv, tvv, 4);
-  OK(etpu_tensor_to_host(i, iv, sizeof iv));
-  OK(etpu_tensor_to_host(ti, tiv, sizeof tiv));
+  OK(etpu_tensor_to_host(i, iv, sizeof iv, "abi.c"));
+  OK(etpu_tensor_to_host(ti, tiv, sizeof tiv, "abi.c"));
   const float want_c[6] = {2, NAN, 1, 5, NAN, 0};
   for (int k = 0; k < 6; k++)
     CHECK(isnan(want_c[k]) ? isnan(cv[k]) : close_to(cv[k], want_c[k]), "cumsum[%d] = %f", k, cv[k]);
@@ -215,7 +215,7 @@ static void errors(void) {
   CHECK(st == ETPU_INVALID_ARGUMENT, "NULL op: %d", st);
   st = etpu_cast(a, 42, "abi.c:errors", &out);
   CHECK(st == ETPU_INVALID_ARGUMENT && strstr(eagertpu_last_error(), "dtype"), "bad dtype: %d", st);
-  st = etpu_tensor_to_host(a, (void*)v, 5);
+  st = etpu_tensor_to_host(a, (void*)v, 5, "abi.c");
   CHECK(st == ETPU_INVALID_ARGUMENT, "wrong size read: %d", st);
 
   OK(etpu_tensor_free(b));
@@ -335,7 +335,7 @@ static void storages(void) {
   /* Another dtype reads the same bytes (as torch.save and Tensor.view(dtype) do). */
   OK(etpu_view_read(base, ETPU_I32, col, col_stride, 1, "abi.c:storages", &bad));
   int32_t bits[2];
-  CHECK(etpu_tensor_to_host(bad, bits, sizeof bits) == ETPU_OK, "read bits: %s", eagertpu_last_error());
+  CHECK(etpu_tensor_to_host(bad, bits, sizeof bits, "abi.c") == ETPU_OK, "read bits: %s", eagertpu_last_error());
   int32_t one_bits;
   memcpy(&one_bits, &want[0], 4);
   CHECK(bits[0] == one_bits, "float 1.0 read as int32: %d, expected %d", bits[0], one_bits);
@@ -364,7 +364,7 @@ static void deferred_failure(void) {
   CHECK(st == ETPU_OK, "recording a failing op succeeds: %d %s", st, eagertpu_last_error());
   OK(etpu_binary_scalar("add", big, f64(1.0), false, "train.py:43", &plus));
   float one;
-  st = etpu_tensor_to_host(plus, &one, sizeof one);
+  st = etpu_tensor_to_host(plus, &one, sizeof one, "abi.c");
   CHECK(st != ETPU_OK, "reading a failed value fails");
   st = etpu_tensor_sync(plus);
   CHECK(st == ETPU_FAILED && strstr(eagertpu_last_error(), "full(") &&

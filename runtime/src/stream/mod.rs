@@ -35,7 +35,6 @@ use fusion::policy::{CutReason, Window};
 use crate::config::Mode;
 use crate::context::Runtime;
 use crate::error::{Error, Result};
-use crate::metrics::Counters;
 use crate::pjrt::{Buffer, Device};
 use crate::timing::{Stage, timed};
 use crate::value::{Completion, Value, lock};
@@ -240,9 +239,11 @@ impl Stream {
     }
 
     /// Waits for `value`, launching its chunk first if it is pending.
+    #[track_caller]
     pub fn read(&self, rt: &Runtime, value: &Value) -> Result<Arc<Buffer>> {
+        let site = crate::origin::current(std::panic::Location::caller());
         let checks = self.prepare_read(rt, value)?;
-        Counters::add(&rt.counters.host_syncs, 1);
+        rt.counters.host_sync(site);
         let buffer = value.wait()?;
         self.release_done();
         self.take_index_error(rt, checks)?;
@@ -275,14 +276,16 @@ impl Stream {
     /// Copies `value` to the host with `copy`, launching its chunk first if it
     /// is pending. The copy waits for the chunk itself (one wake-up, not two);
     /// if it fails, the error is the chunk's, naming its op.
+    #[track_caller]
     pub fn read_with<T>(
         &self,
         rt: &Runtime,
         value: &Value,
         copy: impl FnOnce(&Buffer) -> Result<T>,
     ) -> Result<T> {
+        let site = crate::origin::current(std::panic::Location::caller());
         let checks = self.prepare_read(rt, value)?;
-        Counters::add(&rt.counters.host_syncs, 1);
+        rt.counters.host_sync(site);
         let (buffer, done) = value
             .buffer()?
             .ok_or_else(|| Error::Internal("reading a value that was never launched".into()))?;

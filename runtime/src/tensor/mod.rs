@@ -145,12 +145,14 @@ impl Tensor {
     }
 
     /// Waits for the tensor's value (a host sync); returns its buffer.
+    #[track_caller]
     fn ready(&self, rt: &Runtime) -> Result<Arc<crate::pjrt::Buffer>> {
         self.stream.read(rt, &self.value)
     }
 
     /// Copies the elements to the host, in row-major order. `T` must be the
     /// tensor's dtype (convert first with [`Tensor::to_dtype`]).
+    #[track_caller]
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         if T::DTYPE != self.dtype() {
             return Err(fusion::Error::Invalid {
@@ -179,6 +181,7 @@ impl Tensor {
 
     /// Copies the elements into `dst` as raw bytes (the device's element
     /// layout, row-major); `dst` must be exactly the tensor's size.
+    #[track_caller]
     pub fn read_bytes(&self, dst: &mut [u8]) -> Result<()> {
         let size = self.numel() as usize * self.dtype().size_in_bytes();
         if dst.len() != size {
@@ -197,6 +200,7 @@ impl Tensor {
     }
 
     /// Copies the elements to the host as f64, whatever the dtype.
+    #[track_caller]
     pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
         let rt = context::get()?;
         let out = self
@@ -207,6 +211,7 @@ impl Tensor {
     }
 
     /// The value of a one-element tensor.
+    #[track_caller]
     pub fn item<T: Element>(&self) -> Result<T> {
         if self.numel() != 1 {
             return Err(fusion::Error::ShapeMismatch {
@@ -220,6 +225,7 @@ impl Tensor {
     }
 
     /// Waits until this tensor is computed; its error if it failed.
+    #[track_caller]
     pub fn sync(&self) -> Result<()> {
         self.ready(context::get()?).map(|_| ())
     }
