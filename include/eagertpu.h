@@ -162,7 +162,12 @@ typedef struct {
 /* `op` over args[0..nargs], broadcast and promoted as PyTorch does: a unary op
  * (x); a binary op (a, b), either of which may be a scalar; where (condition,
  * x, y); addcmul and addcdiv (self, t1, t2, value: a scalar); lerp (self, end,
- * weight). The result is written into view `out` (converted to its dtype and
+ * weight); a composed function (x, scalar parameters...): expm1 exp2 log2 log10
+ * tan sinh cosh atan asin acos trunc frac erfinv mish hardswish hardsigmoid
+ * log_sigmoid, softplus (beta, threshold), hardtanh (min, max), leaky_relu
+ * (slope), elu (alpha, scale, input_scale); or the backward of an activation,
+ * `<name>_backward` (grad, saved input, its parameters..., saved_is_result: true
+ * when the saved tensor is the result, elu and leaky_relu only). The result is written into view `out` (converted to its dtype and
  * broadcast to its shape) when `out` is not NULL, else returned as a new handle
  * in `result`: a kernel reads its inputs, runs the op and writes its output in
  * one call. */

@@ -24,6 +24,13 @@ fn rule_token(rule: impl Debug) -> String {
     out
 }
 
+/// An op's `X(...)` arguments: name, rule, ATen overloads.
+fn row(name: &str, rule: impl Debug, overloads: &[&str]) -> Vec<String> {
+    let mut row = vec![name.to_string(), rule_token(rule)];
+    row.extend(overloads.iter().map(|s| s.to_string()));
+    row
+}
+
 /// One `#define NAME(X)` with an `X(...)` line per op.
 fn x_macro(out: &mut String, name: &str, rows: impl Iterator<Item = Vec<String>>) {
     let _ = write!(out, "#define {name}(X)");
@@ -44,24 +51,14 @@ pub fn elementwise_op_lists() -> String {
          * promoted dtype; ...). aten_*: the ATen overload the PyTorch backend registers a kernel\n \
          * for, or none. */\n",
     );
-    x_macro(
-        &mut out,
-        "ETPU_UNARY_OPS",
-        UnaryOp::ALL.iter().map(|u| {
-            let mut row = vec![u.name().to_string(), rule_token(u.result())];
-            row.extend(u.aten_overloads().iter().map(|s| s.to_string()));
-            row
-        }),
-    );
-    x_macro(
-        &mut out,
-        "ETPU_BINARY_OPS",
-        BinaryOp::ALL.iter().map(|b| {
-            let mut row = vec![b.name().to_string(), rule_token(b.result())];
-            row.extend(b.aten_overloads().iter().map(|s| s.to_string()));
-            row
-        }),
-    );
+    let unary = UnaryOp::ALL
+        .iter()
+        .map(|u| row(u.name(), u.result(), u.aten_overloads()));
+    x_macro(&mut out, "ETPU_UNARY_OPS", unary);
+    let binary = BinaryOp::ALL
+        .iter()
+        .map(|b| row(b.name(), b.result(), b.aten_overloads()));
+    x_macro(&mut out, "ETPU_BINARY_OPS", binary);
     out.push_str(END);
     out.push('\n');
     out

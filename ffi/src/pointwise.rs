@@ -14,7 +14,7 @@ use std::sync::LazyLock;
 
 use eagertpu::internals::fusion::hash::FxBuild;
 use eagertpu::storage::{read_view, write_view};
-use eagertpu::{BinaryOp, DType, Operand, Scalar, Tensor, UnaryOp};
+use eagertpu::{Activation, BinaryOp, DType, Operand, Scalar, Tensor, UnaryOp};
 use smallvec::SmallVec;
 
 use crate::handles::{dtype_from, get, put_tensor};
@@ -120,7 +120,8 @@ fn read(arg: Arg) -> eagertpu::Result<Value> {
 
 /// What `op` takes, for errors.
 const SIGNATURES: &str = "a unary op (x), a binary op (a, b: one may be a scalar), \
-    where (condition, x, y), addcmul and addcdiv (self, t1, t2, value: a scalar), lerp (self, end, weight)";
+    where (condition, x, y), addcmul and addcdiv (self, t1, t2, value: a scalar), lerp (self, end, weight), \
+    an activation (x, scalar parameters...) or its backward (grad, saved, scalar parameters..., saved_is_result)";
 
 fn bad_args(op: &str, args: &[Value]) -> eagertpu::Error {
     let got: Vec<String> = args
@@ -164,10 +165,47 @@ static BY_NAME: LazyLock<HashMap<&'static str, Pointwise, FxBuild>> = LazyLock::
     unary.chain(binary).chain(composite).collect()
 });
 
+/// The scalars of `args` as f64s (bools as 0 and 1), or None if one is a tensor.
+fn params(args: &[Value]) -> Option<Vec<f64>> {
+    args.iter()
+        .map(|a| match a {
+            Value::Scalar(s) => Some(s.as_f64()),
+            Value::Tensor(_) => None,
+        })
+        .collect()
+}
+
+/// An activation (`Activation::from_name`) over `args`: `(x, params...)`, or
+/// for `<name>_backward`, `(grad, saved, params..., saved_is_result)`.
+fn activation(op: &str, args: &[Value]) -> Option<eagertpu::Result<Tensor>> {
+    use Value::Tensor as T;
+    let (name, backward) = match op.strip_suffix("_backward") {
+        Some(name) => (name, true),
+        None => (op, false),
+    };
+    let bad = || Some(Err(bad_args(op, args)));
+    match (backward, args) {
+        (false, [T(x), rest @ ..]) => {
+            let Some(p) = params(rest) else { return bad() };
+            let a = Activation::from_name(name, &p)?;
+            Some(a.and_then(|a| x.activation(a)))
+        }
+        (true, [T(grad), T(saved), rest @ .., Value::Scalar(is_result)]) => {
+            let Some(p) = params(rest) else { return bad() };
+            let a = Activation::from_name(name, &p)?;
+            Some(a.and_then(|a| grad.activation_backward(saved, a, is_result.as_f64() != 0.0)))
+        }
+        _ => Activation::from_name(name, &[]).and_then(|_| bad()),
+    }
+}
+
 /// Runs `op` over the read operands.
 fn run(op: &str, args: &[Value]) -> eagertpu::Result<Tensor> {
     use Value::{Scalar as S, Tensor as T};
     let Some(kind) = BY_NAME.get(op) else {
+        if let Some(result) = activation(op, args) {
+            return result;
+        }
         return Err(eagertpu::Error::Op(
             eagertpu::internals::fusion::Error::Invalid {
                 op: "pointwise",

@@ -337,7 +337,8 @@ bool direct(const at::Tensor& t) { return t.device().type() == c10::DeviceType::
 
 }  // namespace
 
-constexpr size_t kMaxPointwiseArgs = 4;
+// As the C ABI's limit (elu_backward takes six).
+constexpr size_t kMaxPointwiseArgs = 8;
 
 at::Scalar wrapped_number(const at::Tensor& t) {
   switch (t.scalar_type()) {

@@ -1,14 +1,13 @@
-// More elementwise math and activations (with their backwards), composed
-// from the runtime's ops; flip/roll/linspace/eye; and the fused LSTM and GRU
-// cells that torch.nn.LSTM/GRU call on non-CPU devices (the runtime's, one
-// call each).
+// More elementwise math: the functions and activations (with their backwards)
+// the runtime composes, one call each (runtime/src/tensor/activation.rs); the
+// rest composed here from the runtime's ops; flip/roll/linspace/eye; and the
+// fused LSTM and GRU cells torch.nn.LSTM/GRU call on non-CPU devices.
 #include <ATen/ExpandUtils.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
 #include <cmath>
-#include <functional>
 #include <limits>
 
 #include "backend.h"
@@ -16,59 +15,42 @@
 namespace etpu {
 namespace {
 
-using Fn = std::function<Handle(const Handle&)>;
-
 Handle s_add(const Handle& x, double v) { return binary_scalar("add", x, v); }
 Handle s_rsub(double v, const Handle& x) { return binary_scalar("sub", x, v, /*reversed=*/true); }
 Handle s_mul(const Handle& x, double v) { return binary_scalar("mul", x, v); }
 Handle zero_like(const Handle& x) { return s_mul(x, 0.0); }
 
-// A unary op computed in the result's (floating) dtype.
-at::Tensor& unary_into(const at::Tensor& self, at::Tensor& out, const Fn& f) {
+Handle trunc_of(const Handle& x) { return mul(unary("sign", x), unary("floor", unary("abs", x))); }
+
+// `out = name(args...)`, shaped as `like`: a function the runtime composes
+// (runtime/src/tensor/activation.rs), one call. A backward, `name_backward`,
+// takes (grad, saved, params..., saved_is_result) and is shaped as `saved`.
+at::Tensor& composed(const char* name, std::initializer_list<PointwiseArg> args, const at::Tensor& like,
+                     at::Tensor& out) {
   OpScope s;
-  at::native::resize_output(out, self.sizes());
-  Handle x = read(self);
-  if (at::isFloatingType(out.scalar_type()) && self.scalar_type() != out.scalar_type()) x = cast(x, out.scalar_type());
-  write(out, f(x));
+  at::native::resize_output(out, like.sizes());
+  pointwise(name, args, out);
   return out;
 }
 
-// exp(x) - 1 without cancellation near 0 (Kahan): u = exp(x); (u - 1) * x / log(u).
-Handle expm1_of(const Handle& x) {
-  Handle u = unary("exp", x);
-  Handle um1 = s_add(u, -1.0);
-  Handle accurate = div(mul(um1, x), unary("log", u));
-  Handle one = binary_scalar("eq", u, 1.0);
-  Handle inf = binary_scalar("eq", u, std::numeric_limits<double>::infinity());
-  return where(one, x, where(inf, u, where(binary_scalar("eq", um1, -1.0), um1, accurate)));
-}
+#define COMPOSED_KERNEL(name) \
+  at::Tensor& name##_out(const at::Tensor& self, at::Tensor& out) { return composed(#name, {self}, self, out); }
 
-Handle trunc_of(const Handle& x) { return mul(unary("sign", x), unary("floor", unary("abs", x))); }
-
-Handle softplus_of(const Handle& x, double beta, double threshold) {
-  Handle bx = s_mul(x, beta);
-  Handle soft = s_mul(unary("log1p", unary("exp", bx)), 1.0 / beta);
-  return where(binary_scalar("gt", bx, threshold), x, soft);
-}
-
-#define MATH_KERNEL(name, body)                                                   \
-  at::Tensor& name##_out(const at::Tensor& self, at::Tensor& out) {               \
-    return unary_into(self, out, [](const Handle& x) -> Handle { return body; }); \
-  }
-
-MATH_KERNEL(exp2, unary("exp", s_mul(x, M_LN2)))
-MATH_KERNEL(log2, s_mul(unary("log", x), 1.0 / M_LN2))
-MATH_KERNEL(log10, s_mul(unary("log", x), 1.0 / M_LN10))
-MATH_KERNEL(expm1, expm1_of(x))
-MATH_KERNEL(tan, div(unary("sin", x), unary("cos", x)))
-MATH_KERNEL(sinh, s_mul(sub(unary("exp", x), unary("exp", unary("neg", x))), 0.5))
-MATH_KERNEL(cosh, s_mul(add(unary("exp", x), unary("exp", unary("neg", x))), 0.5))
-MATH_KERNEL(atan, binary("atan2", x, s_add(zero_like(x), 1.0)))
-MATH_KERNEL(asin, binary("atan2", x, unary("sqrt", s_rsub(1.0, mul(x, x)))))
-MATH_KERNEL(acos, binary("atan2", unary("sqrt", s_rsub(1.0, mul(x, x))), x))
-MATH_KERNEL(trunc, trunc_of(x))
-MATH_KERNEL(frac, sub(x, trunc_of(x)))
-MATH_KERNEL(mish, mul(x, unary("tanh", softplus_of(x, 1.0, 20.0))))
+COMPOSED_KERNEL(exp2)
+COMPOSED_KERNEL(log2)
+COMPOSED_KERNEL(log10)
+COMPOSED_KERNEL(expm1)
+COMPOSED_KERNEL(tan)
+COMPOSED_KERNEL(sinh)
+COMPOSED_KERNEL(cosh)
+COMPOSED_KERNEL(atan)
+COMPOSED_KERNEL(asin)
+COMPOSED_KERNEL(acos)
+COMPOSED_KERNEL(trunc)
+COMPOSED_KERNEL(frac)
+COMPOSED_KERNEL(mish)
+COMPOSED_KERNEL(hardswish)
+COMPOSED_KERNEL(hardsigmoid)
 
 at::Tensor& signbit_out(const at::Tensor& self, at::Tensor& out) {
   OpScope s;
@@ -105,6 +87,17 @@ at::Tensor& nan_to_num_out(const at::Tensor& self, std::optional<double> nan, st
   r = where(binary_scalar("eq", x, inf), full(dev, {}, posinf.value_or(big), t), r);
   r = where(binary_scalar("eq", x, -inf), full(dev, {}, neginf.value_or(-big), t), r);
   write(out, r);
+  return out;
+}
+
+// A unary op computed in the result's (floating) dtype.
+template <typename F>
+at::Tensor& unary_into(const at::Tensor& self, at::Tensor& out, const F& f) {
+  OpScope s;
+  at::native::resize_output(out, self.sizes());
+  Handle x = read(self);
+  if (at::isFloatingType(out.scalar_type()) && self.scalar_type() != out.scalar_type()) x = cast(x, out.scalar_type());
+  write(out, f(x));
   return out;
 }
 
@@ -193,12 +186,13 @@ at::Tensor& clamp_max_tensor_out(const at::Tensor& self, const at::Tensor& max, 
 }
 
 // ----------------------------------------------------------- activations ----
+// Each one call of a function the runtime composes (with its parameters);
+// the functional and in-place forms allocate or reuse, then call it.
+
+const at::Scalar kSavedIsInput(false);
 
 at::Tensor& hardtanh_out(const at::Tensor& self, const at::Scalar& lo, const at::Scalar& hi, at::Tensor& out) {
-  OpScope s;
-  at::native::resize_output(out, self.sizes());
-  write(out, clamp(read(self), lo, hi));
-  return out;
+  return composed("hardtanh", {self, lo, hi}, self, out);
 }
 
 at::Tensor hardtanh(const at::Tensor& self, const at::Scalar& lo, const at::Scalar& hi) {
@@ -212,12 +206,7 @@ at::Tensor& hardtanh_(at::Tensor& self, const at::Scalar& lo, const at::Scalar& 
 
 at::Tensor& hardtanh_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& lo,
                                   const at::Scalar& hi, at::Tensor& grad_input) {
-  OpScope s;
-  at::native::resize_output(grad_input, self.sizes());
-  Handle x = read(self);
-  Handle inside = binary("logical_and", binary_scalar("gt", x, lo), binary_scalar("lt", x, hi));
-  write(grad_input, where(inside, read(grad), full(device_index(self), {}, 0, grad.scalar_type())));
-  return grad_input;
+  return composed("hardtanh_backward", {grad, self, lo, hi, kSavedIsInput}, self, grad_input);
 }
 
 at::Tensor hardtanh_backward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& lo,
@@ -227,76 +216,39 @@ at::Tensor hardtanh_backward(const at::Tensor& grad, const at::Tensor& self, con
 }
 
 at::Tensor& leaky_relu_out(const at::Tensor& self, const at::Scalar& slope, at::Tensor& out) {
-  OpScope s;
-  Handle x = read(self);
-  write(out, where(binary_scalar("gt", x, 0.0), x, mul(x, slope)));
-  return out;
+  return composed("leaky_relu", {self, slope}, self, out);
 }
 
 at::Tensor& leaky_relu_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& slope,
                                     bool self_is_result, at::Tensor& grad_input) {
-  OpScope s;
-  Handle g = read(grad);
-  write(grad_input, where(binary_scalar("gt", read(self), 0.0), g, mul(g, slope)));
-  return grad_input;
+  return composed("leaky_relu_backward", {grad, self, slope, at::Scalar(self_is_result)}, self, grad_input);
 }
 
 at::Tensor& elu_out(const at::Tensor& self, const at::Scalar& alpha, const at::Scalar& scale,
                     const at::Scalar& input_scale, at::Tensor& out) {
-  OpScope s;
-  Handle x = read(self);
-  Handle neg = s_mul(expm1_of(s_mul(x, input_scale.toDouble())), alpha.toDouble());
-  write(out, s_mul(where(binary_scalar("gt", x, 0.0), x, neg), scale.toDouble()));
-  return out;
+  return composed("elu", {self, alpha, scale, input_scale}, self, out);
 }
 
 at::Tensor& elu_backward_out(const at::Tensor& grad, const at::Scalar& alpha, const at::Scalar& scale,
                              const at::Scalar& input_scale, bool is_result, const at::Tensor& self_or_result,
                              at::Tensor& grad_input) {
-  OpScope s;
-  Handle v = read(self_or_result), g = read(grad);
-  double a = alpha.toDouble(), sc = scale.toDouble(), is = input_scale.toDouble();
-  // x <= 0: d = scale * alpha * input_scale * exp(x * input_scale), or from the
-  // result y = scale * alpha * (exp(x is) - 1): d = is * (y + scale * alpha).
-  Handle neg = is_result ? s_mul(s_add(v, sc * a), is) : s_mul(unary("exp", s_mul(v, is)), sc * a * is);
-  write(grad_input, mul(g, where(binary_scalar("gt", v, 0.0), s_add(zero_like(v), sc), neg)));
-  return grad_input;
+  return composed("elu_backward", {grad, self_or_result, alpha, scale, input_scale, at::Scalar(is_result)},
+                           self_or_result, grad_input);
 }
 
 at::Tensor& softplus_out(const at::Tensor& self, const at::Scalar& beta, const at::Scalar& threshold,
                          at::Tensor& out) {
-  OpScope s;
-  write(out, softplus_of(read(self), beta.toDouble(), threshold.toDouble()));
-  return out;
+  return composed("softplus", {self, beta, threshold}, self, out);
 }
 
 at::Tensor& softplus_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& beta,
                                   const at::Scalar& threshold, at::Tensor& grad_input) {
-  OpScope s;
-  Handle x = read(self), g = read(grad);
-  Handle bx = s_mul(x, beta.toDouble());
-  Handle d = unary("sigmoid", bx);
-  write(grad_input, where(binary_scalar("gt", bx, threshold.toDouble()), g, mul(g, d)));
-  return grad_input;
+  return composed("softplus_backward", {grad, self, beta, threshold, kSavedIsInput}, self, grad_input);
 }
 
 at::Tensor mish_backward(const at::Tensor& grad, const at::Tensor& self) {
-  OpScope s;
-  Handle x = read(self);
-  Handle t = unary("tanh", softplus_of(x, 1.0, 20.0));
-  // d = tanh(sp) + x * sigmoid(x) * (1 - tanh(sp)^2)
-  Handle d = add(t, mul(mul(x, unary("sigmoid", x)), s_rsub(1.0, mul(t, t))));
   at::Tensor out = at::empty_like(grad);
-  write(out, mul(read(grad), d));
-  return out;
-}
-
-at::Tensor& hardswish_out(const at::Tensor& self, at::Tensor& out) {
-  OpScope s;
-  at::native::resize_output(out, self.sizes());
-  Handle x = read(self);
-  write(out, s_mul(mul(x, clamp(s_add(x, 3.0), at::Scalar(0.0), at::Scalar(6.0))), 1.0 / 6.0));
-  return out;
+  return composed("mish_backward", {grad, self, kSavedIsInput}, self, out);
 }
 
 at::Tensor hardswish(const at::Tensor& self) {
@@ -307,22 +259,8 @@ at::Tensor hardswish(const at::Tensor& self) {
 at::Tensor& hardswish_(at::Tensor& self) { return etpu::hardswish_out(self, self); }
 
 at::Tensor hardswish_backward(const at::Tensor& grad, const at::Tensor& self) {
-  OpScope s;
-  Handle x = read(self);
-  Handle mid = s_add(s_mul(x, 1.0 / 3.0), 0.5);
-  Handle d = where(binary_scalar("lt", x, -3.0), zero_like(x),
-                   where(binary_scalar("le", x, 3.0), mid, s_add(zero_like(x), 1.0)));
   at::Tensor out = at::empty_like(grad);
-  write(out, mul(read(grad), d));
-  return out;
-}
-
-// hardsigmoid(x) = clamp(x / 6 + 1/2, 0, 1); its slope is 1/6 inside (-3, 3).
-at::Tensor& hardsigmoid_out(const at::Tensor& self, at::Tensor& out) {
-  OpScope s;
-  at::native::resize_output(out, self.sizes());
-  write(out, clamp(s_add(s_mul(read(self), 1.0 / 6.0), 0.5), at::Scalar(0.0), at::Scalar(1.0)));
-  return out;
+  return composed("hardswish_backward", {grad, self, kSavedIsInput}, self, out);
 }
 
 at::Tensor hardsigmoid(const at::Tensor& self) {
@@ -333,12 +271,7 @@ at::Tensor hardsigmoid(const at::Tensor& self) {
 at::Tensor& hardsigmoid_(at::Tensor& self) { return etpu::hardsigmoid_out(self, self); }
 
 at::Tensor& hardsigmoid_backward_out(const at::Tensor& grad, const at::Tensor& self, at::Tensor& grad_input) {
-  OpScope s;
-  at::native::resize_output(grad_input, self.sizes());
-  Handle x = read(self), g = read(grad);
-  Handle inside = binary("logical_and", binary_scalar("gt", x, -3.0), binary_scalar("lt", x, 3.0));
-  write(grad_input, where(inside, s_mul(g, 1.0 / 6.0), zero_like(g)));
-  return grad_input;
+  return composed("hardsigmoid_backward", {grad, self, kSavedIsInput}, self, grad_input);
 }
 
 at::Tensor hardsigmoid_backward(const at::Tensor& grad, const at::Tensor& self) {
@@ -346,13 +279,11 @@ at::Tensor hardsigmoid_backward(const at::Tensor& grad, const at::Tensor& self) 
   return etpu::hardsigmoid_backward_out(grad, self, out);
 }
 
-// log_sigmoid(x) = -softplus(-x); the buffer is unused (CPU keeps exp(-|x|)).
+// The buffer is unused (CPU keeps exp(-|x|) in it).
 std::tuple<at::Tensor&, at::Tensor&> log_sigmoid_forward_out(const at::Tensor& self, at::Tensor& output,
                                                              at::Tensor& buffer) {
-  OpScope s;
-  at::native::resize_output(output, self.sizes());
   at::native::resize_output(buffer, {0});
-  write(output, unary("neg", softplus_of(unary("neg", read(self)), 1.0, 20.0)));
+  composed("log_sigmoid", {self}, self, output);
   return {output, buffer};
 }
 
@@ -364,10 +295,7 @@ std::tuple<at::Tensor, at::Tensor> log_sigmoid_forward(const at::Tensor& self) {
 
 at::Tensor& log_sigmoid_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& buffer,
                                      at::Tensor& grad_input) {
-  OpScope s;
-  at::native::resize_output(grad_input, self.sizes());
-  write(grad_input, mul(read(grad), unary("sigmoid", unary("neg", read(self)))));
-  return grad_input;
+  return composed("log_sigmoid_backward", {grad, self, kSavedIsInput}, self, grad_input);
 }
 
 at::Tensor log_sigmoid_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& buffer) {

@@ -45,42 +45,13 @@ at::Tensor& sgn_out(const at::Tensor& self, at::Tensor& out) {
   return out;
 }
 
-// erfinv: Giles' single-precision polynomial ("Approximating the erfinv
-// function", 2010), then two Newton steps on erf(x) = y, all in float64 (the
-// steps need erf's full precision near +-1). |y| = 1 gives +-inf, |y| > 1 NaN.
-Handle polynomial(const Handle& w, std::initializer_list<double> coefficients) {
-  auto c = coefficients.begin();
-  double first = *c++;
-  Handle p = binary_scalar("add", mul(w, first), *c++);
-  for (; c != coefficients.end(); ++c) p = binary_scalar("add", mul(p, w), *c);
-  return p;
-}
-
+// erfinv: composed by the runtime (Giles' polynomial and two Newton steps).
 at::Tensor& erfinv_out(const at::Tensor& self, at::Tensor& out) {
   OpScope s;
   TORCH_CHECK(at::isFloatingType(out.scalar_type()), "erfinv: expected a floating point result, got ",
               out.scalar_type());
-  Handle y = cast(read(self), at::kDouble);
-  Handle w = unary("neg", unary("log", mul(binary_scalar("sub", y, 1.0, true), binary_scalar("add", y, 1.0))));
-  Handle central = polynomial(binary_scalar("sub", w, 2.5),
-                              {2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
-                               -0.00125372503, -0.00417768164, 0.246640727, 1.50140941});
-  Handle tail = polynomial(binary_scalar("sub", unary("sqrt", w), 3.0),
-                           {-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
-                            -0.0076224613, 0.00943887047, 1.00167406, 2.83297682});
-  Handle x = mul(where(binary_scalar("lt", w, 5.0), central, tail), y);
-  const double two_over_sqrt_pi = 2.0 / std::sqrt(M_PI);
-  Handle inside = binary_scalar("lt", unary("abs", y), 1.0);
-  for (int step = 0; step < 2; step++) {
-    Handle err = sub(unary("erf", x), y);
-    Handle slope = mul(unary("exp", unary("neg", mul(x, x))), two_over_sqrt_pi);
-    x = where(inside, sub(x, div(err, slope)), x);
-  }
-  // +-1: +-inf (y * inf); beyond: NaN (the log of a negative already is).
-  Handle edge = binary_scalar("eq", unary("abs", y), 1.0);
-  x = where(edge, mul(y, std::numeric_limits<double>::infinity()), x);
   at::native::resize_output(out, self.sizes());
-  write(out, x);
+  pointwise("erfinv", {self}, out);
   return out;
 }
 

@@ -6,6 +6,7 @@
 //! failures never panic and leave the runtime usable. Ops are `#[track_caller]`:
 //! errors that surface later name the line that called the op.
 
+mod activation;
 mod conv;
 mod create;
 mod device;
@@ -30,6 +31,7 @@ use std::sync::Arc;
 
 use fusion::{DType, TensorType};
 
+pub use activation::Activation;
 pub use device::{Device, default_device};
 pub use elementwise::Operand;
 pub use loss::PointwiseLoss;

@@ -1,0 +1,377 @@
+//! Elementwise functions PyTorch has that the op set composes from its ops:
+//! the math functions without a StableHLO op of their own (`expm1`, `tan`,
+//! `erfinv`, ...) and the activations with their backwards (`softplus`,
+//! `elu`, `hardswish`, ...). One enum names them all: the C ABI takes them
+//! by name (`etpu_pointwise`), and the PyTorch kernels are one call each.
+
+use fusion::{BinaryOp, DType, Scalar};
+
+use super::Tensor;
+use crate::error::Result;
+
+/// A composed elementwise function, with its parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Activation {
+    /// `exp(x) - 1`, accurate near 0.
+    Expm1,
+    Exp2,
+    Log2,
+    Log10,
+    Tan,
+    Sinh,
+    Cosh,
+    Atan,
+    Asin,
+    Acos,
+    /// Rounds toward zero (integers stay as they are).
+    Trunc,
+    /// `x - trunc(x)`.
+    Frac,
+    /// The inverse of `erf`: +-inf at +-1, NaN beyond.
+    Erfinv,
+    /// `x * tanh(softplus(x))`.
+    Mish,
+    /// `x * clamp(x + 3, 0, 6) / 6`.
+    Hardswish,
+    /// `clamp(x / 6 + 1/2, 0, 1)`.
+    Hardsigmoid,
+    /// `-softplus(-x)`.
+    LogSigmoid,
+    /// `log(1 + exp(beta x)) / beta`, and `x` where `beta x > threshold`.
+    Softplus {
+        beta: f64,
+        threshold: f64,
+    },
+    /// `clamp(x, min, max)`.
+    Hardtanh {
+        min: f64,
+        max: f64,
+    },
+    /// `x` for `x > 0`, else `slope x`.
+    LeakyRelu {
+        slope: f64,
+    },
+    /// `scale x` for `x > 0`, else `scale alpha (exp(input_scale x) - 1)`.
+    Elu {
+        alpha: f64,
+        scale: f64,
+        input_scale: f64,
+    },
+}
+
+/// Names and parameter counts: what the C ABI parses.
+const NAMES: [(&str, usize); 21] = [
+    ("expm1", 0),
+    ("exp2", 0),
+    ("log2", 0),
+    ("log10", 0),
+    ("tan", 0),
+    ("sinh", 0),
+    ("cosh", 0),
+    ("atan", 0),
+    ("asin", 0),
+    ("acos", 0),
+    ("trunc", 0),
+    ("frac", 0),
+    ("erfinv", 0),
+    ("mish", 0),
+    ("hardswish", 0),
+    ("hardsigmoid", 0),
+    ("log_sigmoid", 0),
+    ("softplus", 2),
+    ("hardtanh", 2),
+    ("leaky_relu", 1),
+    ("elu", 3),
+];
+
+impl Activation {
+    /// The function called `name` (PyTorch's) with `params` (softplus: beta,
+    /// threshold; hardtanh: min, max; leaky_relu: slope; elu: alpha, scale,
+    /// input_scale), or None for an unknown name. A wrong number of params
+    /// is an error.
+    pub fn from_name(name: &str, params: &[f64]) -> Option<Result<Activation>> {
+        use Activation::*;
+        let &(name, count) = NAMES.iter().find(|(n, _)| *n == name)?;
+        if params.len() != count {
+            return Some(Err(fusion::Error::Invalid {
+                op: name,
+                message: format!(
+                    "got {} parameters {params:?}, expected {count}",
+                    params.len()
+                ),
+            }
+            .into()));
+        }
+        let p = |i: usize| params[i];
+        Some(Ok(match name {
+            "expm1" => Expm1,
+            "exp2" => Exp2,
+            "log2" => Log2,
+            "log10" => Log10,
+            "tan" => Tan,
+            "sinh" => Sinh,
+            "cosh" => Cosh,
+            "atan" => Atan,
+            "asin" => Asin,
+            "acos" => Acos,
+            "trunc" => Trunc,
+            "frac" => Frac,
+            "erfinv" => Erfinv,
+            "mish" => Mish,
+            "hardswish" => Hardswish,
+            "hardsigmoid" => Hardsigmoid,
+            "log_sigmoid" => LogSigmoid,
+            "softplus" => Softplus {
+                beta: p(0),
+                threshold: p(1),
+            },
+            "hardtanh" => Hardtanh {
+                min: p(0),
+                max: p(1),
+            },
+            "leaky_relu" => LeakyRelu { slope: p(0) },
+            _ => Elu {
+                alpha: p(0),
+                scale: p(1),
+                input_scale: p(2),
+            },
+        }))
+    }
+
+    /// PyTorch's name.
+    pub fn name(self) -> &'static str {
+        use Activation::*;
+        match self {
+            Expm1 => "expm1",
+            Exp2 => "exp2",
+            Log2 => "log2",
+            Log10 => "log10",
+            Tan => "tan",
+            Sinh => "sinh",
+            Cosh => "cosh",
+            Atan => "atan",
+            Asin => "asin",
+            Acos => "acos",
+            Trunc => "trunc",
+            Frac => "frac",
+            Erfinv => "erfinv",
+            Mish => "mish",
+            Hardswish => "hardswish",
+            Hardsigmoid => "hardsigmoid",
+            LogSigmoid => "log_sigmoid",
+            Softplus { .. } => "softplus",
+            Hardtanh { .. } => "hardtanh",
+            LeakyRelu { .. } => "leaky_relu",
+            Elu { .. } => "elu",
+        }
+    }
+}
+
+/// `s - x`.
+fn rsub(x: &Tensor, s: f64) -> Result<Tensor> {
+    x.binary_scalar(BinaryOp::Sub, Scalar::from(s), true)
+}
+
+/// `exp(x) - 1` without cancellation near 0 (Kahan): with `u = exp(x)`,
+/// `(u - 1) x / log(u)`; exactly `x` where `u` rounds to 1.
+fn expm1(x: &Tensor) -> Result<Tensor> {
+    let u = x.exp()?;
+    let um1 = u.sub(1.0)?;
+    let accurate = um1.mul(x)?.div(&u.log()?)?;
+    let r = Tensor::where_(&um1.eq(-1.0)?, &um1, &accurate)?;
+    let r = Tensor::where_(&u.eq(f64::INFINITY)?, &u, &r)?;
+    Tensor::where_(&u.eq(1.0)?, x, &r)
+}
+
+fn trunc(x: &Tensor) -> Result<Tensor> {
+    x.sign()?.mul(&x.abs()?.floor()?)
+}
+
+fn softplus(x: &Tensor, beta: f64, threshold: f64) -> Result<Tensor> {
+    let bx = x.mul(beta)?;
+    let soft = bx.exp()?.log1p()?.mul(1.0 / beta)?;
+    Tensor::where_(&bx.gt(threshold)?, x, &soft)
+}
+
+/// `c_0 w^n + c_1 w^(n-1) + ... + c_n` (Horner).
+fn polynomial(w: &Tensor, coefficients: &[f64]) -> Result<Tensor> {
+    let mut p = w.mul(coefficients[0])?.add(coefficients[1])?;
+    for &c in &coefficients[2..] {
+        p = p.mul(w)?.add(c)?;
+    }
+    Ok(p)
+}
+
+/// Giles' single-precision polynomial ("Approximating the erfinv function",
+/// 2010), then two Newton steps on `erf(x) = y`, in float64 (the steps need
+/// erf's full precision near +-1); the result in `y`'s dtype.
+fn erfinv(y: &Tensor) -> Result<Tensor> {
+    let dtype = y.dtype();
+    let y = y.to_dtype(DType::F64)?;
+    let w = rsub(&y, 1.0)?.mul(&y.add(1.0)?)?.log()?.neg()?;
+    let central = polynomial(
+        &w.sub(2.5)?,
+        &[
+            2.81022636e-08,
+            3.43273939e-07,
+            -3.5233877e-06,
+            -4.39150654e-06,
+            0.00021858087,
+            -0.00125372503,
+            -0.00417768164,
+            0.246640727,
+            1.50140941,
+        ],
+    )?;
+    let tail = polynomial(
+        &w.sqrt()?.sub(3.0)?,
+        &[
+            -0.000200214257,
+            0.000100950558,
+            0.00134934322,
+            -0.00367342844,
+            0.00573950773,
+            -0.0076224613,
+            0.00943887047,
+            1.00167406,
+            2.83297682,
+        ],
+    )?;
+    let mut x = Tensor::where_(&w.lt(5.0)?, &central, &tail)?.mul(&y)?;
+    let inside = y.abs()?.lt(1.0)?;
+    let two_over_sqrt_pi = 2.0 / std::f64::consts::PI.sqrt();
+    for _ in 0..2 {
+        let err = x.erf()?.sub(&y)?;
+        let slope = x.mul(&x)?.neg()?.exp()?.mul(two_over_sqrt_pi)?;
+        x = Tensor::where_(&inside, &x.sub(&err.div(&slope)?)?, &x)?;
+    }
+    // +-1: +-inf; beyond: NaN (the log of a negative already is).
+    let edge = y.abs()?.eq(1.0)?;
+    let x = Tensor::where_(&edge, &y.mul(f64::INFINITY)?, &x)?;
+    x.to_dtype(dtype)
+}
+
+impl Tensor {
+    /// The operand of a float function: floats as they are, integers and
+    /// bools in float32 (as PyTorch's float functions compute them).
+    fn float_operand(&self) -> Result<Tensor> {
+        self.to_dtype(self.dtype().to_float())
+    }
+
+    /// `a(self)` (see [`Activation`]); integer inputs compute in float32,
+    /// except `trunc`, which keeps them.
+    #[track_caller]
+    pub fn activation(&self, a: Activation) -> Result<Tensor> {
+        use Activation::*;
+        if a == Trunc && !self.dtype().is_float() {
+            return Ok(self.clone());
+        }
+        let x = &self.float_operand()?;
+        match a {
+            Expm1 => expm1(x),
+            Exp2 => x.mul(std::f64::consts::LN_2)?.exp(),
+            Log2 => x.log()?.mul(1.0 / std::f64::consts::LN_2),
+            Log10 => x.log()?.mul(1.0 / std::f64::consts::LN_10),
+            Tan => x.sin()?.div(&x.cos()?),
+            Sinh => x.exp()?.sub(&x.neg()?.exp()?)?.mul(0.5),
+            Cosh => x.exp()?.add(&x.neg()?.exp()?)?.mul(0.5),
+            Atan => x.atan2(&x.full_like(1.0)?),
+            Asin => x.atan2(&rsub(&x.mul(x)?, 1.0)?.sqrt()?),
+            Acos => rsub(&x.mul(x)?, 1.0)?.sqrt()?.atan2(x),
+            Trunc => trunc(x),
+            Frac => x.sub(&trunc(x)?),
+            Erfinv => erfinv(x),
+            Mish => x.mul(&softplus(x, 1.0, 20.0)?.tanh()?),
+            Hardswish => x.mul(&x.add(3.0)?.clamp(0.0, 6.0)?)?.mul(1.0 / 6.0),
+            Hardsigmoid => x.mul(1.0 / 6.0)?.add(0.5)?.clamp(0.0, 1.0),
+            LogSigmoid => softplus(&x.neg()?, 1.0, 20.0)?.neg(),
+            Softplus { beta, threshold } => softplus(x, beta, threshold),
+            Hardtanh { min, max } => x.clamp(min, max),
+            LeakyRelu { slope } => Tensor::where_(&x.gt(0.0)?, x, &x.mul(slope)?),
+            Elu {
+                alpha,
+                scale,
+                input_scale,
+            } => {
+                let negative = expm1(&x.mul(input_scale)?)?.mul(alpha)?;
+                Tensor::where_(&x.gt(0.0)?, x, &negative)?.mul(scale)
+            }
+        }
+    }
+
+    /// The gradient of `a` at `saved`, times `self` (the output's gradient):
+    /// PyTorch's `<name>_backward`. `saved` is the input, or the result when
+    /// `saved_is_result` (elu and leaky_relu only, as PyTorch's in-place forms
+    /// keep it).
+    #[track_caller]
+    pub fn activation_backward(
+        &self,
+        saved: &Tensor,
+        a: Activation,
+        saved_is_result: bool,
+    ) -> Result<Tensor> {
+        use Activation::*;
+        let op = a.name();
+        self.expect_float(op, "a floating-point gradient")?;
+        saved.expect_float(op, "a floating-point input")?;
+        if saved_is_result && !matches!(a, Elu { .. } | LeakyRelu { .. }) {
+            return Err(fusion::Error::Invalid {
+                op,
+                message: "the backward takes the input, not the result (only elu and leaky_relu take the result)"
+                    .into(),
+            }
+            .into());
+        }
+        let (g, x) = (self, saved);
+        let zero = || x.zeros_like();
+        match a {
+            Mish => {
+                // tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2)
+                let t = softplus(x, 1.0, 20.0)?.tanh()?;
+                let d = t.add(&x.mul(&x.sigmoid()?)?.mul(&rsub(&t.mul(&t)?, 1.0)?)?)?;
+                g.mul(&d)
+            }
+            Hardswish => {
+                let d = Tensor::where_(&x.le(3.0)?, &x.mul(1.0 / 3.0)?.add(0.5)?, 1.0)?;
+                g.mul(&Tensor::where_(&x.lt(-3.0)?, &zero()?, &d)?)
+            }
+            Hardsigmoid => {
+                let inside = x.gt(-3.0)?.logical_and(&x.lt(3.0)?)?;
+                Tensor::where_(&inside, &g.mul(1.0 / 6.0)?, &g.zeros_like()?)
+            }
+            LogSigmoid => g.mul(&x.neg()?.sigmoid()?),
+            Softplus { beta, threshold } => {
+                let bx = x.mul(beta)?;
+                Tensor::where_(&bx.gt(threshold)?, g, &g.mul(&bx.sigmoid()?)?)
+            }
+            Hardtanh { min, max } => {
+                let inside = x.gt(min)?.logical_and(&x.lt(max)?)?;
+                Tensor::where_(&inside, g, &g.zeros_like()?)
+            }
+            // The result has the input's sign (for a positive slope).
+            LeakyRelu { slope } => Tensor::where_(&x.gt(0.0)?, g, &g.mul(slope)?),
+            Elu {
+                alpha,
+                scale,
+                input_scale,
+            } => {
+                // x <= 0: scale alpha input_scale exp(input_scale x); from the
+                // result y = scale alpha (exp(input_scale x) - 1) that is
+                // input_scale (y + scale alpha).
+                let negative = if saved_is_result {
+                    x.add(scale * alpha)?.mul(input_scale)?
+                } else {
+                    x.mul(input_scale)?
+                        .exp()?
+                        .mul(scale * alpha * input_scale)?
+                };
+                g.mul(&Tensor::where_(&x.gt(0.0)?, scale, &negative)?)
+            }
+            _ => Err(fusion::Error::Invalid {
+                op,
+                message: "has no backward of its own (autograd composes its derivative)".into(),
+            }
+            .into()),
+        }
+    }
+}

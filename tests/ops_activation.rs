@@ -1,0 +1,232 @@
+//! The composed functions and activations (`Tensor::activation`) against host
+//! references, their backwards against central differences of the host's
+//! forward, and bad input named; every mode.
+
+mod common;
+
+use common::*;
+use eagertpu::{Activation, DType, Tensor};
+
+fn softplus(x: f64, beta: f64, threshold: f64) -> f64 {
+    if beta * x > threshold {
+        x
+    } else {
+        (beta * x).exp().ln_1p() / beta
+    }
+}
+
+/// The host's `a(x)`.
+fn host(a: Activation, x: f64) -> f64 {
+    use Activation::*;
+    match a {
+        Expm1 => x.exp_m1(),
+        Exp2 => x.exp2(),
+        Log2 => x.log2(),
+        Log10 => x.log10(),
+        Tan => x.tan(),
+        Sinh => x.sinh(),
+        Cosh => x.cosh(),
+        Atan => x.atan(),
+        Asin => x.asin(),
+        Acos => x.acos(),
+        Trunc => x.trunc(),
+        Frac => x.fract(),
+        Erfinv => unreachable!("checked through erf"),
+        Mish => x * softplus(x, 1.0, 20.0).tanh(),
+        Hardswish => x * (x + 3.0).clamp(0.0, 6.0) / 6.0,
+        Hardsigmoid => (x / 6.0 + 0.5).clamp(0.0, 1.0),
+        LogSigmoid => -softplus(-x, 1.0, 20.0),
+        Softplus { beta, threshold } => softplus(x, beta, threshold),
+        Hardtanh { min, max } => x.clamp(min, max),
+        LeakyRelu { slope } => {
+            if x > 0.0 {
+                x
+            } else {
+                slope * x
+            }
+        }
+        Elu {
+            alpha,
+            scale,
+            input_scale,
+        } => {
+            if x > 0.0 {
+                scale * x
+            } else {
+                scale * alpha * (input_scale * x).exp_m1()
+            }
+        }
+    }
+}
+
+const WITH_BACKWARD: [Activation; 8] = [
+    Activation::Mish,
+    Activation::Hardswish,
+    Activation::Hardsigmoid,
+    Activation::LogSigmoid,
+    Activation::Softplus {
+        beta: 2.0,
+        threshold: 3.0,
+    },
+    Activation::Hardtanh {
+        min: -0.5,
+        max: 1.5,
+    },
+    Activation::LeakyRelu { slope: 0.1 },
+    Activation::Elu {
+        alpha: 1.3,
+        scale: 1.05,
+        input_scale: 0.7,
+    },
+];
+
+fn all() -> Vec<Activation> {
+    use Activation::*;
+    let mut out = vec![
+        Expm1, Exp2, Log2, Log10, Tan, Sinh, Cosh, Atan, Asin, Acos, Trunc, Frac,
+    ];
+    out.extend(WITH_BACKWARD);
+    out
+}
+
+/// Inputs inside the function's domain, near its kinks and far from them.
+fn input(a: Activation, dtype: DType, seed: u64) -> Host {
+    use Activation::*;
+    match a {
+        Log2 | Log10 => Host::random_in(dtype, &[3, 17], seed, 0.05, 20.0),
+        Asin | Acos => Host::random_in(dtype, &[3, 17], seed, -0.99, 0.99),
+        Tan => Host::random_in(dtype, &[3, 17], seed, -1.4, 1.4),
+        Expm1 => Host::new(
+            dtype,
+            &[8],
+            vec![-30.0, -1.0, -1e-3, -1e-9, 0.0, 1e-9, 1e-4, 5.0],
+        ),
+        _ => Host::random_in(dtype, &[3, 17], seed, -6.0, 6.0),
+    }
+}
+
+all_modes! {
+fn every_function_matches_the_host() {
+    for a in all() {
+        for dtype in [DType::F32, DType::F64] {
+            let x = input(a, dtype, 3);
+            let got = x.tensor().activation(a).unwrap();
+            let want = x.map(dtype, |v| host(a, v));
+            assert_close(&format!("{a:?}"), &got, &want);
+        }
+    }
+}
+}
+
+all_modes! {
+fn integers_compute_in_float32_and_trunc_keeps_them() {
+    let ints = Host::new(DType::I32, &[4], vec![-2.0, 0.0, 1.0, 3.0]);
+    let got = ints.tensor().activation(Activation::Exp2).unwrap();
+    assert_close("exp2 of int32", &got, &ints.map(DType::F32, f64::exp2));
+    let got = ints.tensor().activation(Activation::Trunc).unwrap();
+    assert_close("trunc of int32", &got, &ints);
+}
+}
+
+all_modes! {
+fn erfinv_inverts_erf_with_infinities_at_the_ends() {
+    let y = Host::new(
+        DType::F64,
+        &[9],
+        vec![-0.999999, -0.9, -0.3, 0.0, 1e-7, 0.5, 0.99, 0.9999999, 0.25],
+    );
+    let x = y.tensor().activation(Activation::Erfinv).unwrap();
+    assert_close_tol("erf(erfinv(y))", &x.erf().unwrap(), &y, (1e-12, 1e-14));
+    let edges = Host::new(DType::F32, &[4], vec![-1.0, 1.0, 1.5, -2.0]);
+    let got = edges.tensor().activation(Activation::Erfinv).unwrap();
+    let want = Host::new(
+        DType::F32,
+        &[4],
+        vec![f64::NEG_INFINITY, f64::INFINITY, f64::NAN, f64::NAN],
+    );
+    assert_close("erfinv at and beyond +-1", &got, &want);
+}
+}
+
+all_modes! {
+fn every_backward_matches_central_differences() {
+    for a in WITH_BACKWARD {
+        let x = input(a, DType::F64, 5);
+        // Away from the kinks, where the one-sided slopes differ.
+        let data: Vec<f64> = x
+            .data
+            .iter()
+            .map(|v| if (v.abs() - 3.0).abs() < 1e-3 || v.abs() < 1e-3 { v + 0.01 } else { *v })
+            .map(|v| if (v + 0.5).abs() < 1e-3 || (v - 1.5).abs() < 1e-3 { v + 0.01 } else { v })
+            .collect();
+        let x = Host::new(DType::F64, &x.shape, data);
+        let g = Host::random(DType::F64, &x.shape, 9);
+        let got = g.tensor().activation_backward(&x.tensor(), a, false).unwrap();
+        let slopes = central_differences(&x.data, 1e-6, |v| {
+            // One element moves at a time: the sum of g * a(v) changes by
+            // g_i * a'(v_i).
+            v.iter().zip(&g.data).map(|(v, g)| g * host(a, *v)).sum()
+        });
+        let want = Host::new(DType::F64, &x.shape, slopes);
+        assert_close_tol(&format!("{a:?} backward"), &got, &want, (1e-6, 1e-7));
+
+        if let Activation::Elu { .. } | Activation::LeakyRelu { .. } = a {
+            // From the result, as the in-place forms save it.
+            let y = x.tensor().activation(a).unwrap();
+            let from_result = g.tensor().activation_backward(&y, a, true).unwrap();
+            assert_close_tol(&format!("{a:?} backward from the result"), &from_result, &want, (1e-6, 1e-7));
+        }
+    }
+}
+}
+
+#[test]
+fn bad_input_is_named() {
+    let x = Tensor::from_slice(&[1.0f32, 2.0], &[2]).unwrap();
+    let ints = Tensor::from_slice(&[1i32, 2], &[2]).unwrap();
+    assert_err(
+        ints.activation_backward(&x, Activation::Mish, false),
+        "mish",
+        &["floating-point gradient", "int32"],
+    );
+    assert_err(
+        x.activation_backward(&x, Activation::Hardswish, true),
+        "hardswish",
+        &["takes the input, not the result"],
+    );
+    assert_err(
+        x.activation_backward(&x, Activation::Tan, false),
+        "tan",
+        &["no backward of its own"],
+    );
+    let e = Activation::from_name("softplus", &[1.0]).unwrap();
+    assert_err(e, "softplus", &["got 1 parameters", "expected 2"]);
+    assert!(Activation::from_name("nope", &[]).is_none());
+    assert_eq!(
+        Activation::from_name("elu", &[1.0, 2.0, 3.0])
+            .unwrap()
+            .unwrap(),
+        Activation::Elu {
+            alpha: 1.0,
+            scale: 2.0,
+            input_scale: 3.0
+        }
+    );
+    for a in all() {
+        let params: Vec<f64> = match a {
+            Activation::Softplus { beta, threshold } => vec![beta, threshold],
+            Activation::Hardtanh { min, max } => vec![min, max],
+            Activation::LeakyRelu { slope } => vec![slope],
+            Activation::Elu {
+                alpha,
+                scale,
+                input_scale,
+            } => vec![alpha, scale, input_scale],
+            _ => vec![],
+        };
+        assert_eq!(
+            Activation::from_name(a.name(), &params).unwrap().unwrap(),
+            a
+        );
+    }
+}
