@@ -392,6 +392,14 @@ etpu_status etpu_gru_cell_backward(etpu_tensor grad_hy, etpu_tensor workspace, b
  * compiles a new program. */
 etpu_status etpu_rand_uniform(int64_t device, uint64_t key0, uint64_t key1, const int64_t* dims,
                               size_t rank, int32_t dtype, const char* origin, etpu_tensor* out);
+/* Fills view `out` (a view descriptor, as etpu_pointwise's, on device `device`) with samples of
+ * `distribution` keyed by (key0, key1), converted to its dtype: "uniform" (from, to), "normal"
+ * (mean, std), "integers" (from[, to]: [from, to), or the dtype's range), "exponential" (lambda),
+ * "bernoulli" (p: a number, or a tensor of probabilities shaped as `out`). args[0..nargs] are
+ * the parameters (scalar operands), or bernoulli's one tensor operand. Bad parameters (from > to,
+ * std < 0, p outside [0, 1], a non-float dtype for uniform, normal, exponential) are errors. */
+etpu_status etpu_sample(int64_t device, const char* distribution, const etpu_operand* args, size_t nargs,
+                        uint64_t key0, uint64_t key1, const int64_t* out, const char* origin);
 /* conv{1,2,3}d without bias: x [N, C, *spatial] or [C, *spatial],
  * w [O, C / groups, *kernel]; nspatial is w's rank minus 2. */
 etpu_status etpu_conv(etpu_tensor x, etpu_tensor w, const int64_t* stride, const int64_t* padding,

@@ -23,10 +23,10 @@ pub use runtime::pjrt::MemoryStats;
 /// PyTorch backend's `tpu` memory).
 pub use runtime::storage;
 pub use runtime::{
-    Activation, Device, Element, Error, GruCellGrad, Interpolation, LstmCell, LstmCellGrad,
-    Manifest, Metrics, Mode, ModeGuard, Operand, OrderStatistic, PadMode, PointwiseLoss, Result,
-    Tensor, default_device, manifest, metrics, mode, note_fallback, set_check_nan, set_mode,
-    shutdown, sync, timing, wait_for_compiles, with_mode, with_origin,
+    Activation, Device, Distribution, Element, Error, GruCellGrad, Interpolation, LstmCell,
+    LstmCellGrad, Manifest, Metrics, Mode, ModeGuard, Operand, OrderStatistic, PadMode,
+    PointwiseLoss, Result, Tensor, default_device, manifest, metrics, mode, note_fallback,
+    set_check_nan, set_mode, shutdown, sync, timing, wait_for_compiles, with_mode, with_origin,
 };
 
 /// Lower layers, for tools and tests: the op IR and the PJRT wrappers.

@@ -7,7 +7,7 @@
 mod common;
 
 use common::*;
-use eagertpu::{DType, Metrics, Mode, Tensor, default_device};
+use eagertpu::{DType, Distribution, Metrics, Mode, Scalar, Tensor, default_device};
 
 fn metrics() -> Metrics {
     eagertpu::metrics().unwrap()
@@ -183,4 +183,152 @@ fn a_loop_drawing_a_new_key_every_step_repeats_as_one_chunk() {
         }
     }
     assert_eq!(got, want, "the fused loop used each step's key");
+}
+
+/// Mean and variance of `v`.
+fn moments(v: &[f64]) -> (f64, f64) {
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    (mean, v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n)
+}
+
+fn sample(key: u64, shape: &[i64], dtype: DType, d: Distribution) -> Vec<f64> {
+    let t = default_device()
+        .unwrap()
+        .sample((key, 5), shape, dtype, d)
+        .unwrap();
+    assert_eq!((t.dtype(), t.shape()), (dtype, shape));
+    Host::of(&t).data
+}
+
+all_modes! {
+    fn every_distribution_has_its_moments_and_range() {
+        let n = 100_000;
+        for dtype in [DType::F32, DType::F64] {
+            let u = sample(1, &[n], dtype, Distribution::Uniform { from: -2.0, to: 3.0 });
+            assert!(u.iter().all(|x| (-2.0..3.0).contains(x)), "{dtype}: uniform range");
+            let (m, v) = moments(&u);
+            assert!((m - 0.5).abs() < 0.03 && (v - 25.0 / 12.0).abs() < 0.05, "{dtype}: uniform {m} {v}");
+            let z = sample(2, &[n], dtype, Distribution::Normal { mean: 1.5, std: 2.0 });
+            let (m, v) = moments(&z);
+            assert!((m - 1.5).abs() < 0.03 && (v.sqrt() - 2.0).abs() < 0.03, "{dtype}: normal {m} {v}");
+            let e = sample(3, &[n], dtype, Distribution::Exponential { lambda: 4.0 });
+            let (m, v) = moments(&e);
+            assert!(e.iter().all(|x| *x >= 0.0), "{dtype}: exponential range");
+            assert!((m - 0.25).abs() < 0.01 && (v - 0.0625).abs() < 0.005, "{dtype}: exponential {m} {v}");
+        }
+        let b = sample(4, &[n], DType::F32, Distribution::Bernoulli { p: 0.3 });
+        assert!(b.iter().all(|x| *x == 0.0 || *x == 1.0));
+        assert!((moments(&b).0 - 0.3).abs() < 0.01);
+        // Integers: every value of a small range, none outside; int64 exactly.
+        let k = sample(5, &[n], DType::I64, Distribution::Integers { from: -3, to: Some(4) });
+        for value in -3..4 {
+            let share = k.iter().filter(|x| **x == value as f64).count() as f64 / n as f64;
+            assert!((share - 1.0 / 7.0).abs() < 0.01, "integer {value}: {share}");
+        }
+        assert!(k.iter().all(|x| (-3.0..4.0).contains(x)));
+        let bytes = sample(6, &[n], DType::U8, Distribution::Integers { from: 0, to: None });
+        assert!(bytes.iter().all(|x| (0.0..256.0).contains(x)) && bytes.iter().any(|x| *x > 250.0));
+        let big = default_device()
+            .unwrap()
+            .sample((7, 5), &[1000], DType::I64, Distribution::Integers { from: 1 << 60, to: Some((1 << 60) + 10) })
+            .unwrap()
+            .to_vec::<i64>()
+            .unwrap();
+        assert!(big.iter().all(|x| ((1 << 60)..(1 << 60) + 10).contains(x)), "{:?}", &big[..5]);
+        let distinct: std::collections::BTreeSet<i64> = big.iter().copied().collect();
+        assert_eq!(distinct.len(), 10, "every integer of [2^60, 2^60 + 10) is drawn: {distinct:?}");
+    }
+}
+
+all_modes! {
+    fn bernoulli_of_probabilities_and_masked_scale() {
+        let p = Host::new(DType::F32, &[4, 1000], [0.0, 1.0, 0.5, 0.9].iter().flat_map(|p| [*p; 1000]).collect());
+        let b = Host::of(&p.tensor().bernoulli((8, 1)).unwrap());
+        assert_eq!(b.dtype, DType::F32);
+        let share = |row: usize| b.data[row * 1000..(row + 1) * 1000].iter().sum::<f64>() / 1000.0;
+        assert_eq!((share(0), share(1)), (0.0, 1.0), "p = 0 and 1 are exact");
+        assert!((share(2) - 0.5).abs() < 0.06 && (share(3) - 0.9).abs() < 0.04);
+        let x = Host::new(DType::F32, &[4], vec![1.0, -2.0, 3.0, 4.0]);
+        let mask = Tensor::from_slice(&[true, false, true, false], &[4]).unwrap();
+        let got = x.tensor().masked_scale(&mask, 2.5).unwrap();
+        assert_close("masked_scale", &got, &Host::new(DType::F32, &[4], vec![2.5, 0.0, 7.5, 0.0]));
+    }
+}
+
+#[test]
+fn bad_parameters_are_named() {
+    let device = default_device().unwrap();
+    let bad = |d, dtype| device.sample((1, 1), &[3], dtype, d);
+    assert_err(
+        bad(Distribution::Uniform { from: 2.0, to: 1.0 }, DType::F32),
+        "uniform",
+        &["from <= to"],
+    );
+    assert_err(
+        bad(
+            Distribution::Normal {
+                mean: 0.0,
+                std: -1.0,
+            },
+            DType::F32,
+        ),
+        "normal",
+        &["std >= 0"],
+    );
+    assert_err(
+        bad(
+            Distribution::Normal {
+                mean: 0.0,
+                std: 1.0,
+            },
+            DType::I64,
+        ),
+        "normal",
+        &["int64", "floating-point"],
+    );
+    assert_err(
+        bad(Distribution::Exponential { lambda: 0.0 }, DType::F32),
+        "exponential",
+        &["lambda > 0"],
+    );
+    assert_err(
+        bad(Distribution::Bernoulli { p: 1.5 }, DType::F32),
+        "bernoulli",
+        &["p in [0, 1]"],
+    );
+    assert_err(
+        bad(
+            Distribution::Integers {
+                from: 5,
+                to: Some(2),
+            },
+            DType::I32,
+        ),
+        "integers",
+        &["from < to"],
+    );
+    let mask = Tensor::from_slice(&[1.0f32], &[1]).unwrap();
+    assert_err(mask.masked_scale(&mask, 2.0), "masked_scale", &["bool"]);
+    let named = |name: &str, params: &[Scalar]| Distribution::from_name(name, params);
+    assert!(named("gamma", &[]).is_none());
+    assert_err(
+        named("normal", &[Scalar::from(1.0)]).unwrap(),
+        "normal",
+        &["expected [2]"],
+    );
+    assert_err(
+        named("integers", &[Scalar::from(1.5)]).unwrap(),
+        "integers",
+        &["expected an integer"],
+    );
+    assert_eq!(
+        named("integers", &[Scalar::from(-1i64), Scalar::from(9i64)])
+            .unwrap()
+            .unwrap(),
+        Distribution::Integers {
+            from: -1,
+            to: Some(9)
+        }
+    );
 }

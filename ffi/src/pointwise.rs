@@ -25,11 +25,11 @@ use crate::types::{
 use crate::{Failure, FfiResult, at, c_api, c_str};
 
 /// A view descriptor, decoded.
-struct View<'a> {
-    address: u64,
-    dtype: DType,
-    sizes: &'a [i64],
-    strides: &'a [i64],
+pub(crate) struct View<'a> {
+    pub(crate) address: u64,
+    pub(crate) dtype: DType,
+    pub(crate) sizes: &'a [i64],
+    pub(crate) strides: &'a [i64],
 }
 
 /// Most dims a view may have (as PyTorch's own limit of 25 for TensorIterator).
@@ -42,7 +42,7 @@ const MAX_OPERANDS: usize = 8;
 ///
 /// # Safety
 /// `p` must be NULL or point at a descriptor: 3 + 2 * rank `int64_t`s.
-unsafe fn view<'a>(p: *const i64, what: &str) -> FfiResult<View<'a>> {
+pub(crate) unsafe fn view<'a>(p: *const i64, what: &str) -> FfiResult<View<'a>> {
     if p.is_null() {
         return Err(Failure::invalid(format!("view {what} is NULL")));
     }
@@ -66,7 +66,7 @@ unsafe fn view<'a>(p: *const i64, what: &str) -> FfiResult<View<'a>> {
 }
 
 /// An operand, decoded: a view is read later, inside the op's origin.
-enum Arg<'a> {
+pub(crate) enum Arg<'a> {
     Tensor(Tensor),
     View(View<'a>),
     Scalar(Scalar),
@@ -76,7 +76,7 @@ enum Arg<'a> {
 ///
 /// # Safety
 /// A view operand's `view` must be NULL or point at a descriptor.
-unsafe fn decode<'a>(a: &OperandArg, i: usize) -> FfiResult<Arg<'a>> {
+pub(crate) unsafe fn decode<'a>(a: &OperandArg, i: usize) -> FfiResult<Arg<'a>> {
     // The operand's name, built only for an error message.
     let named = |e: Failure| Failure {
         message: format!("args[{i}]: {}", e.message),
@@ -96,7 +96,7 @@ unsafe fn decode<'a>(a: &OperandArg, i: usize) -> FfiResult<Arg<'a>> {
 }
 
 /// A read operand: a tensor or a scalar.
-enum Value {
+pub(crate) enum Value {
     Tensor(Tensor),
     Scalar(Scalar),
 }
@@ -110,7 +110,7 @@ impl Value {
     }
 }
 
-fn read(arg: Arg) -> eagertpu::Result<Value> {
+pub(crate) fn read(arg: Arg) -> eagertpu::Result<Value> {
     Ok(match arg {
         Arg::Tensor(t) => Value::Tensor(t),
         Arg::View(v) => Value::Tensor(read_view(v.address, v.dtype, v.sizes, v.strides)?),
@@ -121,6 +121,7 @@ fn read(arg: Arg) -> eagertpu::Result<Value> {
 /// What `op` takes, for errors.
 const SIGNATURES: &str = "a unary op (x), a binary op (a, b: one may be a scalar), \
     where (condition, x, y), addcmul and addcdiv (self, t1, t2, value: a scalar), lerp (self, end, weight), \
+    masked_scale (x, bool mask, scale), \
     an activation (x, scalar parameters...) or its backward (grad, saved, scalar parameters..., saved_is_result)";
 
 fn bad_args(op: &str, args: &[Value]) -> eagertpu::Error {
@@ -146,6 +147,7 @@ enum Pointwise {
     Addcmul,
     Addcdiv,
     Lerp,
+    MaskedScale,
 }
 
 /// Every pointwise op by name: one hash lookup a call, not a scan of names.
@@ -161,6 +163,7 @@ static BY_NAME: LazyLock<HashMap<&'static str, Pointwise, FxBuild>> = LazyLock::
         ("addcmul", Pointwise::Addcmul),
         ("addcdiv", Pointwise::Addcdiv),
         ("lerp", Pointwise::Lerp),
+        ("masked_scale", Pointwise::MaskedScale),
     ];
     unary.chain(binary).chain(composite).collect()
 });
@@ -221,6 +224,7 @@ fn run(op: &str, args: &[Value]) -> eagertpu::Result<Tensor> {
         (Pointwise::Addcmul, [T(s), T(t1), T(t2), S(v)]) => s.addcmul(t1, t2, *v),
         (Pointwise::Addcdiv, [T(s), T(t1), T(t2), S(v)]) => s.addcdiv(t1, t2, *v),
         (Pointwise::Lerp, [T(s), T(e), w]) => s.lerp(e, w.operand()),
+        (Pointwise::MaskedScale, [T(x), T(mask), S(scale)]) => x.masked_scale(mask, scale.as_f64()),
         _ => Err(bad_args(op, args)),
     }
 }

@@ -2,9 +2,17 @@
 
 use std::ffi::c_char;
 
+use eagertpu::storage::write_view;
+use eagertpu::{Distribution, Scalar};
+use smallvec::SmallVec;
+
 use crate::handles::{device, dims, dtype_from, put_tensor};
-use crate::types::TensorHandle;
-use crate::{at, c_api};
+use crate::pointwise::{Value, decode, read, view};
+use crate::types::{OperandArg, TensorHandle};
+use crate::{Failure, at, c_api, c_str};
+
+/// Most parameters of a distribution.
+const MAX_PARAMS: usize = 4;
 
 c_api! {
     /// Samples uniform in [0, 1) of shape `dims[0..rank]` and float `dtype`
@@ -28,6 +36,70 @@ c_api! {
             let shape = dims(dims_ptr, rank, "dims")?;
             let t = at(origin, || dev.rand_uniform((key0, key1), shape, d))?;
             put_tensor(out, t)
+        }
+    }
+
+    /// Fills view `out` (on device `device_index`) with samples of
+    /// `distribution` keyed by (`key0`, `key1`), converted to its dtype:
+    /// "uniform" (from, to), "normal" (mean, std), "integers" (from[, to]:
+    /// [from, to), or the dtype's range), "exponential" (lambda), "bernoulli"
+    /// (p: a scalar, or a tensor of probabilities shaped as `out`). `args`
+    /// are scalar operands, or the one tensor of "bernoulli".
+    fn etpu_sample(
+        device_index: i64,
+        distribution: *const c_char,
+        args: *const OperandArg,
+        nargs: usize,
+        key0: u64,
+        key1: u64,
+        out: *const i64,
+        origin: *const c_char,
+    ) {
+        if nargs > MAX_PARAMS || (nargs > 0 && args.is_null()) {
+            return Err(Failure::invalid(format!(
+                "sample: got {nargs} arguments at {args:?}; expected 0 to {MAX_PARAMS}"
+            )));
+        }
+        let dev = device(device_index)?;
+        // SAFETY: strings, operands and the view descriptor as documented.
+        unsafe {
+            let name = c_str(distribution, "distribution")?;
+            let raw = if nargs == 0 { &[][..] } else { std::slice::from_raw_parts(args, nargs) };
+            let out = view(out, "out")?;
+            at(origin, || -> crate::FfiResult<()> {
+                let mut values: SmallVec<[Value; 4]> = SmallVec::new();
+                for (i, a) in raw.iter().enumerate() {
+                    values.push(read(decode(a, i)?)?);
+                }
+                let key = (key0, key1);
+                let sample = match (name, values.as_slice()) {
+                    ("bernoulli", [Value::Tensor(p)]) => p.bernoulli(key)?,
+                    _ => {
+                        let mut params: SmallVec<[Scalar; 4]> = SmallVec::new();
+                        for v in &values {
+                            match v {
+                                Value::Scalar(s) => params.push(*s),
+                                Value::Tensor(t) => {
+                                    return Err(Failure::invalid(format!(
+                                        "sample: {name} got a tensor {} among its parameters; expected numbers \
+                                         (a tensor only as bernoulli's probabilities)",
+                                        t.ty()
+                                    )));
+                                }
+                            }
+                        }
+                        let d = Distribution::from_name(name, &params).ok_or_else(|| {
+                            Failure::invalid(format!(
+                                "sample: unknown distribution \"{name}\" (expected uniform, normal, integers, \
+                                 exponential or bernoulli)"
+                            ))
+                        })??;
+                        dev.sample(key, out.sizes, out.dtype, d)?
+                    }
+                };
+                write_view(out.address, out.dtype, out.sizes, out.strides, sample)?;
+                Ok(())
+            })
         }
     }
 }

@@ -349,30 +349,45 @@ at::Scalar wrapped_number(const at::Tensor& t) {
   }
 }
 
-void pointwise(const char* op, std::initializer_list<PointwiseArg> args, const at::Tensor& out) {
-  int64_t device = device_index(out);
-  TORCH_CHECK(args.size() <= kMaxPointwiseArgs, op, ": got ", args.size(), " operands, expected at most ",
-              kMaxPointwiseArgs);
-  c10::SmallVector<etpu_operand, kMaxPointwiseArgs> operands;
-  // On the stack, and never grown past their capacity: an operand points into
-  // its descriptor, which must not move.
-  c10::SmallVector<ViewDesc, kMaxPointwiseArgs> views;
-  c10::SmallVector<Handle, kMaxPointwiseArgs> handles;
-  for (const PointwiseArg& a : args) {
-    const at::Tensor* t = a.tensor;
-    if (t == nullptr || t->unsafeGetTensorImpl()->is_wrapped_number()) {
-      // A Python number (PyTorch wraps one in a CPU 0-d tensor): a weak scalar.
-      at::Scalar number = t == nullptr ? a.number : wrapped_number(*t);
-      operands.push_back({ETPU_OPERAND_SCALAR, 0, nullptr, scalar_arg(number)});
-    } else if (direct(*t)) {
-      views.emplace_back(*t);
-      operands.push_back({ETPU_OPERAND_VIEW, 0, views.back().get(), {}});
-    } else {
-      // A CPU 0-d tensor (uploaded) or a tensor without elements.
-      handles.push_back(read_operand(*t, device));
-      operands.push_back({ETPU_OPERAND_HANDLE, handles.back().get(), nullptr, {}});
+namespace {
+// The operands of one call, as the C ABI takes them: a tpu tensor as a view
+// of its storage, a Python number as a weak scalar, a CPU 0-d tensor (or a
+// tensor without elements) uploaded. Built in place and never moved: an
+// operand points into its descriptor.
+class Operands {
+ public:
+  Operands(const char* op, std::initializer_list<PointwiseArg> args, int64_t device) {
+    TORCH_CHECK(args.size() <= kMaxPointwiseArgs, op, ": got ", args.size(), " operands, expected at most ",
+                kMaxPointwiseArgs);
+    for (const PointwiseArg& a : args) {
+      const at::Tensor* t = a.tensor;
+      if (t == nullptr || t->unsafeGetTensorImpl()->is_wrapped_number()) {
+        at::Scalar number = t == nullptr ? a.number : wrapped_number(*t);
+        operands_.push_back({ETPU_OPERAND_SCALAR, 0, nullptr, scalar_arg(number)});
+      } else if (direct(*t)) {
+        views_.emplace_back(*t);
+        operands_.push_back({ETPU_OPERAND_VIEW, 0, views_.back().get(), {}});
+      } else {
+        handles_.push_back(read_operand(*t, device));
+        operands_.push_back({ETPU_OPERAND_HANDLE, handles_.back().get(), nullptr, {}});
+      }
     }
   }
+  Operands(const Operands&) = delete;
+  Operands& operator=(const Operands&) = delete;
+  const etpu_operand* data() const { return operands_.data(); }
+  size_t size() const { return operands_.size(); }
+
+ private:
+  // On the stack, never grown past their capacity (checked above).
+  c10::SmallVector<etpu_operand, kMaxPointwiseArgs> operands_;
+  c10::SmallVector<ViewDesc, kMaxPointwiseArgs> views_;
+  c10::SmallVector<Handle, kMaxPointwiseArgs> handles_;
+};
+}  // namespace
+
+void pointwise(const char* op, std::initializer_list<PointwiseArg> args, const at::Tensor& out) {
+  Operands operands(op, args, device_index(out));
   if (direct(out)) {
     check(etpu_pointwise(op, operands.data(), operands.size(), ViewDesc(out).get(), origin(), nullptr));
   } else {
@@ -380,6 +395,14 @@ void pointwise(const char* op, std::initializer_list<PointwiseArg> args, const a
     check(etpu_pointwise(op, operands.data(), operands.size(), nullptr, origin(), result.out()));
     write(out, result);
   }
+}
+
+void sample(const char* distribution, std::initializer_list<PointwiseArg> args, std::pair<uint64_t, uint64_t> key,
+            const at::Tensor& out) {
+  if (out.numel() == 0) return;
+  Operands operands(distribution, args, device_index(out));
+  check(etpu_sample(device_index(out), distribution, operands.data(), operands.size(), key.first, key.second,
+                    ViewDesc(out).get(), origin()));
 }
 
 // ------------------------------------------------------------------ ops ----

@@ -96,6 +96,12 @@ struct PointwiseArg {
 // converted to out's dtype and broadcast to its shape.
 void pointwise(const char* op, std::initializer_list<PointwiseArg> args, const at::Tensor& out);
 
+// Fills `out` (a tpu tensor or view) with samples of `distribution` keyed by
+// `key` (see etpu_sample): `args` are its parameters, or bernoulli's tensor of
+// probabilities.
+void sample(const char* distribution, std::initializer_list<PointwiseArg> args, std::pair<uint64_t, uint64_t> key,
+            const at::Tensor& out);
+
 // A CPU tensor uploaded to device `device`.
 Handle upload(const at::Tensor& cpu, int64_t device);
 

@@ -6,7 +6,6 @@
 #include <c10/core/GeneratorImpl.h>
 #include <torch/library.h>
 
-#include <cmath>
 #include <mutex>
 
 #include "backend.h"
@@ -96,68 +95,37 @@ at::Generator new_generator(c10::DeviceIndex index) { return at::make_generator<
 
 namespace {
 
-// Uniform [0, 1) samples of `shape` in float32 (float64 for double outputs).
-Handle uniform(const at::Tensor& like, at::IntArrayRef shape, std::optional<at::Generator> gen) {
+// The key of the next draw of `gen`, or of `like`'s device's default generator.
+std::pair<uint64_t, uint64_t> next_key(const at::Tensor& like, const std::optional<at::Generator>& gen) {
   at::Generator g = gen.has_value() && gen->defined() ? *gen : default_generator(device_index(like));
-  std::pair<uint64_t, uint64_t> key;
-  {
-    std::lock_guard<std::mutex> lock(g.mutex());
-    key = at::check_generator<TpuGenerator>(g)->next_key();
-  }
-  at::ScalarType t = like.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-  Handle h;
-  check(etpu_rand_uniform(device_index(like), key.first, key.second, shape.data(), shape.size(), dtype_code(t),
-                          origin(), h.out()));
-  return h;
+  std::lock_guard<std::mutex> lock(g.mutex());
+  return at::check_generator<TpuGenerator>(g)->next_key();
 }
 
-void check_float(const at::Tensor& self, const char* op) {
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()), op, ": expected a floating point tensor, got ",
-              self.scalar_type());
-}
-
+// The fills: the runtime samples (runtime/src/tensor/random.rs: etpu_sample),
+// checks the parameters and names bad ones.
 at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
   OpScope s;
-  check_float(self, "uniform_");
-  TORCH_CHECK(from <= to, "uniform_: expects from <= to, got from=", from, " to=", to);
-  if (self.numel() == 0) return self;
-  write(self, binary_scalar("add", mul(uniform(self, self.sizes(), gen), to - from), from));
+  sample("uniform", {at::Scalar(from), at::Scalar(to)}, next_key(self, gen), self);
   return self;
-}
-
-// Box-Muller over two uniform draws.
-Handle standard_normal(const at::Tensor& like, at::IntArrayRef shape, std::optional<at::Generator> gen) {
-  std::vector<int64_t> two{2};
-  two.insert(two.end(), shape.begin(), shape.end());
-  Handle u = uniform(like, two, gen);
-  std::vector<int64_t> dims(shape.begin(), shape.end());
-  Handle u1 = reshape(slice(u, 0, 0, 1, 1), dims), u2 = reshape(slice(u, 0, 1, 2, 1), dims);
-  Handle radius = unary("sqrt", mul(unary("log", binary_scalar("sub", u1, 1.0, /*reversed=*/true)), -2.0));
-  return mul(radius, unary("cos", mul(u2, 2.0 * M_PI)));
 }
 
 at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
   OpScope s;
-  check_float(self, "normal_");
-  TORCH_CHECK(std >= 0.0, "normal_ expects std >= 0.0, but found std ", std);
-  if (self.numel() == 0) return self;
-  write(self, binary_scalar("add", mul(standard_normal(self, self.sizes(), gen), std), mean));
+  sample("normal", {at::Scalar(mean), at::Scalar(std)}, next_key(self, gen), self);
   return self;
 }
 
 at::Tensor& bernoulli_scalar(at::Tensor& self, double p, std::optional<at::Generator> gen) {
   OpScope s;
-  TORCH_CHECK(p >= 0 && p <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", p);
-  if (self.numel() == 0) return self;
-  write(self, binary_scalar("lt", uniform(self, self.sizes(), gen), p));
+  sample("bernoulli", {at::Scalar(p)}, next_key(self, gen), self);
   return self;
 }
 
 at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p, std::optional<at::Generator> gen) {
   OpScope s;
-  if (self.numel() == 0) return self;
-  Handle prob = cast(read_operand(p, device_index(self)), at::kFloat);
-  write(self, binary("lt", uniform(self, self.sizes(), gen), prob));
+  at::Tensor probabilities = p.expand(self.sizes());
+  sample("bernoulli", {probabilities}, next_key(self, gen), self);
   return self;
 }
 
@@ -166,30 +134,14 @@ at::Tensor bernoulli(const at::Tensor& self, std::optional<at::Generator> gen) {
   return bernoulli_tensor(out, self, gen);
 }
 
-// Integers in [from, to): floor(u * range) + from, drawn in float64 so every
-// integer of a large range is reachable.
+// Integers in [from, to), or in the dtype's range without `to`.
 at::Tensor& random_from(at::Tensor& self, int64_t from, std::optional<int64_t> to, std::optional<at::Generator> gen) {
   OpScope s;
-  int64_t hi = to.value_or(0);
-  if (!to.has_value()) {
-    switch (self.scalar_type()) {
-      case at::kBool: hi = 2; break;
-      case at::kByte: hi = 256; break;
-      case at::kChar: hi = 128; break;
-      case at::kShort: hi = 1 << 15; break;
-      case at::kInt: hi = int64_t{1} << 31; break;
-      case at::kHalf: hi = (1 << 11) + 1; break;
-      case at::kBFloat16: hi = (1 << 8) + 1; break;
-      case at::kFloat: hi = (1 << 24) + 1; break;
-      default: hi = int64_t{1} << 53; break;
-    }
+  if (to.has_value()) {
+    sample("integers", {at::Scalar(from), at::Scalar(*to)}, next_key(self, gen), self);
+  } else {
+    sample("integers", {at::Scalar(from)}, next_key(self, gen), self);
   }
-  TORCH_CHECK(from < hi, "random_ expects 'from' to be less than 'to', but got from=", from, " >= to=", hi);
-  if (self.numel() == 0) return self;
-  at::Tensor wide = at::empty(self.sizes(), self.options().dtype(at::kDouble));
-  Handle u = uniform(wide, self.sizes(), gen);
-  Handle v = binary_scalar("add", unary("floor", mul(u, static_cast<double>(hi - from))), static_cast<double>(from));
-  write(self, v);
   return self;
 }
 
@@ -203,14 +155,12 @@ at::Tensor& random_all(at::Tensor& self, std::optional<at::Generator> gen) {
 
 at::Tensor& exponential_(at::Tensor& self, double lambd, std::optional<at::Generator> gen) {
   OpScope s;
-  check_float(self, "exponential_");
-  TORCH_CHECK(lambd > 0.0, "exponential_ expects lambda > 0.0, but found lambda=", lambd);
-  if (self.numel() == 0) return self;
-  Handle u = uniform(self, self.sizes(), gen);
-  write(self, mul(unary("log", binary_scalar("sub", u, 1.0, /*reversed=*/true)), -1.0 / lambd));
+  sample("exponential", {at::Scalar(lambd)}, next_key(self, gen), self);
   return self;
 }
 
+// The keep mask is a bernoulli draw of 1 - p; the output and the gradient are
+// the runtime's masked_scale (where(mask, x, 0) * scale).
 std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p, std::optional<bool> train) {
   OpScope s;
   at::Tensor out = at::empty_like(input);
@@ -221,19 +171,15 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
     return {out, mask};
   }
   TORCH_CHECK(p >= 0 && p <= 1, "dropout probability has to be between 0 and 1, but got ", p);
-  Handle keep = binary_scalar("ge", uniform(input, input.sizes(), std::nullopt), p);
-  double scale = p == 1 ? 0.0 : 1.0 / (1.0 - p);
-  Handle zero = full(device_index(input), {}, 0, input.scalar_type());
-  write(out, mul(where(keep, read(input), zero), scale));
-  write(mask, keep);
+  sample("bernoulli", {at::Scalar(1.0 - p)}, next_key(input, std::nullopt), mask);
+  pointwise("masked_scale", {input, mask, at::Scalar(p == 1 ? 0.0 : 1.0 / (1.0 - p))}, out);
   return {out, mask};
 }
 
 at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mask, double scale) {
   OpScope s;
   at::Tensor out = at::empty_like(grad);
-  Handle zero = full(device_index(grad), {}, 0, grad.scalar_type());
-  write(out, mul(where(read(mask), read(grad), zero), scale));
+  pointwise("masked_scale", {grad, mask, at::Scalar(scale)}, out);
   return out;
 }
 

@@ -2,6 +2,7 @@
 statistics, no recompiles per draw, and the nn.init functions."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -149,3 +150,18 @@ def test_modules_initialize_on_tpu_like_on_cpu():
     w = m.weight.detach().cpu()
     assert w.abs().max() <= bound and abs(w.std() - bound / math.sqrt(3)) < 2e-3
     assert m.bias.detach().cpu().abs().max() <= bound
+
+
+def test_bad_parameters_are_named_and_large_integer_ranges_stay_exact():
+    x = torch.empty(5, device="tpu")
+    for fill, words in [
+        (lambda: x.uniform_(2, 1), "from <= to"),
+        (lambda: x.exponential_(-1.0), "lambda > 0"),
+        (lambda: x.bernoulli_(1.5), "p in [0, 1]"),
+        (lambda: torch.empty(3, dtype=torch.int64, device="tpu").normal_(), "floating-point"),
+    ]:
+        with pytest.raises(RuntimeError, match=re.escape(words)):
+            fill()
+    assert torch.isfinite(x.uniform_(0, 1)).all()  # the tensor and the process go on
+    big = torch.empty(2000, dtype=torch.int64, device="tpu").random_(2**60, 2**60 + 10).cpu()
+    assert ((big >= 2**60) & (big < 2**60 + 10)).all() and len(set(big.tolist())) == 10

@@ -24,7 +24,7 @@ pub use host::Element;
 pub use metrics::Metrics;
 pub use origin::with_origin;
 pub use tensor::{
-    Activation, Device, GruCellGrad, Interpolation, LstmCell, LstmCellGrad, Operand,
+    Activation, Device, Distribution, GruCellGrad, Interpolation, LstmCell, LstmCellGrad, Operand,
     OrderStatistic, PadMode, PointwiseLoss, Tensor, default_device, sync,
 };
 

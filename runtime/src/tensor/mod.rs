@@ -36,6 +36,7 @@ pub use device::{Device, default_device};
 pub use elementwise::Operand;
 pub use loss::PointwiseLoss;
 pub use order::OrderStatistic;
+pub use random::Distribution;
 pub use resample::{Interpolation, PadMode};
 pub use rnn::{GruCellGrad, LstmCell, LstmCellGrad};
 
