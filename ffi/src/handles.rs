@@ -291,6 +291,30 @@ pub(crate) fn device(index: i64) -> FfiResult<Device> {
     Ok(Device::get(i)?)
 }
 
+/// Writes each result to its pointer (an absent one as handle 0), after
+/// checking that no pointer is NULL, so that nothing is registered when the
+/// call fails.
+///
+/// # Safety
+/// Each pointer must be NULL or writable.
+pub(crate) unsafe fn put_all(
+    results: &mut [(*mut TensorHandle, Option<Tensor>, &str)],
+) -> FfiResult {
+    if let Some((_, _, what)) = results.iter().find(|(p, _, _)| p.is_null()) {
+        return Err(Failure::invalid(format!("{what} is NULL")));
+    }
+    for (p, t, what) in results.iter_mut() {
+        // SAFETY: non-null and writable (checked above; the caller's contract).
+        unsafe {
+            match t.take() {
+                Some(t) => put_tensor(*p, t)?,
+                None => put(*p, TensorHandle(0), what)?,
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

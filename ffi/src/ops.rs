@@ -7,9 +7,9 @@ use std::ffi::c_char;
 
 use eagertpu::{BinaryOp, OrderStatistic, PointwiseLoss, Reduction, Scalar, Tensor, UnaryOp};
 
-use crate::handles::{dims, dtype_from, get, get_optional, put_pair, put_tensor};
+use crate::handles::{dims, dtype_from, get, get_optional, put_all, put_pair, put_tensor};
 use crate::types::{ETPU_SCALAR_BOOL, ETPU_SCALAR_FLOAT, ETPU_SCALAR_INT, ScalarArg, TensorHandle};
-use crate::{Failure, FfiResult, at, c_api, c_str, put};
+use crate::{Failure, FfiResult, at, c_api, c_str};
 
 fn unknown(family: &str, op: &str, known: &str) -> Failure {
     Failure::invalid(format!(
@@ -300,26 +300,13 @@ c_api! {
         let (m, r) = (get(mean, "mean")?, get(rstd, "rstd")?);
         let (w, b) = (get_optional(weight, "weight")?, get_optional(bias, "bias")?);
         let want = [mask & 1 != 0, mask & 2 != 0, mask & 4 != 0];
-        if grad_x.is_null() || grad_weight.is_null() || grad_bias.is_null() {
-            return Err(Failure::invalid("grad_x, grad_weight and grad_bias must not be NULL"));
-        }
         // SAFETY: pointers as documented.
         unsafe {
             let shape = dims(normalized_shape, n, "normalized_shape")?;
-            let grads = at(origin, || {
+            let [dx, dw, db] = at(origin, || {
                 dy.layer_norm_backward(&x, shape, &m, &r, w.as_ref(), b.as_ref(), want)
             })?;
-            for ((p, g), what) in [grad_x, grad_weight, grad_bias]
-                .into_iter()
-                .zip(grads)
-                .zip(["grad_x", "grad_weight", "grad_bias"])
-            {
-                match g {
-                    Some(t) => put_tensor(p, t)?,
-                    None => put(p, TensorHandle(0), what)?,
-                }
-            }
-            Ok(())
+            put_all(&mut [(grad_x, dx, "grad_x"), (grad_weight, dw, "grad_weight"), (grad_bias, db, "grad_bias")])
         }
     }
 

@@ -7,9 +7,9 @@ use std::ffi::c_char;
 
 use eagertpu::Tensor;
 
-use crate::handles::{get, get_optional, put_tensor};
+use crate::handles::{get, get_optional, put_all};
 use crate::types::TensorHandle;
-use crate::{Failure, FfiResult, at, c_api, put};
+use crate::{at, c_api};
 
 c_api! {
     /// One LSTM step (gates `[B, 4H]` in PyTorch's order i, f, g, o; biases
@@ -105,26 +105,4 @@ c_api! {
             ])
         }
     }
-}
-
-/// Writes each result to its pointer (an absent one as handle 0), after
-/// checking that no pointer is NULL, so that nothing is registered when the
-/// call fails.
-///
-/// # Safety
-/// Each pointer must be NULL or writable.
-unsafe fn put_all(results: &mut [(*mut TensorHandle, Option<Tensor>, &str)]) -> FfiResult {
-    if let Some((_, _, what)) = results.iter().find(|(p, _, _)| p.is_null()) {
-        return Err(Failure::invalid(format!("{what} is NULL")));
-    }
-    for (p, t, what) in results.iter_mut() {
-        // SAFETY: non-null and writable (checked above; the caller's contract).
-        unsafe {
-            match t.take() {
-                Some(t) => put_tensor(*p, t)?,
-                None => put(*p, TensorHandle(0), what)?,
-            }
-        }
-    }
-    Ok(())
 }

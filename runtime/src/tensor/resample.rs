@@ -11,6 +11,7 @@
 //! CPU kernels bit for bit.
 
 use fusion::DType;
+use num_traits::{AsPrimitive, Float, ToPrimitive};
 
 use super::Tensor;
 use crate::error::{Error, Result};
@@ -290,6 +291,19 @@ fn upsampled_shape(
     Ok([&input[..2], output_size].concat())
 }
 
+/// [`nearest_source`] on `like`'s device, for `mode` (nearest or nearest-exact).
+fn nearest_index(
+    like: &Tensor,
+    mode: Interpolation,
+    input: i64,
+    output: i64,
+    scale: Option<f64>,
+) -> Result<Tensor> {
+    let exact = mode == Interpolation::NearestExact;
+    let index = nearest_source(input, output, scale, exact);
+    like.device().tensor(&index, &[output])
+}
+
 /// The input position each output position of a nearest resize reads:
 /// `floor(j r)` (exact: `floor((j + 1/2) r)`), clamped to the input, in
 /// `f32` as the CPU kernels compute it.
@@ -328,57 +342,17 @@ struct Taps {
     w1: Tensor,
 }
 
-/// The accumulation type of PyTorch's linear kernels: `f64` for `f64`
-/// tensors, `f32` for the others.
-trait Accumulator: Copy + PartialOrd + crate::host::Element {
-    fn of(v: f64) -> Self;
-    fn of_int(v: i64) -> Self;
-    fn floor(self) -> Self;
-    fn to_i64(self) -> i64;
-    fn add(self, o: Self) -> Self;
-    fn sub(self, o: Self) -> Self;
-    fn mul(self, o: Self) -> Self;
-    fn div(self, o: Self) -> Self;
+/// The accumulation type of PyTorch's linear kernels (`f64` for `f64`
+/// tensors, `f32` for the others): its value of `v`.
+fn of<T: Float>(v: impl ToPrimitive) -> T {
+    T::from(v).unwrap_or_else(T::nan)
 }
-
-macro_rules! accumulator {
-    ($t:ty) => {
-        impl Accumulator for $t {
-            fn of(v: f64) -> Self {
-                v as $t
-            }
-            fn of_int(v: i64) -> Self {
-                v as $t
-            }
-            fn floor(self) -> Self {
-                <$t>::floor(self)
-            }
-            fn to_i64(self) -> i64 {
-                self as i64
-            }
-            fn add(self, o: Self) -> Self {
-                self + o
-            }
-            fn sub(self, o: Self) -> Self {
-                self - o
-            }
-            fn mul(self, o: Self) -> Self {
-                self * o
-            }
-            fn div(self, o: Self) -> Self {
-                self / o
-            }
-        }
-    };
-}
-accumulator!(f32);
-accumulator!(f64);
 
 /// PyTorch's linear taps in the accumulation type `T`: the source position
 /// is `r j` (align_corners) or `r (j + 1/2) - 1/2` clamped at 0; the lower
 /// neighbour is its floor and the upper one the next (the same at the
 /// edge). `trailing`: how many dims follow the resized one.
-fn linear_taps<T: Accumulator>(
+fn linear_taps<T: Float + AsPrimitive<i64> + crate::host::Element>(
     like: &Tensor,
     input: i64,
     output: i64,
@@ -386,17 +360,17 @@ fn linear_taps<T: Accumulator>(
     scale: Option<f64>,
     trailing: usize,
 ) -> Result<Taps> {
-    let (zero, one, half) = (T::of(0.0), T::of(1.0), T::of(0.5));
+    let (zero, one, half) = (of::<T>(0.0), of::<T>(1.0), of::<T>(0.5));
     let r = if align_corners {
         if output > 1 {
-            T::of_int(input - 1).div(T::of_int(output - 1))
+            of::<T>(input - 1) / of::<T>(output - 1)
         } else {
             zero
         }
     } else {
         match scale {
-            Some(s) if s > 0.0 => T::of(1.0 / s),
-            _ => T::of_int(input).div(T::of_int(output)),
+            Some(s) if s > 0.0 => of::<T>(1.0 / s),
+            _ => of::<T>(input) / of::<T>(output),
         }
     };
     let n = output as usize;
@@ -407,17 +381,17 @@ fn linear_taps<T: Accumulator>(
             (i0[j], i1[j]) = (j as i64, j as i64);
             continue;
         }
-        let jt = T::of_int(j as i64);
+        let jt = of::<T>(j);
         let mut source = if align_corners {
-            r.mul(jt)
+            r * jt
         } else {
-            r.mul(jt.add(half)).sub(half)
+            r * (jt + half) - half
         };
         if !align_corners && source < zero {
             source = zero;
         }
-        i0[j] = source.floor().to_i64().min(input - 1);
-        let mut frac = source.sub(T::of_int(i0[j]));
+        i0[j] = source.floor().as_().min(input - 1);
+        let mut frac = source - of::<T>(i0[j]);
         if frac < zero {
             frac = zero;
         }
@@ -425,7 +399,7 @@ fn linear_taps<T: Accumulator>(
             frac = one;
         }
         w1[j] = frac;
-        w0[j] = one.sub(frac);
+        w0[j] = one - frac;
         i1[j] = i0[j] + (i0[j] < input - 1) as i64;
     }
     let device = like.device();
@@ -491,11 +465,7 @@ impl Tensor {
                     let low = (&x.take_along(d, &t.i0)? * &t.w0)?;
                     (&low + &(&x.take_along(d, &t.i1)? * &t.w1)?)?
                 }
-                _ => {
-                    let exact = mode == Interpolation::NearestExact;
-                    let index = nearest_source(input, output, scales[i], exact);
-                    x.take_along(d, &self.device().tensor(&index, &[output])?)?
-                }
+                _ => x.take_along(d, &nearest_index(self, mode, input, output, scales[i])?)?,
             };
         }
         Ok(x)
@@ -537,11 +507,11 @@ impl Tensor {
                     let low = (&g * &t.w0)?.untake_along(d, &t.i0, input)?;
                     (&low + &(&g * &t.w1)?.untake_along(d, &t.i1, input)?)?
                 }
-                _ => {
-                    let exact = mode == Interpolation::NearestExact;
-                    let index = nearest_source(input, output, scales[i], exact);
-                    g.untake_along(d, &self.device().tensor(&index, &[output])?, input)?
-                }
+                _ => g.untake_along(
+                    d,
+                    &nearest_index(self, mode, input, output, scales[i])?,
+                    input,
+                )?,
             };
         }
         Ok(g)
