@@ -1,5 +1,5 @@
 //! Pointwise ops composed of several elementwise ones (`addcmul`, `addcdiv`,
-//! `lerp`) against host references, with broadcasting and promotion, in
+//! `lerp`, `hypot`, `xlogy`, `fmod`) against host references, with broadcasting and promotion, in
 //! every mode.
 
 mod common;
@@ -92,4 +92,54 @@ fn integer_addcdiv_and_lerp_are_errors_naming_the_op() {
         "mul",
         &["[3]", "[2]"],
     );
+}
+
+/// C's fmod: the remainder of truncated division.
+fn fmod_ref(a: f64, b: f64) -> f64 {
+    a % b
+}
+
+fn xlogy_ref(x: f64, y: f64) -> f64 {
+    if y.is_nan() {
+        y
+    } else if x == 0.0 {
+        0.0
+    } else {
+        x * y.ln()
+    }
+}
+
+all_modes! {
+fn hypot_xlogy_and_fmod_match_the_host_with_broadcasting() {
+    let a = Host::random_in(DType::F32, &[3, 4], 1, -5.0, 5.0);
+    let b = Host::random_in(DType::F32, &[4], 2, 0.5, 3.0);
+    let ones = Host::new(DType::F32, &[1], vec![1.0]);
+    let host2 = |f: fn(f64, f64) -> f64| host3(&a, &b, &ones, DType::F32, move |x, y, _| f(x, y));
+    assert_close("hypot", &a.tensor().hypot(&b.tensor()).unwrap(), &host2(f64::hypot));
+    assert_close("fmod", &a.tensor().fmod(&b.tensor()).unwrap(), &host2(fmod_ref));
+    // xlogy: zeros and a NaN among the x, a NaN among the y.
+    let x = Host::new(DType::F32, &[5], vec![0.0, 2.0, -1.5, 0.0, 3.0]);
+    let y = Host::new(DType::F32, &[5], vec![4.0, 0.5, 2.0, f64::NAN, 0.0]);
+    let want = Host::new(DType::F32, &[5], (0..5).map(|i| xlogy_ref(x.data[i], y.data[i])).collect());
+    assert_close("xlogy", &x.tensor().xlogy(&y.tensor()).unwrap(), &want);
+    let want = Host::new(DType::F32, &[5], x.data.iter().map(|v| xlogy_ref(*v, 2.5)).collect());
+    assert_close("xlogy by a number", &x.tensor().xlogy(2.5).unwrap(), &want);
+    // Integers: xlogy in float32; fmod exact beyond 2^53, with the dividend's sign.
+    let ints = Tensor::from_slice(&[0i64, 1, 8], &[3]).unwrap();
+    let want = Host::new(DType::F32, &[3], vec![0.0, 3f64.ln(), 8.0 * 3f64.ln()]);
+    assert_close("xlogy of int64", &ints.xlogy(3i64).unwrap(), &want);
+    let big = (1i64 << 60) + 7;
+    let dividends = Tensor::from_slice(&[big, -big, 7, -7, 6], &[5]).unwrap();
+    let got = dividends.fmod(3i64).unwrap().to_vec::<i64>().unwrap();
+    assert_eq!(got, [big % 3, -big % 3, 1, -1, 0]);
+    let divisors = Tensor::from_slice(&[-3i64, 3, -3, 3, -3], &[5]).unwrap();
+    let got = dividends.fmod(&divisors).unwrap().to_vec::<i64>().unwrap();
+    assert_eq!(got, [big % -3, -big % 3, 7 % -3, -7 % 3, 0]);
+}
+}
+
+#[test]
+fn integer_hypot_is_an_error_naming_the_op() {
+    let ints = Tensor::from_slice(&[3i32, 4], &[2]).unwrap();
+    assert_err(ints.hypot(&ints), "hypot", &["int32", "floating-point"]);
 }

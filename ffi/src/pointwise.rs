@@ -121,7 +121,7 @@ pub(crate) fn read(arg: Arg) -> eagertpu::Result<Value> {
 /// What `op` takes, for errors.
 const SIGNATURES: &str = "a unary op (x), a binary op (a, b: one may be a scalar), \
     where (condition, x, y), addcmul and addcdiv (self, t1, t2, value: a scalar), lerp (self, end, weight), \
-    masked_scale (x, bool mask, scale), \
+    masked_scale (x, bool mask, scale), hypot, xlogy and fmod (a, b: b may be a scalar), \
     an activation (x, scalar parameters...) or its backward (grad, saved, scalar parameters..., saved_is_result)";
 
 fn bad_args(op: &str, args: &[Value]) -> eagertpu::Error {
@@ -148,6 +148,9 @@ enum Pointwise {
     Addcdiv,
     Lerp,
     MaskedScale,
+    /// A binary op the runtime composes (hypot, xlogy, fmod): (a, b), `b`
+    /// a tensor or a number.
+    Composed(fn(&Tensor, Operand) -> eagertpu::Result<Tensor>),
 }
 
 /// Every pointwise op by name: one hash lookup a call, not a scan of names.
@@ -164,6 +167,9 @@ static BY_NAME: LazyLock<HashMap<&'static str, Pointwise, FxBuild>> = LazyLock::
         ("addcdiv", Pointwise::Addcdiv),
         ("lerp", Pointwise::Lerp),
         ("masked_scale", Pointwise::MaskedScale),
+        ("hypot", Pointwise::Composed(|a, b| a.hypot(b))),
+        ("xlogy", Pointwise::Composed(|a, b| a.xlogy(b))),
+        ("fmod", Pointwise::Composed(|a, b| a.fmod(b))),
     ];
     unary.chain(binary).chain(composite).collect()
 });
@@ -225,6 +231,12 @@ fn run(op: &str, args: &[Value]) -> eagertpu::Result<Tensor> {
         (Pointwise::Addcdiv, [T(s), T(t1), T(t2), S(v)]) => s.addcdiv(t1, t2, *v),
         (Pointwise::Lerp, [T(s), T(e), w]) => s.lerp(e, w.operand()),
         (Pointwise::MaskedScale, [T(x), T(mask), S(scale)]) => x.masked_scale(mask, scale.as_f64()),
+        (Pointwise::Composed(f), [T(a), b]) => f(a, b.operand()),
+        // A number first: a 0-d tensor of the dtype it promotes to with `b`.
+        (Pointwise::Composed(f), [S(s), T(b)]) => {
+            let dtype = Operand::Scalar(*s).promoted_with(b);
+            f(&b.device().full(&[], *s, dtype)?, Operand::Tensor(b))
+        }
         _ => Err(bad_args(op, args)),
     }
 }

@@ -20,7 +20,6 @@ Handle s_rsub(double v, const Handle& x) { return binary_scalar("sub", x, v, /*r
 Handle s_mul(const Handle& x, double v) { return binary_scalar("mul", x, v); }
 Handle zero_like(const Handle& x) { return s_mul(x, 0.0); }
 
-Handle trunc_of(const Handle& x) { return mul(unary("sign", x), unary("floor", unary("abs", x))); }
 
 // `out = name(args...)`, shaped as `like`: a function the runtime composes
 // (runtime/src/tensor/activation.rs), one call. A backward, `name_backward`,
@@ -131,35 +130,29 @@ at::Tensor& logit_backward_out(const at::Tensor& grad, const at::Tensor& self, s
 
 Handle operand(const at::Tensor& t, const at::Tensor& like) { return read_operand(t, device_index(like)); }
 
+// hypot, xlogy, fmod: composed by the runtime (runtime/src/tensor/pointwise.rs).
 at::Tensor& xlogy_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
   OpScope s;
   at::native::resize_output(out, at::infer_size(self.sizes(), other.sizes()));
-  Handle x = cast(operand(self, out), out.scalar_type()), y = cast(operand(other, out), out.scalar_type());
-  Handle r = where(binary_scalar("eq", x, 0.0), zero_like(mul(x, y)), mul(x, unary("log", y)));
-  write(out, where(unary("isnan", y), y, r));
+  pointwise("xlogy", {self, other}, out);
   return out;
 }
 
 at::Tensor& fmod_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
   OpScope s;
-  Handle a = cast(operand(self, out), out.scalar_type()), b = cast(operand(other, out), out.scalar_type());
-  Handle q = div(a, b);
-  if (at::isIntegralType(out.scalar_type(), true)) q = cast(trunc_of(q), out.scalar_type());
-  else q = trunc_of(q);
-  write(out, sub(a, mul(b, q)));
+  pointwise("fmod", {self, other}, out);
   return out;
 }
 
 at::Tensor& fmod_scalar_out(const at::Tensor& self, const at::Scalar& other, at::Tensor& out) {
-  at::Tensor o = at::scalar_tensor(other, at::TensorOptions().dtype(other.isFloatingPoint() ? at::kDouble : at::kLong));
-  o.unsafeGetTensorImpl()->set_wrapped_number(true);
-  return etpu::fmod_out(self, o, out);
+  OpScope s;
+  pointwise("fmod", {self, other}, out);
+  return out;
 }
 
 at::Tensor& hypot_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
   OpScope s;
-  Handle a = operand(self, out), b = operand(other, out);
-  write(out, unary("sqrt", add(mul(a, a), mul(b, b))));
+  pointwise("hypot", {self, other}, out);
   return out;
 }
 

@@ -66,6 +66,16 @@ def test_fmod_floor_divide_hypot(dtype):
         check(lambda a: torch.fmod(a, 2.5), a)
 
 
+def test_fmod_of_large_integers_is_exact_and_xlogy_takes_a_number_first():
+    big = torch.tensor([2**60 + 7, -(2**60 + 7), 2**53 + 1, -5], dtype=torch.int64)
+    check(lambda a: torch.fmod(a, 3), big)  # went through float32 division: wrong past 2^24
+    check(torch.fmod, big, torch.tensor([3, -3, 2, 3]))
+    y = torch.tensor([0.5, 1.0, float("nan"), 4.0])
+    check(lambda y: torch.xlogy(2.0, y), y)
+    check(lambda y: torch.special.xlogy(0, y), y)
+    check(lambda y: torch.hypot(y, torch.tensor(3.0)), y)
+
+
 def test_clamp_with_tensor_bounds():
     x, lo, hi = rand(4, 5), rand(4, 5) - 1, rand(5) + 1
     check(torch.clamp, x, lo, hi)

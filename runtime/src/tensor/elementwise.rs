@@ -35,6 +35,12 @@ macro_rules! scalar_operand {
 scalar_operand!(f64, f32, i64, i32, bool, Scalar);
 
 impl Operand<'_> {
+    /// The dtype `x op self` computes in (PyTorch's promotion; a scalar is weak).
+    pub fn promoted_with(&self, x: &Tensor) -> DType {
+        self.add_to(ResultType::new().tensor(x.dtype(), x.rank()))
+            .finish()
+    }
+
     fn add_to(&self, rt: ResultType) -> ResultType {
         match self {
             Operand::Tensor(t) => rt.tensor(t.dtype(), t.rank()),

@@ -1,7 +1,7 @@
 //! Pointwise ops composed of several elementwise ones, as PyTorch defines
-//! them: `addcmul`, `addcdiv` (Adam's moment updates) and `lerp` (its first
-//! moment in the foreach kernels). Each records its few ops in one call, so a
-//! foreign caller reaches it in one C ABI call.
+//! them: `addcmul`, `addcdiv` (Adam's moment updates), `lerp` (its first
+//! moment in the foreach kernels), `hypot`, `xlogy` and `fmod`. Each records
+//! its few ops in one call, so a foreign caller reaches it in one C ABI call.
 
 use fusion::{BinaryOp, Scalar};
 
@@ -65,5 +65,68 @@ impl Tensor {
                 Tensor::where_(&w.abs()?.lt(0.5)?, &near, &far)
             }
         }
+    }
+
+    /// `sqrt(self^2 + other^2)` (`torch.hypot`): floating point only, as in
+    /// PyTorch.
+    #[track_caller]
+    pub fn hypot<'a>(&self, other: impl Into<Operand<'a>>) -> Result<Tensor> {
+        let other = other.into();
+        let dtype = other.promoted_with(self);
+        if !dtype.is_float() {
+            return Err(invalid(
+                "hypot",
+                format!(
+                    "got {} and {}; expected a floating-point operand",
+                    self.ty(),
+                    describe(&other)
+                ),
+            ));
+        }
+        let squared = match other {
+            Operand::Tensor(t) => t.mul(t)?,
+            Operand::Scalar(s) => return self.mul(self)?.add(s.as_f64() * s.as_f64())?.sqrt(),
+        };
+        self.mul(self)?.add(&squared)?.sqrt()
+    }
+
+    /// `self * log(other)`, and 0 where `self` is 0 unless `other` is NaN
+    /// (`torch.xlogy`); integers compute in float32.
+    #[track_caller]
+    pub fn xlogy<'a>(&self, other: impl Into<Operand<'a>>) -> Result<Tensor> {
+        let other = other.into();
+        let dtype = other.promoted_with(self).to_float();
+        let x = self.to_dtype(dtype)?;
+        let zero = x.eq(0.0)?;
+        match other {
+            Operand::Tensor(y) => {
+                let y = y.to_dtype(dtype)?;
+                let product = x.mul(&y.log()?)?;
+                let r = Tensor::where_(&zero, 0.0, &product)?;
+                Tensor::where_(&y.isnan()?, &y, &r)
+            }
+            Operand::Scalar(s) if s.as_f64().is_nan() => x.full_like(f64::NAN),
+            Operand::Scalar(s) => Tensor::where_(&zero, 0.0, &x.mul(s.as_f64().ln())?),
+        }
+    }
+
+    /// The remainder of truncated division, with `self`'s sign (C's `fmod`,
+    /// `torch.fmod`): Python's remainder (the divisor's sign) moved by one
+    /// divisor where the signs differ, so integers stay exact.
+    #[track_caller]
+    pub fn fmod<'a>(&self, other: impl Into<Operand<'a>>) -> Result<Tensor> {
+        let other = other.into();
+        let r = self.remainder(other)?;
+        let moved = r.sub(other)?;
+        let differ = r.ne(0.0)?.logical_and(&r.lt(0.0)?.ne(&self.lt(0.0)?)?)?;
+        Tensor::where_(&differ, &moved, &r)
+    }
+}
+
+/// An operand for an error message.
+fn describe(o: &Operand) -> String {
+    match o {
+        Operand::Tensor(t) => t.ty().to_string(),
+        Operand::Scalar(s) => format!("the number {s}"),
     }
 }
