@@ -164,8 +164,10 @@ typedef struct {
  * x, y); addcmul and addcdiv (self, t1, t2, value: a scalar); lerp (self, end,
  * weight); a composed function (x, scalar parameters...): expm1 exp2 log2 log10
  * tan sinh cosh atan asin acos trunc frac erfinv mish hardswish hardsigmoid
- * log_sigmoid, softplus (beta, threshold), hardtanh (min, max), leaky_relu
- * (slope), elu (alpha, scale, input_scale); or the backward of an activation,
+ * log_sigmoid signbit, softplus (beta, threshold), hardtanh (min, max),
+ * leaky_relu (slope), elu (alpha, scale, input_scale), logit ([eps]),
+ * nan_to_num (nan, posinf, neginf: a NaN posinf or neginf means the dtype's
+ * largest finite value); or the backward of an activation or of logit,
  * `<name>_backward` (grad, saved input, its parameters..., saved_is_result: true
  * when the saved tensor is the result, elu and leaky_relu only). The result is written into view `out` (converted to its dtype and
  * broadcast to its shape) when `out` is not NULL, else returned as a new handle

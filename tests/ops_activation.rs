@@ -56,10 +56,17 @@ fn host(a: Activation, x: f64) -> f64 {
                 scale * alpha * (input_scale * x).exp_m1()
             }
         }
+        Logit { eps } => {
+            let p = eps.map_or(x, |e| x.clamp(e, 1.0 - e));
+            (p / (1.0 - p)).ln()
+        }
+        Signbit | NanToNum { .. } => unreachable!("checked on their own"),
     }
 }
 
-const WITH_BACKWARD: [Activation; 8] = [
+const WITH_BACKWARD: [Activation; 10] = [
+    Activation::Logit { eps: Some(0.1) },
+    Activation::Logit { eps: None },
     Activation::Mish,
     Activation::Hardswish,
     Activation::Hardsigmoid,
@@ -95,6 +102,8 @@ fn input(a: Activation, dtype: DType, seed: u64) -> Host {
     match a {
         Log2 | Log10 => Host::random_in(dtype, &[3, 17], seed, 0.05, 20.0),
         Asin | Acos => Host::random_in(dtype, &[3, 17], seed, -0.99, 0.99),
+        Logit { eps: None } => Host::random_in(dtype, &[3, 17], seed, 0.02, 0.98),
+        Logit { .. } => Host::random_in(dtype, &[3, 17], seed, -0.2, 1.2),
         Tan => Host::random_in(dtype, &[3, 17], seed, -1.4, 1.4),
         Expm1 => Host::new(
             dtype,
@@ -129,6 +138,43 @@ fn integers_compute_in_float32_and_trunc_keeps_them() {
 }
 
 all_modes! {
+fn signbit_and_nan_to_num_follow_pytorch() {
+    let x = Host::new(
+        DType::F32,
+        &[6],
+        vec![-0.0, 0.0, -2.5, 3.0, f64::NAN, f64::NEG_INFINITY],
+    );
+    let got = Host::of(&x.tensor().activation(Activation::Signbit).unwrap());
+    assert_eq!((got.dtype, got.data), (DType::Bool, vec![1.0, 0.0, 1.0, 0.0, 0.0, 1.0]));
+    let ints = Tensor::from_slice(&[-3i64, 0, 4], &[3]).unwrap();
+    let got = Host::of(&ints.activation(Activation::Signbit).unwrap());
+    assert_eq!((got.dtype, got.data), (DType::Bool, vec![1.0, 0.0, 0.0]));
+
+    let special = vec![1.5, f64::NAN, f64::INFINITY, f64::NEG_INFINITY];
+    let defaults = Activation::NanToNum { nan: 0.0, posinf: None, neginf: None };
+    for (dtype, big) in [
+        (DType::F32, f32::MAX as f64),
+        (DType::F64, f64::MAX),
+        (DType::F16, 65504.0),
+        (DType::BF16, 3.3895313892515355e38),
+    ] {
+        let x = Host::new(dtype, &[4], special.clone());
+        let got = x.tensor().activation(defaults).unwrap();
+        assert_close(&format!("nan_to_num {dtype}"), &got, &Host::new(dtype, &[4], vec![1.5, 0.0, big, -big]));
+    }
+    let chosen = Activation::NanToNum { nan: 0.5, posinf: Some(9.0), neginf: Some(-9.0) };
+    let x = Host::new(DType::F32, &[4], special);
+    let got = x.tensor().activation(chosen).unwrap();
+    assert_close("nan_to_num chosen", &got, &Host::new(DType::F32, &[4], vec![1.5, 0.5, 9.0, -9.0]));
+    assert_eq!(Host::of(&ints.activation(defaults).unwrap()).data, [-3.0, 0.0, 4.0]);
+    assert_eq!(
+        Activation::from_name("nan_to_num", &[0.0, f64::NAN, -1.0]).unwrap().unwrap(),
+        Activation::NanToNum { nan: 0.0, posinf: None, neginf: Some(-1.0) }
+    );
+}
+}
+
+all_modes! {
 fn erfinv_inverts_erf_with_infinities_at_the_ends() {
     let y = Host::new(
         DType::F64,
@@ -158,6 +204,7 @@ fn every_backward_matches_central_differences() {
             .iter()
             .map(|v| if (v.abs() - 3.0).abs() < 1e-3 || v.abs() < 1e-3 { v + 0.01 } else { *v })
             .map(|v| if (v + 0.5).abs() < 1e-3 || (v - 1.5).abs() < 1e-3 { v + 0.01 } else { v })
+            .map(|v| if (v - 0.1).abs() < 1e-3 || (v - 0.9).abs() < 1e-3 { v + 0.01 } else { v })
             .collect();
         let x = Host::new(DType::F64, &x.shape, data);
         let g = Host::random(DType::F64, &x.shape, 9);
@@ -222,6 +269,7 @@ fn bad_input_is_named() {
                 scale,
                 input_scale,
             } => vec![alpha, scale, input_scale],
+            Activation::Logit { eps } => eps.into_iter().collect(),
             _ => vec![],
         };
         assert_eq!(

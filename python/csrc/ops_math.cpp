@@ -18,7 +18,6 @@ namespace {
 Handle s_add(const Handle& x, double v) { return binary_scalar("add", x, v); }
 Handle s_rsub(double v, const Handle& x) { return binary_scalar("sub", x, v, /*reversed=*/true); }
 Handle s_mul(const Handle& x, double v) { return binary_scalar("mul", x, v); }
-Handle zero_like(const Handle& x) { return s_mul(x, 0.0); }
 
 
 // `out = name(args...)`, shaped as `like`: a function the runtime composes
@@ -31,6 +30,9 @@ at::Tensor& composed(const char* name, std::initializer_list<PointwiseArg> args,
   pointwise(name, args, out);
   return out;
 }
+
+// A backward's saved_is_result argument: the saved tensor is the input.
+const at::Scalar kSavedIsInput(false);
 
 #define COMPOSED_KERNEL(name) \
   at::Tensor& name##_out(const at::Tensor& self, at::Tensor& out) { return composed(#name, {self}, self, out); }
@@ -51,79 +53,29 @@ COMPOSED_KERNEL(mish)
 COMPOSED_KERNEL(hardswish)
 COMPOSED_KERNEL(hardsigmoid)
 
-at::Tensor& signbit_out(const at::Tensor& self, at::Tensor& out) {
-  OpScope s;
-  at::native::resize_output(out, self.sizes());
-  Handle x = read(self);
-  if (!at::isFloatingType(self.scalar_type())) {
-    write(out, binary_scalar("lt", x, 0));
-    return out;
-  }
-  // -0.0 has its sign bit set: atan2(-0.0, -1) is -pi.
-  Handle neg_zero = binary_scalar("lt", binary("atan2", x, s_add(zero_like(x), -1.0)), 0.0);
-  Handle sign = where(binary_scalar("eq", x, 0.0), neg_zero, binary_scalar("lt", x, 0.0));
-  write(out, where(unary("isnan", x), full(device_index(self), {}, 0, at::kBool), sign));
-  return out;
-}
+at::Tensor& signbit_out(const at::Tensor& self, at::Tensor& out) { return composed("signbit", {self}, self, out); }
 
+// A NaN posinf or neginf: the dtype's largest finite value (etpu_pointwise).
 at::Tensor& nan_to_num_out(const at::Tensor& self, std::optional<double> nan, std::optional<double> posinf,
                            std::optional<double> neginf, at::Tensor& out) {
-  OpScope s;
-  at::native::resize_output(out, self.sizes());
-  Handle x = read(self);
-  if (!at::isFloatingType(self.scalar_type())) {
-    write(out, x);
-    return out;
-  }
-  double big = self.scalar_type() == at::kDouble      ? std::numeric_limits<double>::max()
-               : self.scalar_type() == at::kHalf      ? 65504.0
-               : self.scalar_type() == at::kBFloat16  ? 3.3895313892515355e38
-                                                      : std::numeric_limits<float>::max();
-  const double inf = std::numeric_limits<double>::infinity();
-  int64_t dev = device_index(self);
-  at::ScalarType t = self.scalar_type();
-  Handle r = where(unary("isnan", x), full(dev, {}, nan.value_or(0.0), t), x);
-  r = where(binary_scalar("eq", x, inf), full(dev, {}, posinf.value_or(big), t), r);
-  r = where(binary_scalar("eq", x, -inf), full(dev, {}, neginf.value_or(-big), t), r);
-  write(out, r);
-  return out;
-}
-
-// A unary op computed in the result's (floating) dtype.
-template <typename F>
-at::Tensor& unary_into(const at::Tensor& self, at::Tensor& out, const F& f) {
-  OpScope s;
-  at::native::resize_output(out, self.sizes());
-  Handle x = read(self);
-  if (at::isFloatingType(out.scalar_type()) && self.scalar_type() != out.scalar_type()) x = cast(x, out.scalar_type());
-  write(out, f(x));
-  return out;
+  const double largest = std::numeric_limits<double>::quiet_NaN();
+  return composed("nan_to_num",
+                  {self, at::Scalar(nan.value_or(0.0)), at::Scalar(posinf.value_or(largest)),
+                   at::Scalar(neginf.value_or(largest))},
+                  self, out);
 }
 
 at::Tensor logit(const at::Tensor& self, std::optional<double> eps) {
-  OpScope s;
-  at::Tensor out = at::empty(self.sizes(), self.options().dtype(at::isFloatingType(self.scalar_type())
-                                                                    ? self.scalar_type()
-                                                                    : at::kFloat));
-  return unary_into(self, out, [eps](const Handle& x) {
-    if (!eps.has_value()) return unary("log", div(x, s_rsub(1.0, x)));
-    Handle p = clamp(x, at::Scalar(*eps), at::Scalar(1.0 - *eps));
-    return unary("log", div(p, s_rsub(1.0, p)));
-  });
+  at::ScalarType t = at::isFloatingType(self.scalar_type()) ? self.scalar_type() : at::kFloat;
+  at::Tensor out = at::empty(self.sizes(), self.options().dtype(t));
+  if (eps.has_value()) return composed("logit", {self, at::Scalar(*eps)}, self, out);
+  return composed("logit", {self}, self, out);
 }
 
-// d logit(x) = 1 / (x (1 - x)); outside [eps, 1 - eps] the clamp makes it 0,
-// and without eps it is NaN outside [0, 1], as ATen has it.
 at::Tensor& logit_backward_out(const at::Tensor& grad, const at::Tensor& self, std::optional<double> eps,
                                at::Tensor& grad_input) {
-  OpScope s;
-  Handle x = read(self), g = read(grad);
-  double lo = eps.value_or(0.0), hi = 1.0 - lo;
-  Handle outside = binary("logical_or", binary_scalar("lt", x, lo), binary_scalar("gt", x, hi));
-  Handle d = div(g, mul(x, s_rsub(1.0, x)));
-  double fill = eps.has_value() ? 0.0 : std::numeric_limits<double>::quiet_NaN();
-  write(grad_input, where(outside, full(device_index(self), {}, fill, grad_input.scalar_type()), d));
-  return grad_input;
+  if (eps.has_value()) return composed("logit_backward", {grad, self, at::Scalar(*eps), kSavedIsInput}, self, grad_input);
+  return composed("logit_backward", {grad, self, kSavedIsInput}, self, grad_input);
 }
 
 // ---------------------------------------------------------------- binary ----
@@ -181,8 +133,6 @@ at::Tensor& clamp_max_tensor_out(const at::Tensor& self, const at::Tensor& max, 
 // ----------------------------------------------------------- activations ----
 // Each one call of a function the runtime composes (with its parameters);
 // the functional and in-place forms allocate or reuse, then call it.
-
-const at::Scalar kSavedIsInput(false);
 
 at::Tensor& hardtanh_out(const at::Tensor& self, const at::Scalar& lo, const at::Scalar& hi, at::Tensor& out) {
   return composed("hardtanh", {self, lo, hi}, self, out);

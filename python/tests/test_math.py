@@ -66,6 +66,16 @@ def test_fmod_floor_divide_hypot(dtype):
         check(lambda a: torch.fmod(a, 2.5), a)
 
 
+def test_signbit_of_negative_zero_and_nan_to_num_of_every_dtype():
+    check(torch.signbit, torch.tensor([-0.0, 0.0, -1.0, float("inf"), float("-inf")]))
+    check(torch.signbit, torch.tensor([-3, 0, 4]))
+    for dtype in (torch.float16, torch.bfloat16, torch.float64):
+        check(torch.nan_to_num, torch.tensor([1.5, float("nan"), float("inf"), -float("inf")], dtype=dtype))
+    check(lambda x: torch.nan_to_num(x, neginf=-1.0), torch.tensor([float("nan"), float("inf"), -float("inf")]))
+    check(torch.nan_to_num, torch.tensor([-3, 7]))
+    check(lambda x: torch.logit(x), torch.tensor([0, 1], dtype=torch.int64))
+
+
 def test_fmod_of_large_integers_is_exact_and_xlogy_takes_a_number_first():
     big = torch.tensor([2**60 + 7, -(2**60 + 7), 2**53 + 1, -5], dtype=torch.int64)
     check(lambda a: torch.fmod(a, 3), big)  # went through float32 division: wrong past 2^24

@@ -57,52 +57,75 @@ pub enum Activation {
         scale: f64,
         input_scale: f64,
     },
+    /// `log(p / (1 - p))` of `p = clamp(x, eps, 1 - eps)` (of `x` without eps).
+    Logit {
+        eps: Option<f64>,
+    },
+    /// Whether the sign bit is set (-0.0 included; false for NaN): a bool result.
+    Signbit,
+    /// NaN, +inf and -inf replaced (by default by 0 and the dtype's largest
+    /// finite values); integers stay as they are.
+    NanToNum {
+        nan: f64,
+        posinf: Option<f64>,
+        neginf: Option<f64>,
+    },
 }
 
-/// Names and parameter counts: what the C ABI parses.
-const NAMES: [(&str, usize); 21] = [
-    ("expm1", 0),
-    ("exp2", 0),
-    ("log2", 0),
-    ("log10", 0),
-    ("tan", 0),
-    ("sinh", 0),
-    ("cosh", 0),
-    ("atan", 0),
-    ("asin", 0),
-    ("acos", 0),
-    ("trunc", 0),
-    ("frac", 0),
-    ("erfinv", 0),
-    ("mish", 0),
-    ("hardswish", 0),
-    ("hardsigmoid", 0),
-    ("log_sigmoid", 0),
-    ("softplus", 2),
-    ("hardtanh", 2),
-    ("leaky_relu", 1),
-    ("elu", 3),
+/// Names and the fewest and most parameters: what the C ABI parses.
+const NAMES: [(&str, usize, usize); 24] = [
+    ("expm1", 0, 0),
+    ("exp2", 0, 0),
+    ("log2", 0, 0),
+    ("log10", 0, 0),
+    ("tan", 0, 0),
+    ("sinh", 0, 0),
+    ("cosh", 0, 0),
+    ("atan", 0, 0),
+    ("asin", 0, 0),
+    ("acos", 0, 0),
+    ("trunc", 0, 0),
+    ("frac", 0, 0),
+    ("erfinv", 0, 0),
+    ("mish", 0, 0),
+    ("hardswish", 0, 0),
+    ("hardsigmoid", 0, 0),
+    ("log_sigmoid", 0, 0),
+    ("softplus", 2, 2),
+    ("hardtanh", 2, 2),
+    ("leaky_relu", 1, 1),
+    ("elu", 3, 3),
+    ("logit", 0, 1),
+    ("signbit", 0, 0),
+    ("nan_to_num", 3, 3),
 ];
 
 impl Activation {
     /// The function called `name` (PyTorch's) with `params` (softplus: beta,
     /// threshold; hardtanh: min, max; leaky_relu: slope; elu: alpha, scale,
-    /// input_scale), or None for an unknown name. A wrong number of params
-    /// is an error.
+    /// input_scale; logit: [eps]; nan_to_num: nan, posinf, neginf, where a
+    /// NaN posinf or neginf means the dtype's largest finite value), or None
+    /// for an unknown name. A wrong number of params is an error.
     pub fn from_name(name: &str, params: &[f64]) -> Option<Result<Activation>> {
         use Activation::*;
-        let &(name, count) = NAMES.iter().find(|(n, _)| *n == name)?;
-        if params.len() != count {
+        let &(name, fewest, most) = NAMES.iter().find(|(n, _, _)| *n == name)?;
+        if !(fewest..=most).contains(&params.len()) {
+            let expected = if fewest == most {
+                format!("{fewest}")
+            } else {
+                format!("{fewest} to {most}")
+            };
             return Some(Err(fusion::Error::Invalid {
                 op: name,
                 message: format!(
-                    "got {} parameters {params:?}, expected {count}",
+                    "got {} parameters {params:?}, expected {expected}",
                     params.len()
                 ),
             }
             .into()));
         }
         let p = |i: usize| params[i];
+        let unless_nan = |v: f64| if v.is_nan() { None } else { Some(v) };
         Some(Ok(match name {
             "expm1" => Expm1,
             "exp2" => Exp2,
@@ -130,10 +153,19 @@ impl Activation {
                 max: p(1),
             },
             "leaky_relu" => LeakyRelu { slope: p(0) },
-            _ => Elu {
+            "elu" => Elu {
                 alpha: p(0),
                 scale: p(1),
                 input_scale: p(2),
+            },
+            "logit" => Logit {
+                eps: params.first().copied(),
+            },
+            "signbit" => Signbit,
+            _ => NanToNum {
+                nan: p(0),
+                posinf: unless_nan(p(1)),
+                neginf: unless_nan(p(2)),
             },
         }))
     }
@@ -163,7 +195,20 @@ impl Activation {
             Hardtanh { .. } => "hardtanh",
             LeakyRelu { .. } => "leaky_relu",
             Elu { .. } => "elu",
+            Logit { .. } => "logit",
+            Signbit => "signbit",
+            NanToNum { .. } => "nan_to_num",
         }
+    }
+}
+
+/// The largest finite value of a float dtype.
+fn largest_finite(dtype: DType) -> f64 {
+    match dtype {
+        DType::F16 => 65504.0,
+        DType::BF16 => 3.3895313892515355e38,
+        DType::F64 => f64::MAX,
+        _ => f32::MAX as f64,
     }
 }
 
@@ -263,8 +308,12 @@ impl Tensor {
     #[track_caller]
     pub fn activation(&self, a: Activation) -> Result<Tensor> {
         use Activation::*;
-        if a == Trunc && !self.dtype().is_float() {
-            return Ok(self.clone());
+        if !self.dtype().is_float() {
+            match a {
+                Trunc | NanToNum { .. } => return Ok(self.clone()),
+                Signbit => return self.lt(0i64),
+                _ => {}
+            }
         }
         let x = &self.float_operand()?;
         match a {
@@ -295,6 +344,29 @@ impl Tensor {
             } => {
                 let negative = expm1(&x.mul(input_scale)?)?.mul(alpha)?;
                 Tensor::where_(&x.gt(0.0)?, x, &negative)?.mul(scale)
+            }
+            Logit { eps } => {
+                let p = match eps {
+                    Some(eps) => x.clamp(eps, 1.0 - eps)?,
+                    None => x.clone(),
+                };
+                p.div(&rsub(&p, 1.0)?)?.log()
+            }
+            Signbit => {
+                // -0.0 has its sign bit set: atan2(-0.0, -1) is -pi.
+                let negative_zero = x.atan2(&x.full_like(-1.0)?)?.lt(0.0)?;
+                let sign = Tensor::where_(&x.eq(0.0)?, &negative_zero, &x.lt(0.0)?)?;
+                Tensor::where_(&x.isnan()?, false, &sign)
+            }
+            NanToNum {
+                nan,
+                posinf,
+                neginf,
+            } => {
+                let big = largest_finite(x.dtype());
+                let r = Tensor::where_(&x.isnan()?, nan, x)?;
+                let r = Tensor::where_(&x.eq(f64::INFINITY)?, posinf.unwrap_or(big), &r)?;
+                Tensor::where_(&x.eq(f64::NEG_INFINITY)?, neginf.unwrap_or(-big), &r)
             }
         }
     }
@@ -347,6 +419,15 @@ impl Tensor {
             Hardtanh { min, max } => {
                 let inside = x.gt(min)?.logical_and(&x.lt(max)?)?;
                 Tensor::where_(&inside, g, &g.zeros_like()?)
+            }
+            // 1 / (x (1 - x)); outside [eps, 1 - eps] the clamp makes it 0, and
+            // without eps it is NaN outside [0, 1], as ATen has it.
+            Logit { eps } => {
+                let lo = eps.unwrap_or(0.0);
+                let outside = x.lt(lo)?.logical_or(&x.gt(1.0 - lo)?)?;
+                let d = g.div(&x.mul(&rsub(x, 1.0)?)?)?;
+                let fill = if eps.is_some() { 0.0 } else { f64::NAN };
+                Tensor::where_(&outside, fill, &d)
             }
             // The result has the input's sign (for a positive slope).
             LeakyRelu { slope } => Tensor::where_(&x.gt(0.0)?, g, &g.mul(slope)?),
