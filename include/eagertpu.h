@@ -250,6 +250,12 @@ etpu_status etpu_reshape(etpu_tensor x, const int64_t* dims, size_t rank, const 
                          etpu_tensor* out);
 etpu_status etpu_permute(etpu_tensor x, const int64_t* perm, size_t rank, const char* origin,
                          etpu_tensor* out);
+/* Shifted by shifts[i] along dims[i] (torch.roll); with no dims, the flattened tensor by the one
+ * shift. */
+etpu_status etpu_roll(etpu_tensor x, const int64_t* shifts, size_t nshifts, const int64_t* dims, size_t n,
+                      const char* origin, etpu_tensor* out);
+/* The n x m identity of `dtype` (torch.eye). */
+etpu_status etpu_eye(int64_t device, int64_t n, int64_t m, int32_t dtype, const char* origin, etpu_tensor* out);
 /* Reversed along dims (stablehlo.reverse); negative dims count from the end. */
 etpu_status etpu_flip(etpu_tensor x, const int64_t* dims, size_t n, const char* origin, etpu_tensor* out);
 /* -1 keeps a dim. */

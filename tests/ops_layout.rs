@@ -659,3 +659,68 @@ fn bad_input_names_the_op_and_the_next_op_works() {
     }
 }
 }
+
+/// `torch.roll` on the host: element `i` of each rolled dim moves to
+/// `(i + shift) mod n`.
+fn host_roll(x: &Host, shifts: &[i64], dims: &[usize]) -> Host {
+    let mut out = x.clone();
+    for (&shift, &d) in shifts.iter().zip(dims) {
+        let src = out.clone();
+        let n = x.shape[d];
+        for (flat, v) in out.data.iter_mut().enumerate() {
+            let mut idx = unravel(flat, &x.shape);
+            idx[d] = (idx[d] - shift).rem_euclid(n);
+            *v = src.data[ravel(&idx, &x.shape)];
+        }
+    }
+    out
+}
+
+all_modes! {
+fn roll_matches_the_host_on_every_dim_and_flattened() {
+    let x = Host::random(DType::F32, &[3, 4, 5], 11);
+    for (shifts, dims) in [
+        (vec![1], vec![0]),
+        (vec![-2], vec![2]),
+        (vec![7, -3], vec![1, -1]),
+        (vec![0, 3, 9], vec![0, 1, 2]),
+    ] {
+        let got = x.tensor().roll(&shifts, &dims).unwrap();
+        let ds: Vec<usize> = dims.iter().map(|&d| if d < 0 { (d + 3) as usize } else { d as usize }).collect();
+        assert_close(&format!("roll {shifts:?} {dims:?}"), &got, &host_roll(&x, &shifts, &ds));
+    }
+    // No dims: the flattened tensor, shape kept.
+    let got = x.tensor().roll(&[13], &[]).unwrap();
+    let flat = Host::new(DType::F32, &[60], x.data.clone());
+    let want = host_roll(&flat, &[13], &[0]);
+    assert_close("roll flattened", &got, &Host::new(DType::F32, &[3, 4, 5], want.data));
+    let ints = Host::random(DType::I64, &[6], 3);
+    assert_close("roll int64", &ints.tensor().roll(&[2], &[0]).unwrap(), &host_roll(&ints, &[2], &[0]));
+}
+}
+
+all_modes! {
+fn eye_is_the_identity_of_any_shape_and_dtype() {
+    let dev = default_device().unwrap();
+    for (n, m) in [(3, 3), (2, 5), (4, 1), (0, 3)] {
+        for dtype in [DType::F32, DType::I64, DType::Bool] {
+            let data = (0..n * m).map(|i| if i / m == i % m { 1.0 } else { 0.0 }).collect();
+            let got = dev.eye(n, m, dtype).unwrap();
+            assert_close(&format!("eye {n}x{m} {dtype}"), &got, &Host::new(dtype, &[n, m], data));
+        }
+    }
+}
+}
+
+#[test]
+fn bad_roll_and_eye_are_named() {
+    let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0], &[3]).unwrap();
+    assert_err(x.roll(&[1, 2], &[0]), "roll", &["same length"]);
+    assert_err(x.roll(&[1, 2], &[]), "roll", &["one shift"]);
+    assert_err(x.roll(&[1], &[3]), "roll", &["dim"]);
+    assert_err(
+        default_device().unwrap().eye(-1, 2, DType::F32),
+        "eye",
+        &["non-negative"],
+    );
+}

@@ -7,7 +7,7 @@ use std::ffi::c_char;
 
 use eagertpu::{BinaryOp, OrderStatistic, PointwiseLoss, Reduction, Scalar, Tensor, UnaryOp};
 
-use crate::handles::{dims, dtype_from, get, get_optional, put_all, put_pair, put_tensor};
+use crate::handles::{device, dims, dtype_from, get, get_optional, put_all, put_pair, put_tensor};
 use crate::types::{ETPU_SCALAR_BOOL, ETPU_SCALAR_FLOAT, ETPU_SCALAR_INT, ScalarArg, TensorHandle};
 use crate::{Failure, FfiResult, at, c_api, c_str};
 
@@ -160,6 +160,38 @@ c_api! {
         unsafe {
             let d = dims(dims_ptr, n, "dims")?;
             let t = at(origin, || x.flip(d))?;
+            put_tensor(out, t)
+        }
+    }
+
+    /// `out = x` shifted by `shifts[i]` along `dims[i]` (`torch.roll`; `n`
+    /// dims, or none: the flattened tensor by the one shift).
+    fn etpu_roll(
+        x: TensorHandle,
+        shifts_ptr: *const i64,
+        nshifts: usize,
+        dims_ptr: *const i64,
+        n: usize,
+        origin: *const c_char,
+        out: *mut TensorHandle,
+    ) {
+        let x = get(x, "x")?;
+        // SAFETY: pointers as documented.
+        unsafe {
+            let shifts = dims(shifts_ptr, nshifts, "shifts")?;
+            let d = dims(dims_ptr, n, "dims")?;
+            let t = at(origin, || x.roll(shifts, d))?;
+            put_tensor(out, t)
+        }
+    }
+
+    /// The `n` x `m` identity of `dtype` on device `device_index` (`torch.eye`).
+    fn etpu_eye(device_index: i64, n: i64, m: i64, dtype: i32, origin: *const c_char, out: *mut TensorHandle) {
+        let d = dtype_from(dtype)?;
+        let dev = device(device_index)?;
+        // SAFETY: `origin` and `out` as documented.
+        unsafe {
+            let t = at(origin, || dev.eye(n, m, d))?;
             put_tensor(out, t)
         }
     }

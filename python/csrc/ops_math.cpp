@@ -258,24 +258,9 @@ at::Tensor flip_fn(const at::Tensor& self, at::IntArrayRef dims) {
 at::Tensor roll(const at::Tensor& self, at::IntArrayRef shifts, at::IntArrayRef dims) {
   OpScope s;
   at::Tensor out = at::empty(self.sizes(), self.options());
-  Handle x = read(self);
-  if (dims.empty()) {
-    TORCH_CHECK(shifts.size() == 1, "roll: without dims, expected one shift, got ", shifts);
-    x = reshape(x, {self.numel()});
-  }
-  std::vector<int64_t> ds = dims.empty() ? std::vector<int64_t>{0} : dims.vec();
-  TORCH_CHECK(ds.size() == shifts.size(), "roll: shifts ", shifts, " and dims ", dims, " must have the same length");
-  std::vector<int64_t> shape = dims.empty() ? std::vector<int64_t>{self.numel()} : self.sizes().vec();
-  for (size_t i = 0; i < ds.size(); i++) {
-    int64_t d = at::maybe_wrap_dim(ds[i], static_cast<int64_t>(shape.size()));
-    int64_t n = shape[d];
-    if (n == 0) continue;
-    int64_t k = ((shifts[i] % n) + n) % n;
-    if (k == 0) continue;
-    Handle tail = slice(x, d, n - k, n, 1), head = slice(x, d, 0, n - k, 1);
-    x = cat({tail.get(), head.get()}, d);
-  }
-  write(out, reshape(x, self.sizes()));
+  Handle h;
+  check(etpu_roll(read(self).get(), shifts.data(), shifts.size(), dims.data(), dims.size(), origin(), h.out()));
+  write(out, h);
   return out;
 }
 
@@ -308,9 +293,9 @@ at::Tensor& eye_out(int64_t n, int64_t m, at::Tensor& out) {
   OpScope s;
   at::native::resize_output(out, {n, m});
   if (n == 0 || m == 0) return out;
-  int64_t dev = device_index(out);
-  Handle rows = reshape(arange(dev, 0, static_cast<double>(n), 1, at::kLong), {n, 1});
-  write(out, binary("eq", rows, arange(dev, 0, static_cast<double>(m), 1, at::kLong)));
+  Handle h;
+  check(etpu_eye(device_index(out), n, m, dtype_code(out.scalar_type()), origin(), h.out()));
+  write(out, h);
   return out;
 }
 

@@ -27,6 +27,8 @@ pub(crate) struct BackgroundCompiler {
     failed: Mutex<HashSet<u64>>,
     /// Chunks queued or compiling.
     unfinished: AtomicUsize,
+    /// Chunks a compile thread is building now.
+    compiling: AtomicUsize,
     /// Set at exit: queued chunks are dropped, not compiled.
     stopping: AtomicBool,
 }
@@ -40,6 +42,7 @@ impl BackgroundCompiler {
             queue: OnceLock::new(),
             failed: Mutex::default(),
             unfinished: AtomicUsize::new(0),
+            compiling: AtomicUsize::new(0),
             stopping: AtomicBool::new(false),
         }
     }
@@ -81,6 +84,11 @@ impl BackgroundCompiler {
     pub fn stop(&self) {
         self.stopping.store(true, Ordering::Release);
         self.wait_idle();
+    }
+
+    /// Chunks a compile thread is building now (queued ones not counted).
+    pub fn compiling(&self) -> usize {
+        self.compiling.load(Ordering::Acquire)
     }
 
     /// Whether the fused program of the chunk with graph hash `key` failed to
@@ -128,6 +136,7 @@ impl BackgroundCompiler {
                         }
                         // A panic must not leave the chunk unfinished:
                         // `wait_idle` (and so the exit hook) would wait forever.
+                        rt.compiler.compiling.fetch_add(1, Ordering::AcqRel);
                         let compiled = catch_unwind(AssertUnwindSafe(|| {
                             rt.cache.get(&graph, &rt.counters).map(drop)
                         }))
@@ -144,6 +153,7 @@ impl BackgroundCompiler {
                             rt.compiler.mark_failed(graph.key_hash());
                         }
                         Counters::add(&rt.counters.background_compiles, 1);
+                        rt.compiler.compiling.fetch_sub(1, Ordering::AcqRel);
                         rt.compiler.unfinished.fetch_sub(1, Ordering::AcqRel);
                     }
                 });

@@ -37,6 +37,7 @@ pub fn manifest() -> Result<Manifest> {
 pub fn metrics() -> Result<Metrics> {
     let rt = context::get()?;
     let mut m = rt.counters.snapshot(rt.cache.executables());
+    m.compiling_in_background = rt.compiler.compiling() as u64;
     if let Some(checker) = &rt.hazards {
         // The checker's second executables and kept buffers are its own.
         let (buffers, executables) = checker.held();

@@ -95,6 +95,7 @@ impl Counters {
             chunks_op_by_op_while_compiling: get(&self.chunks_op_by_op_while_compiling),
             chunks_split: get(&self.chunks_split),
             background_compiles: get(&self.background_compiles),
+            compiling_in_background: 0,
             promotions: get(&self.promotions),
             cached_executables,
             live_buffers: crate::pjrt::live::BUFFERS.get(),
@@ -166,6 +167,8 @@ pub struct Metrics {
     pub chunks_split: u64,
     /// Fused programs compiled (or loaded) by the background compile pool.
     pub background_compiles: u64,
+    /// Fused programs the compile pool is building now (a gauge).
+    pub compiling_in_background: u64,
     /// Chunks that ran op by op and then, their program ready, as one program.
     pub promotions: u64,
     /// Executables held by the in-memory cache.
@@ -232,7 +235,7 @@ impl Metrics {
              \"bytes_to_host\": {}, \"host_syncs\": {}, \"donated_buffers\": {}, \"donations_blocked_by_readers\": {}, \
              \"hazard_checks\": {}, \"lifted_scalars\": {}, \"chunk_keys\": {}, \
              \"chunks_op_by_op\": {}, \"chunks_op_by_op_while_compiling\": {}, \"chunks_split\": {}, \
-             \"background_compiles\": {}, \"promotions\": {}, \
+             \"background_compiles\": {}, \"compiling_in_background\": {}, \"promotions\": {}, \
              \"cached_executables\": {}, \"live_buffers\": {}, \"live_executables\": {}, \
              \"recompile_reasons\": [{}], \"fallbacks\": {{{}}}, \"host_syncs_by_site\": {{{}}}, \
              \"op_timing\": {{{}}}}}",
@@ -261,6 +264,7 @@ impl Metrics {
             self.chunks_op_by_op_while_compiling,
             self.chunks_split,
             self.background_compiles,
+            self.compiling_in_background,
             self.promotions,
             self.cached_executables,
             self.live_buffers,
@@ -291,7 +295,7 @@ impl Metrics {
              hazard checks       {}\n\
              lifted scalars      {}\n\
              fused chunk keys    {} ({} chunks run op by op, {} while compiling; {} promoted; {} split by changing shapes)\n\
-             background compiles {}\n\
+             background compiles {} ({} compiling now)\n\
              cached executables  {}\n\
              live buffers        {}\n\
              live executables    {}\n",
@@ -324,6 +328,7 @@ impl Metrics {
             self.promotions,
             self.chunks_split,
             self.background_compiles,
+            self.compiling_in_background,
             self.cached_executables,
             self.live_buffers,
             self.live_executables

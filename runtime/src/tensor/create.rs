@@ -180,6 +180,24 @@ impl Device {
         })
     }
 
+    /// The `n` x `m` identity of `dtype`: ones on the diagonal (`torch.eye`).
+    #[track_caller]
+    pub fn eye(&self, n: i64, m: i64, dtype: DType) -> Result<Tensor> {
+        if n < 0 || m < 0 {
+            return Err(fusion::Error::Invalid {
+                op: "eye",
+                message: format!("got {n} x {m}, expected non-negative sizes"),
+            }
+            .into());
+        }
+        if n == 0 || m == 0 {
+            return self.zeros(&[n, m], dtype);
+        }
+        let rows = self.arange_with(0, n, 1, DType::I64)?.reshape(&[n, 1])?;
+        let columns = self.arange_with(0, m, 1, DType::I64)?;
+        rows.eq(&columns)?.to_dtype(dtype)
+    }
+
     /// `steps` values evenly spaced from `start` to `end` inclusive (float32).
     #[track_caller]
     pub fn linspace(&self, start: f64, end: f64, steps: i64) -> Result<Tensor> {

@@ -275,6 +275,47 @@ impl Tensor {
         self.op(Op::Flip(dims), &[])
     }
 
+    /// Shifted by `shifts[i]` along `dims[i]`, elements leaving one end
+    /// entering at the other (`torch.roll`); without dims, the flattened
+    /// tensor is shifted by the one shift and reshaped back.
+    #[track_caller]
+    pub fn roll(&self, shifts: &[i64], dims: &[i64]) -> Result<Tensor> {
+        let bad = |message: String| -> crate::error::Error {
+            fusion::Error::Invalid {
+                op: "roll",
+                message,
+            }
+            .into()
+        };
+        if dims.is_empty() {
+            if shifts.len() != 1 {
+                return Err(bad(format!(
+                    "without dims, expected one shift, got {shifts:?}"
+                )));
+            }
+            let flat = self.reshape(&[self.numel()])?;
+            return flat.roll(shifts, &[0])?.reshape(self.shape());
+        }
+        if shifts.len() != dims.len() {
+            return Err(bad(format!(
+                "shifts {shifts:?} and dims {dims:?} must have the same length"
+            )));
+        }
+        let mut x = self.clone();
+        for (&shift, &dim) in shifts.iter().zip(dims) {
+            let d = normalize_dim("roll", dim, self.rank())?;
+            let n = self.shape()[d];
+            let k = if n == 0 { 0 } else { shift.rem_euclid(n) };
+            if k == 0 {
+                continue;
+            }
+            let tail = x.slice(d as i64, n - k, n, 1)?;
+            let head = x.slice(d as i64, 0, n - k, 1)?;
+            x = Tensor::cat(&[&tail, &head], d as i64)?;
+        }
+        Ok(x)
+    }
+
     /// Size-1 dims removed: all of them, or only `dim`.
     #[track_caller]
     pub fn squeeze(&self, dim: Option<i64>) -> Result<Tensor> {
