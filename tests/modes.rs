@@ -421,3 +421,50 @@ fn a_scalar_repeated_in_a_chunk_is_one_parameter() {
         );
     }
 }
+
+/// A loop that reads its result every iteration (the chain of `make bench`,
+/// a training step logging its loss): once the read has recurred, the
+/// period's cut falls on it, and each iteration runs as one program, not as
+/// the two a cut elsewhere in the iteration would make.
+#[test]
+fn a_loop_reading_every_iteration_runs_one_program_per_iteration() {
+    let _m = in_mode(Mode::Fused);
+    let host = Host::random(DType::F32, &[64], 12);
+    let x = host.tensor();
+    let iteration = || {
+        let mut y = x.clone();
+        for _ in 0..40 {
+            y = (&y * 1.0001).unwrap();
+            y = (&y + 0.5).unwrap();
+            y = y.tanh().unwrap();
+            y = (&y - &x).unwrap();
+        }
+        y.sum(&[], false).unwrap().item::<f32>().unwrap()
+    };
+    for _ in 0..4 {
+        iteration();
+    }
+    let (got, before, after) = warmed(|| {
+        let before = metrics();
+        let got = iteration();
+        (got, before, metrics())
+    });
+    assert_eq!(
+        after.executions - before.executions,
+        1,
+        "{}",
+        after.report()
+    );
+    assert_eq!(after.chunk_keys, before.chunk_keys, "{}", after.report());
+    let mut want = host.data.clone();
+    for _ in 0..40 {
+        for (w, xv) in want.iter_mut().zip(&host.data) {
+            *w = (((*w * 1.0001) as f32 as f64 + 0.5) as f32 as f64).tanh() - xv;
+        }
+    }
+    let want: f64 = want.iter().sum();
+    assert!(
+        (got as f64 - want).abs() < 1e-3 * want.abs().max(1.0),
+        "{got} vs {want}"
+    );
+}

@@ -22,7 +22,11 @@
 //!   alone: the rotation of one period that is smallest in signature order.
 //!   A host read, a CPU fallback or a mode switch in the middle of a step cuts
 //!   there too, but never moves where the period cuts next: the window never
-//!   sees cuts, only ops.
+//!   sees cuts, only ops. Except one kind of read, which is as much a part of
+//!   the loop as its ops: a host read that recurs at the same place in every
+//!   period (the loss a training step logs, the token a decode step reads).
+//!   Once one has recurred twice, the phase starts at it, so that the
+//!   period's cut and the read's cut coincide: one chunk per period, not two.
 //! - **Length.** A period of at least an eighth of the window is a chunk of
 //!   its own; shorter ones are grouped, as many as fit after the last cut
 //!   (cut at a period boundary where the next one would overflow); a longer
@@ -122,6 +126,8 @@ const CANDIDATES: usize = 8;
 const LONG_PERIOD_WINDOWS: usize = 4;
 /// Equal smallest signatures compared when finding a period's phase.
 const PHASE_TIES: usize = 16;
+/// Host read positions remembered (to find reads that recur every period).
+const READS: usize = 16;
 
 /// A candidate period and how many of the latest ops matched the op one
 /// period before them.
@@ -150,6 +156,9 @@ pub struct Window {
     grams: Vec<(u64, u64)>,
     candidates: Vec<Candidate>,
     phase: Option<Phase>,
+    /// Where the latest host reads happened: the number of ops seen before
+    /// each, oldest first.
+    reads: std::collections::VecDeque<u64>,
 }
 
 impl Window {
@@ -164,6 +173,7 @@ impl Window {
             grams: vec![(0, 0); GRAM_SLOTS],
             candidates: Vec::with_capacity(CANDIDATES + 1),
             phase: None,
+            reads: std::collections::VecDeque::with_capacity(READS),
         }
     }
 
@@ -174,6 +184,46 @@ impl Window {
     /// The current period of the op stream, if it repeats.
     pub fn period(&self) -> Option<usize> {
         self.phase.map(|p| p.period)
+    }
+
+    /// Called when the host reads a value of this stream (or a CPU fallback
+    /// does), after the ops seen so far. A read that recurs at the same place
+    /// in every period moves the phase there (see the module doc).
+    pub fn host_read(&mut self) {
+        if self.reads.back() == Some(&self.seen) {
+            return;
+        }
+        if self.reads.len() == READS {
+            self.reads.pop_front();
+        }
+        self.reads.push_back(self.seen);
+        if let Some(phase) = self.phase {
+            self.phase = Some(Phase {
+                period: phase.period,
+                origin: self.read_aligned(phase.period, phase.origin),
+            });
+        }
+    }
+
+    /// `origin`, or the position of the latest read that recurred in the two
+    /// periods before it, unless `origin` is itself at such a read's place.
+    fn read_aligned(&self, period: usize, origin: u64) -> u64 {
+        let p = period as u64;
+        let read_at = |q: u64| self.reads.contains(&q);
+        let recurring = |r: &u64| *r >= 2 * p && read_at(r - p) && read_at(r - 2 * p);
+        let mut recurring_reads = self.reads.iter().rev().filter(|r| recurring(r));
+        let Some(&latest) = recurring_reads.next() else {
+            return origin;
+        };
+        if self
+            .reads
+            .iter()
+            .filter(|r| recurring(r))
+            .any(|r| r % p == origin % p)
+        {
+            return origin;
+        }
+        latest
     }
 
     fn at(&self, position: u64) -> u64 {
@@ -274,7 +324,7 @@ impl Window {
             (Some(p), _) => {
                 self.phase = Some(Phase {
                     period: p,
-                    origin: self.canonical_start(p),
+                    origin: self.read_aligned(p, self.canonical_start(p)),
                 });
             }
         }
@@ -351,9 +401,11 @@ mod tests {
         let mut start = 0;
         for (i, &s) in stream.iter().enumerate() {
             let ops = i + 1 - start;
-            let reason = w
-                .record(s, ops, 0)
-                .or(reads(i).then_some(CutReason::HostRead));
+            let mut reason = w.record(s, ops, 0);
+            if reads(i) {
+                w.host_read();
+                reason = reason.or(Some(CutReason::HostRead));
+            }
             if let Some(r) = reason {
                 out.push((start, ops, r));
                 start = i + 1;
@@ -485,6 +537,54 @@ mod tests {
             assert_eq!(s, &per_step[0], "{c:?}");
         }
         assert!(per_step[0].iter().any(|&(_, _, r)| r == CutReason::Period));
+    }
+
+    #[test]
+    fn given_a_read_at_the_same_place_every_step_should_cut_once_per_step_there() {
+        // A 301-op step that reads its result at op 180 of the step (the
+        // smallest rotation starts elsewhere): once the read has recurred,
+        // the period's cut is the read's, and each step is one chunk.
+        let step: Vec<u64> = (0..301).map(sig).collect();
+        let stream = loop_stream(19, &step, 20);
+        let reads = |i: usize| i >= 19 && (i - 19) % 301 == 180;
+        let c = cuts_with_reads(limits(512), &stream, &reads);
+        let per_step = cuts_per_step(&c, 19, 301, 4);
+        assert!(per_step.len() >= 14, "{c:?}");
+        for s in &per_step {
+            assert_eq!(s, &[(181, 301, CutReason::Period)], "{c:?}");
+        }
+    }
+
+    #[test]
+    fn given_two_reads_every_step_should_keep_one_of_them_as_the_phase() {
+        // The loss and an accuracy read at ops 60 and 200 of a 234-op step:
+        // two chunks a step, at the same places every step.
+        let step: Vec<u64> = (0..234).map(sig).collect();
+        let stream = loop_stream(5, &step, 30);
+        let reads = |i: usize| i >= 5 && matches!((i - 5) % 234, 60 | 200);
+        let c = cuts_with_reads(limits(512), &stream, &reads);
+        let per_step = cuts_per_step(&c, 5, 234, 4);
+        assert!(per_step.len() >= 24, "{c:?}");
+        for s in &per_step {
+            assert_eq!(s, &per_step[0], "{c:?}");
+            assert_eq!(s.len(), 2, "{c:?}");
+        }
+    }
+
+    #[test]
+    fn given_a_read_every_step_of_a_long_step_should_end_a_segment_at_the_read() {
+        // A 1,500-op step (three segments) reading at op 700.
+        let step: Vec<u64> = (0..1500).map(sig).collect();
+        let stream = loop_stream(3, &step, 12);
+        let reads = |i: usize| i >= 3 && (i - 3) % 1500 == 700;
+        let c = cuts_with_reads(limits(512), &stream, &reads);
+        let per_step = cuts_per_step(&c, 3, 1500, 4);
+        assert!(per_step.len() >= 6, "{c:?}");
+        for s in &per_step {
+            assert_eq!(s, &per_step[0], "{c:?}");
+            assert_eq!(s.len(), 3, "{c:?}");
+            assert!(s.iter().any(|&(start, _, _)| start == 701), "{c:?}");
+        }
     }
 
     #[test]

@@ -262,6 +262,11 @@ impl Stream {
     fn prepare_read(&self, rt: &Runtime, value: &Value) -> Result<checks::IndexChecks> {
         let mut st = lock(&self.state);
         st.activate(this_thread_trace());
+        // Where the loop reads is part of its stream: a read that recurs every
+        // period moves the period's cuts onto it (`fusion::policy`).
+        if rt.effective_mode() == Mode::Fused {
+            st.trace.window.host_read();
+        }
         let mut index = checks::IndexChecks::default();
         if value.trace != st.active && value.is_pending() {
             index = self.flush_trace(rt, &mut st, value.trace, CutReason::HostRead)?;
