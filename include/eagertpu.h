@@ -266,7 +266,8 @@ etpu_status etpu_slice(etpu_tensor x, int64_t dim, int64_t start, int64_t end, i
                        const char* origin, etpu_tensor* out);
 etpu_status etpu_cat(const etpu_tensor* xs, size_t n, int64_t dim, const char* origin,
                      etpu_tensor* out);
-/* op: sum mean prod max min logsumexp; no dims (ndims 0) reduces every dim. */
+/* op: sum mean prod max min logsumexp, count_nonzero (int64; keepdim false); no dims
+   (ndims 0) reduces every dim. */
 etpu_status etpu_reduce(const char* op, etpu_tensor x, const int64_t* dims, size_t ndims,
                         bool keepdim, const char* origin, etpu_tensor* out);
 etpu_status etpu_matmul(etpu_tensor a, etpu_tensor b, const char* origin, etpu_tensor* out);

@@ -678,3 +678,35 @@ fn cross_entropy_matches_the_host_reference() {
     }
 }
 }
+
+all_modes! {
+fn count_nonzero_counts_what_is_not_zero_as_int64() {
+    for (c, &(shape, dims, _)) in CASES.iter().enumerate() {
+        for dtype in [DType::F32, DType::I64, DType::Bool, DType::U8] {
+            // Small integers: about a third of them zero.
+            let mut x = Host::random_in(dtype, shape, 70 + c as u64, -1.4, 1.4);
+            if dtype.is_float() {
+                for v in x.data.iter_mut() {
+                    *v = v.round();
+                }
+                // NaN is not zero.
+                if let Some(first) = x.data.first_mut() {
+                    *first = f64::NAN;
+                }
+            }
+            let got = Host::of(&x.tensor().count_nonzero(dims).unwrap());
+            let want = host_reduce(&x, dims, false, DType::I64, |g| {
+                g.iter().filter(|v| **v != 0.0).count() as f64
+            });
+            assert_eq!(got.dtype, DType::I64, "{dtype} {shape:?} {dims:?}");
+            assert_eq!(got.shape, want.shape, "{dtype} {shape:?} {dims:?}");
+            assert_eq!(got.data, want.data, "{dtype} {shape:?} {dims:?}");
+        }
+    }
+    assert_err(
+        Host::random(DType::F32, &[2, 3], 1).tensor().count_nonzero(&[2]),
+        "count_nonzero",
+        &["2"],
+    );
+}
+}

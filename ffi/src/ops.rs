@@ -252,7 +252,12 @@ c_api! {
                 "max" => at(origin, || x.max(d, keepdim)),
                 "min" => at(origin, || x.min(d, keepdim)),
                 "logsumexp" => at(origin, || x.logsumexp(d, keepdim)),
-                _ => Err(unknown("reduction", op, "sum mean prod max min logsumexp")),
+                "count_nonzero" if !keepdim => at(origin, || x.count_nonzero(d)),
+                _ => Err(unknown(
+                    "reduction",
+                    op,
+                    "sum mean prod max min logsumexp count_nonzero (without keepdim)",
+                )),
             }?;
             put_tensor(out, t)
         }

@@ -311,10 +311,7 @@ at::Tensor prod_all(const at::Tensor& self, std::optional<at::ScalarType> dtype)
 
 at::Tensor count_nonzero(const at::Tensor& self, at::IntArrayRef dims) {
   OpScope s;
-  Handle nz = cast(binary_scalar("ne", read(self), 0), at::kLong);
-  std::vector<int64_t> ds;
-  for (int64_t d : dims) ds.push_back(at::maybe_wrap_dim(d, std::max<int64_t>(self.dim(), 1)));
-  Handle r = reduce("sum", nz, ds, false);
+  Handle r = reduce("count_nonzero", read(self), dims, false);
   at::Tensor out = at::empty(dims_of(r), self.options().dtype(at::kLong));
   write(out, r);
   return out;

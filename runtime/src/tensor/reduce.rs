@@ -47,6 +47,23 @@ impl Tensor {
         self.reduce(ReduceOp::Prod, dims, keepdim)
     }
 
+    /// How many elements are not zero over `dims` (all of them when empty),
+    /// as int64 (`torch.count_nonzero`; NaN counts, as it is not zero).
+    #[track_caller]
+    pub fn count_nonzero(&self, dims: &[i64]) -> Result<Tensor> {
+        // A 0-d tensor takes dim 0 or -1, as in PyTorch.
+        let rank = self.rank().max(1);
+        normalize_dims("count_nonzero", dims, rank)?;
+        let flat;
+        let x = if self.rank() == 0 {
+            flat = self.reshape(&[1])?;
+            &flat
+        } else {
+            self
+        };
+        x.ne(0)?.to_dtype(fusion::DType::I64)?.sum(dims, false)
+    }
+
     /// Maximum over `dims` (`torch.amax`; NaN propagates).
     #[track_caller]
     pub fn max(&self, dims: &[i64], keepdim: bool) -> Result<Tensor> {
