@@ -256,6 +256,10 @@ etpu_status etpu_roll(etpu_tensor x, const int64_t* shifts, size_t nshifts, cons
                       const char* origin, etpu_tensor* out);
 /* The n x m identity of `dtype` (torch.eye). */
 etpu_status etpu_eye(int64_t device, int64_t n, int64_t m, int32_t dtype, const char* origin, etpu_tensor* out);
+/* `steps` values from start to end inclusive (torch.linspace: both ends exact; integer
+   dtypes truncate the ends and each value). */
+etpu_status etpu_linspace(int64_t device, double start, double end, int64_t steps, int32_t dtype,
+                          const char* origin, etpu_tensor* out);
 /* Reversed along dims (stablehlo.reverse); negative dims count from the end. */
 etpu_status etpu_flip(etpu_tensor x, const int64_t* dims, size_t n, const char* origin, etpu_tensor* out);
 /* -1 keeps a dim. */

@@ -714,6 +714,8 @@ fn eye_is_the_identity_of_any_shape_and_dtype() {
 
 #[test]
 fn bad_roll_and_eye_are_named() {
+    // One mode-switching test at a time: its check compiles programs.
+    let _m = in_mode(eagertpu::Mode::Strict);
     let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0], &[3]).unwrap();
     assert_err(x.roll(&[1, 2], &[0]), "roll", &["same length"]);
     assert_err(x.roll(&[1, 2], &[]), "roll", &["one shift"]);
@@ -722,5 +724,38 @@ fn bad_roll_and_eye_are_named() {
         default_device().unwrap().eye(-1, 2, DType::F32),
         "eye",
         &["non-negative"],
+    );
+}
+
+/// linspace's ends reach its programs as parameters: other ends (a schedule
+/// that changes every step) compile nothing new. (Checked in strict mode,
+/// where each op is a program of its own; a fused chunk's cuts depend on the
+/// ops recorded before it.)
+#[test]
+fn linspace_with_other_ends_compiles_nothing_new() {
+    let _m = in_mode(eagertpu::Mode::Strict);
+    // (0, 1 and -1 stay constants in a program: ends other than those.)
+    let first = Tensor::linspace(0.5, 2.0, 7).unwrap();
+    first.to_vec::<f32>().unwrap();
+    let before = eagertpu::metrics().unwrap();
+    let got = Tensor::linspace(-3.0, 5.5, 7).unwrap();
+    check(
+        "linspace(-3, 5.5, 7)",
+        Ok(got),
+        &linspace_ref(-3.0, 5.5, 7, DType::F32),
+    );
+    let after = eagertpu::metrics().unwrap();
+    assert_eq!(
+        after.misses + after.disk_hits,
+        before.misses + before.disk_hits,
+        "{}",
+        after.report()
+    );
+    assert_err(
+        default_device()
+            .unwrap()
+            .linspace_with(0.0, 1.0, 3, DType::Bool),
+        "linspace",
+        &["bool"],
     );
 }

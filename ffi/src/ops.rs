@@ -196,6 +196,19 @@ c_api! {
         }
     }
 
+    /// `steps` values from `start` to `end` inclusive, of `dtype`, on device
+    /// `device_index` (`torch.linspace`: both ends exact; integer dtypes
+    /// truncate the ends and each value).
+    fn etpu_linspace(device_index: i64, start: f64, end: f64, steps: i64, dtype: i32, origin: *const c_char, out: *mut TensorHandle) {
+        let d = dtype_from(dtype)?;
+        let dev = device(device_index)?;
+        // SAFETY: `origin` and `out` as documented.
+        unsafe {
+            let t = at(origin, || dev.linspace_with(start, end, steps, d))?;
+            put_tensor(out, t)
+        }
+    }
+
     /// `out = x` broadcast to `dims[0..rank]` (-1 keeps a dim).
     fn etpu_expand(x: TensorHandle, dims_ptr: *const i64, rank: usize, origin: *const c_char, out: *mut TensorHandle) {
         let x = get(x, "x")?;

@@ -130,13 +130,6 @@ pub enum Op {
         len: i64,
         dtype: DType,
     },
-    /// `steps` evenly spaced values from `start` to `end` inclusive.
-    Linspace {
-        start: F64,
-        end: F64,
-        steps: i64,
-        dtype: DType,
-    },
     /// (key0, key1: 0-d int64) samples uniform in `[0, 1)` of `shape` and a
     /// float `dtype`, from the counter-based Threefry generator keyed by
     /// (key0, key1): equal keys give equal samples in every mode. The keys are
@@ -299,7 +292,6 @@ impl Op {
         match self {
             Op::Full { .. } => "full",
             Op::Arange { .. } => "arange",
-            Op::Linspace { .. } => "linspace",
             Op::RandUniform { .. } => "rand",
             Op::Unary(u) => u.name(),
             Op::Binary(b) => b.name(),

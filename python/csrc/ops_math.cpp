@@ -1,24 +1,18 @@
 // More elementwise math: the functions and activations (with their backwards)
-// the runtime composes, one call each (runtime/src/tensor/activation.rs); the
-// rest composed here from the runtime's ops; flip/roll/linspace/eye; and the
-// fused LSTM and GRU cells torch.nn.LSTM/GRU call on non-CPU devices.
+// the runtime composes (runtime/src/tensor/activation.rs); flip, roll,
+// linspace, eye, count_nonzero; and the fused LSTM and GRU cells
+// torch.nn.LSTM/GRU call on non-CPU devices: one runtime call each.
 #include <ATen/ExpandUtils.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
-#include <cmath>
 #include <limits>
 
 #include "backend.h"
 
 namespace etpu {
 namespace {
-
-Handle s_add(const Handle& x, double v) { return binary_scalar("add", x, v); }
-Handle s_rsub(double v, const Handle& x) { return binary_scalar("sub", x, v, /*reversed=*/true); }
-Handle s_mul(const Handle& x, double v) { return binary_scalar("mul", x, v); }
-
 
 // `out = name(args...)`, shaped as `like`: a function the runtime composes
 // (runtime/src/tensor/activation.rs), one call. A backward, `name_backward`,
@@ -264,28 +258,15 @@ at::Tensor roll(const at::Tensor& self, at::IntArrayRef shifts, at::IntArrayRef 
   return out;
 }
 
-// PyTorch's linspace: the first half steps up from start, the second half
-// down from end, so both ends are exact.
 at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {
   OpScope s;
   TORCH_CHECK(steps >= 0, "linspace: number of steps must be non-negative, got ", steps);
   at::native::resize_output(out, {steps});
   if (steps == 0) return out;
-  double a = start.toDouble(), b = end.toDouble();
-  if (!at::isFloatingType(out.scalar_type())) {
-    a = std::trunc(a);
-    b = std::trunc(b);
-  }
-  int64_t dev = device_index(out);
-  if (steps == 1) {
-    write(out, full(dev, {1}, a, at::kDouble));
-    return out;
-  }
-  Handle i = arange(dev, 0, static_cast<double>(steps), 1, at::kDouble);
-  double step = steps > 1 ? (b - a) / static_cast<double>(steps - 1) : 0.0;
-  Handle up = s_add(s_mul(i, step), a);
-  Handle down = s_rsub(b, s_mul(s_rsub(static_cast<double>(steps - 1), i), step));
-  write(out, where(binary_scalar("lt", i, static_cast<double>(steps / 2)), up, down));
+  Handle h;
+  check(etpu_linspace(device_index(out), start.toDouble(), end.toDouble(), steps, dtype_code(out.scalar_type()),
+                      origin(), h.out()));
+  write(out, h);
   return out;
 }
 

@@ -37,14 +37,6 @@ impl Op {
                 check_shape(op, &[*len])?;
                 Ok(TensorType::new(*dtype, &[*len]))
             }
-            Op::Linspace { steps, dtype, .. } => {
-                arity(op, inputs, 0)?;
-                if *dtype == DType::Bool {
-                    return Err(unsupported(op, *dtype, "a numeric dtype"));
-                }
-                check_shape(op, &[*steps])?;
-                Ok(TensorType::new(*dtype, &[*steps]))
-            }
             Op::RandUniform { shape, dtype } => random::rand_uniform(op, shape, *dtype, inputs),
             Op::Unary(u) => elementwise::unary(op, *u, inputs),
             Op::Binary(b) => elementwise::binary(op, *b, inputs),

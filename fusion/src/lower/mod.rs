@@ -655,9 +655,6 @@ fn lower_op(e: &mut Emitter, op: &Op, inputs: &[V], out: TensorType) -> V {
         Op::Arange {
             start, step, len, ..
         } => create::arange(e, *start, *step, *len, out),
-        Op::Linspace {
-            start, end, steps, ..
-        } => create::linspace(e, start.0, end.0, *steps, out),
         Op::Unary(u) => elementwise::unary(e, *u, &inputs[0], out),
         Op::Binary(b) => elementwise::binary(e, *b, &inputs[0], &inputs[1], out),
         Op::Where => elementwise::where_(e, inputs, out),

@@ -2,7 +2,7 @@
 
 use std::panic::Location;
 
-use fusion::{DType, F64, Op, Scalar, TensorType};
+use fusion::{BinaryOp, DType, Op, Scalar, TensorType};
 
 use super::{Device, Tensor, default_device};
 use crate::context;
@@ -204,21 +204,38 @@ impl Device {
         self.linspace_with(start, end, steps, DType::DEFAULT_FLOAT)
     }
 
+    /// PyTorch's linspace: the first half counts up from `start`, the second
+    /// half down from `end`, so both ends are exact (one step gives `start`);
+    /// integer dtypes truncate the ends first. Computed in float64 from
+    /// lifted scalars, so other ends never compile another program.
     #[track_caller]
     pub fn linspace_with(&self, start: f64, end: f64, steps: i64, dtype: DType) -> Result<Tensor> {
-        if steps < 0 {
+        if steps < 0 || dtype == DType::Bool {
             return Err(fusion::Error::Invalid {
                 op: "linspace",
-                message: format!("steps {steps}, expected a non-negative number of steps"),
+                message: format!(
+                    "steps {steps} of {dtype}: expected a non-negative number of steps of a numeric dtype"
+                ),
             }
             .into());
         }
-        self.create(Op::Linspace {
-            start: F64(start),
-            end: F64(end),
-            steps,
-            dtype,
-        })
+        let (start, end) = if dtype.is_float() {
+            (start, end)
+        } else {
+            (start.trunc(), end.trunc())
+        };
+        if steps <= 1 {
+            return self.full(&[steps], start, DType::F64)?.to_dtype(dtype);
+        }
+        let step = (end - start) / (steps - 1) as f64;
+        let i = self.arange_with(0, steps, 1, DType::F64)?;
+        let up = i.mul(step)?.add(start)?;
+        let down = i
+            .binary_op_reversed(BinaryOp::Sub, (steps - 1) as f64)?
+            .mul(step)?;
+        let down = down.binary_op_reversed(BinaryOp::Sub, end)?;
+        let first_half = i.lt((steps / 2) as f64)?;
+        Tensor::where_(&first_half, &up, &down)?.to_dtype(dtype)
     }
 }
 
