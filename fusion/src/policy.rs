@@ -27,6 +27,8 @@
 //!   period (the loss a training step logs, the token a decode step reads).
 //!   Once one has recurred twice, the phase starts at it, so that the
 //!   period's cut and the read's cut coincide: one chunk per period, not two.
+//!   Only while the period is young (its first few repetitions): a loop that
+//!   starts reading every step later keeps the chunks it has compiled.
 //! - **Length.** A period of at least an eighth of the window is a chunk of
 //!   its own; shorter ones are grouped, as many as fit after the last cut
 //!   (cut at a period boundary where the next one would overflow); a longer
@@ -128,6 +130,9 @@ const LONG_PERIOD_WINDOWS: usize = 4;
 const PHASE_TIES: usize = 16;
 /// Host read positions remembered (to find reads that recur every period).
 const READS: usize = 16;
+/// Periods after it was found during which a recurring read may still move a
+/// period's phase; later, the chunks it cuts are compiled, and it stays.
+const READ_ALIGN_PERIODS: u64 = 4;
 
 /// A candidate period and how many of the latest ops matched the op one
 /// period before them.
@@ -143,6 +148,8 @@ struct Candidate {
 struct Phase {
     period: usize,
     origin: u64,
+    /// Ops seen when the period was found.
+    since: u64,
 }
 
 /// The fused-mode cut policy for one op stream.
@@ -197,10 +204,12 @@ impl Window {
             self.reads.pop_front();
         }
         self.reads.push_back(self.seen);
-        if let Some(phase) = self.phase {
+        if let Some(phase) = self.phase
+            && self.seen - phase.since <= READ_ALIGN_PERIODS * phase.period as u64
+        {
             self.phase = Some(Phase {
-                period: phase.period,
                 origin: self.read_aligned(phase.period, phase.origin),
+                ..phase
             });
         }
     }
@@ -325,6 +334,7 @@ impl Window {
                 self.phase = Some(Phase {
                     period: p,
                     origin: self.read_aligned(p, self.canonical_start(p)),
+                    since: self.seen,
                 });
             }
         }
@@ -553,6 +563,24 @@ mod tests {
         for s in &per_step {
             assert_eq!(s, &[(181, 301, CutReason::Period)], "{c:?}");
         }
+    }
+
+    #[test]
+    fn given_reads_that_start_after_the_period_settled_should_not_move_it() {
+        // A 301-op step run 10 times without a read, then read every step at
+        // op 180: the chunks compiled by then keep their cuts.
+        let step: Vec<u64> = (0..301).map(sig).collect();
+        let stream = loop_stream(19, &step, 30);
+        let reads = |i: usize| i >= 19 + 10 * 301 && (i - 19) % 301 == 180;
+        let plain = cuts(limits(512), &stream);
+        let read = cuts_with_reads(limits(512), &stream, &reads);
+        let period_cuts = |c: &[(usize, usize, CutReason)]| -> Vec<usize> {
+            c.iter()
+                .filter(|&&(_, _, r)| r == CutReason::Period)
+                .map(|&(start, len, _)| start + len)
+                .collect()
+        };
+        assert_eq!(period_cuts(&plain), period_cuts(&read));
     }
 
     #[test]
