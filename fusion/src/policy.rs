@@ -464,6 +464,14 @@ mod tests {
         per_step
     }
 
+    /// Where the period cuts fell (the end of each chunk it cut).
+    fn period_cuts(c: &[(usize, usize, CutReason)]) -> Vec<usize> {
+        c.iter()
+            .filter(|&&(_, _, r)| r == CutReason::Period)
+            .map(|&(start, len, _)| start + len)
+            .collect()
+    }
+
     fn limits(max_ops: usize) -> WindowLimits {
         WindowLimits {
             max_ops,
@@ -574,12 +582,6 @@ mod tests {
         let reads = |i: usize| i >= 19 + 10 * 301 && (i - 19) % 301 == 180;
         let plain = cuts(limits(512), &stream);
         let read = cuts_with_reads(limits(512), &stream, &reads);
-        let period_cuts = |c: &[(usize, usize, CutReason)]| -> Vec<usize> {
-            c.iter()
-                .filter(|&&(_, _, r)| r == CutReason::Period)
-                .map(|&(start, len, _)| start + len)
-                .collect()
-        };
         assert_eq!(period_cuts(&plain), period_cuts(&read));
     }
 
@@ -626,12 +628,6 @@ mod tests {
         };
         let plain = cuts(limits(512), &stream);
         let read = cuts_with_reads(limits(512), &stream, &reads);
-        let period_cuts = |c: &[(usize, usize, CutReason)]| -> Vec<usize> {
-            c.iter()
-                .filter(|&&(_, _, r)| r == CutReason::Period)
-                .map(|&(start, len, _)| start + len)
-                .collect()
-        };
         assert_eq!(period_cuts(&plain), period_cuts(&read));
         // A few kinds of chunk, whatever the reads: each compiles once.
         let kinds: std::collections::HashSet<&[u64]> = read
