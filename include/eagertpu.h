@@ -25,10 +25,11 @@
 extern "C" {
 #endif
 
-#define EAGERTPU_ABI_VERSION 2
+#define EAGERTPU_ABI_VERSION 3
 
 typedef int32_t etpu_status;
 typedef uint64_t etpu_tensor;
+typedef uint64_t etpu_storage;
 
 enum {
   ETPU_OK = 0,
@@ -123,35 +124,37 @@ etpu_status etpu_live_tensors(int64_t* out);
 
 /* ----------------------------------------------------------- storages ---- */
 /* PyTorch's allocator for `tpu` hands out addresses in a reserved, never-mapped
- * range and registers each allocation here. Its contents are a runtime value;
- * kernels read a tensor as a view (address = base + byte offset, dtype, sizes,
- * strides in elements) and write results through views. */
+ * range (its data_ptr()s) and registers each allocation here, keeping the
+ * etpu_storage id it gets (a number, never a pointer) beside it. Its contents
+ * are a runtime value; kernels read a tensor as a view (storage, byte offset,
+ * dtype, sizes, strides in elements) and write results through views. A freed
+ * or unknown storage id is an error. */
 
-etpu_status etpu_storage_new(int64_t device, uint64_t base, size_t nbytes);
-etpu_status etpu_storage_free(uint64_t base);
+etpu_status etpu_storage_new(int64_t device, size_t nbytes, etpu_storage* out);
+etpu_status etpu_storage_free(etpu_storage storage);
 /* Allocations and their bytes on `device` (-1: all devices). */
 etpu_status etpu_storage_stats(int64_t device, int64_t* count, int64_t* bytes);
-/* Copies the first `nbytes` of allocation `src` into allocation `dst` (base
- * addresses), element by element; the rest of `dst` reads as zeros. */
-etpu_status etpu_storage_copy(uint64_t dst, uint64_t src, size_t nbytes);
+/* Copies the first `nbytes` of allocation `src` into allocation `dst`, element
+ * by element; the rest of `dst` reads as zeros. */
+etpu_status etpu_storage_copy(etpu_storage dst, etpu_storage src, size_t nbytes);
 /* The dtype of an allocation's contents (etpu_dtype; -1 if never written). */
-etpu_status etpu_storage_dtype(uint64_t address, int32_t* out);
-etpu_status etpu_view_read(uint64_t address, int32_t dtype, const int64_t* sizes,
-                           const int64_t* strides, size_t rank, const char* origin,
-                           etpu_tensor* out);
+etpu_status etpu_storage_dtype(etpu_storage storage, int32_t* out);
+etpu_status etpu_view_read(etpu_storage storage, uint64_t byte_offset, int32_t dtype,
+                           const int64_t* sizes, const int64_t* strides, size_t rank,
+                           const char* origin, etpu_tensor* out);
 /* `value` is converted to the view's dtype and broadcast to its shape (as PyTorch
  * writes a result into an out= tensor); a shape that does not broadcast is an error. */
-etpu_status etpu_view_write(uint64_t address, int32_t dtype, const int64_t* sizes,
-                            const int64_t* strides, size_t rank, etpu_tensor value,
-                            const char* origin);
+etpu_status etpu_view_write(etpu_storage storage, uint64_t byte_offset, int32_t dtype,
+                            const int64_t* sizes, const int64_t* strides, size_t rank,
+                            etpu_tensor value, const char* origin);
 
 /* etpu_operand kinds */
 enum { ETPU_OPERAND_HANDLE = 0, ETPU_OPERAND_VIEW = 1, ETPU_OPERAND_SCALAR = 2 };
 
 /* An operand of etpu_pointwise: a tensor handle, a view of a storage or a
  * Python number, as `kind` says. A view descriptor is an int64_t array:
- * {address, dtype, rank, sizes[0..rank], strides[0..rank]} (the address as
- * etpu_view_read takes it; strides in elements). */
+ * {storage, byte_offset, dtype, rank, sizes[0..rank], strides[0..rank]} (the
+ * storage id as etpu_view_read takes it; strides in elements). */
 typedef struct {
   int32_t kind;
   etpu_tensor handle;

@@ -60,32 +60,19 @@ fn bitcast_refuses_bool_and_a_last_dim_that_is_not_the_ratio() {
     assert_err(b.bitcast(DType::U8), "view_dtype", &["bool"]);
 }
 
-/// A fake allocation address per test and mode: the table is process-wide.
-fn base(test: u64, mode: usize) -> u64 {
-    0x7f00_0000_0000 + test * 0x1_0000 + mode as u64 * 0x1000
-}
-
-fn mode_index() -> usize {
-    MODES
-        .iter()
-        .position(|m| *m == eagertpu::mode().unwrap())
-        .unwrap()
-}
-
 all_modes! {
 fn a_storage_read_as_another_dtype_reinterprets_on_the_device() {
-    let at = base(1, mode_index());
-    storage::register(0, at, 24).unwrap();
+    let at = storage::register(0, 24).unwrap();
     let x = Tensor::from_slice(&FLOATS, &[2, 3]).unwrap();
-    storage::write_view(at, DType::F32, &[2, 3], &[3, 1], x).unwrap();
+    storage::write_view(at, 0, DType::F32, &[2, 3], &[3, 1], x).unwrap();
     eagertpu::sync().unwrap();
     let syncs = metrics().unwrap().host_syncs;
     let want = f32_bytes(&FLOATS);
     // As bytes (torch.save), as int16 at an offset, as int64 pairs.
-    let bytes = storage::read_view(at, DType::U8, &[24], &[1]).unwrap();
-    let halves = storage::read_view(at + 4, DType::I16, &[4], &[1]).unwrap();
-    let longs = storage::read_view(at, DType::I64, &[3], &[1]).unwrap();
-    let flags = storage::read_view(at, DType::Bool, &[24], &[1]).unwrap();
+    let bytes = storage::read_view(at, 0, DType::U8, &[24], &[1]).unwrap();
+    let halves = storage::read_view(at, 4, DType::I16, &[4], &[1]).unwrap();
+    let longs = storage::read_view(at, 0, DType::I64, &[3], &[1]).unwrap();
+    let flags = storage::read_view(at, 0, DType::Bool, &[24], &[1]).unwrap();
     assert_eq!(metrics().unwrap().host_syncs, syncs, "reinterpreting read nothing on the host");
     assert_eq!(bytes.to_vec::<u8>().unwrap(), want);
     let shorts: Vec<i16> = want[4..12]
@@ -100,8 +87,8 @@ fn a_storage_read_as_another_dtype_reinterprets_on_the_device() {
     let mut edited = want.clone();
     edited[0..4].copy_from_slice(&7.5f32.to_le_bytes());
     let patch = Tensor::from_slice(&edited[0..4], &[4]).unwrap();
-    storage::write_view(at, DType::U8, &[4], &[1], patch).unwrap();
-    let floats = storage::read_view(at, DType::F32, &[6], &[1]).unwrap();
+    storage::write_view(at, 0, DType::U8, &[4], &[1], patch).unwrap();
+    let floats = storage::read_view(at, 0, DType::F32, &[6], &[1]).unwrap();
     assert_eq!(bytes_of(&floats), edited);
     storage::release(at).unwrap();
 }
@@ -109,39 +96,67 @@ fn a_storage_read_as_another_dtype_reinterprets_on_the_device() {
 
 all_modes! {
 fn resizing_copies_a_prefix_and_zero_fills() {
-    let (small, large) = (base(2, mode_index()), base(2, mode_index()) + 0x100);
-    storage::register(0, small, 12).unwrap();
-    storage::register(0, large, 20).unwrap();
+    let small = storage::register(0, 12).unwrap();
+    let large = storage::register(0, 20).unwrap();
     let x = Tensor::from_slice(&[1i32, -2, 3], &[3]).unwrap();
-    storage::write_view(small, DType::I32, &[3], &[1], x).unwrap();
+    storage::write_view(small, 0, DType::I32, &[3], &[1], x).unwrap();
     storage::copy_prefix(large, small, 8).unwrap();
-    let grown = storage::read_view(large, DType::I32, &[5], &[1]).unwrap();
+    let grown = storage::read_view(large, 0, DType::I32, &[5], &[1]).unwrap();
     assert_eq!(grown.to_vec::<i32>().unwrap(), vec![1, -2, 0, 0, 0]);
-    assert_eq!(storage::contents_dtype(large + 4).unwrap(), Some(DType::I32));
+    assert_eq!(storage::contents_dtype(large).unwrap(), Some(DType::I32));
     storage::release(small).unwrap();
     storage::release(large).unwrap();
 }
 }
 
 #[test]
-fn bad_addresses_and_sizes_are_errors_naming_them() {
-    let at = base(3, 0);
-    storage::register(0, at, 16).unwrap();
+fn bad_ids_offsets_and_sizes_are_errors_naming_them() {
+    let at = storage::register(0, 16).unwrap();
     let text = |r: eagertpu::Result<()>| r.unwrap_err().to_string();
-    let e = text(storage::register(0, at + 8, 8));
-    assert!(e.contains("overlaps"), "{e}");
-    let e = err_text(storage::read_view(at + 2, DType::F32, &[1], &[1]));
+    let e = err_text(storage::read_view(at, 2, DType::F32, &[1], &[1]));
     assert!(e.contains("byte offset 2") && e.contains("4-byte"), "{e}");
-    let e = err_text(storage::read_view(at + 64, DType::F32, &[1], &[1]));
-    assert!(e.contains("past the end"), "{e}");
-    let e = err_text(storage::read_view(0x10, DType::F32, &[1], &[1]));
-    assert!(e.contains("not in a tpu allocation"), "{e}");
+    let e = err_text(storage::read_view(at, 64, DType::F32, &[1], &[1]));
+    assert!(e.contains("past the end") && e.contains("16 bytes"), "{e}");
     let v = Tensor::zeros(&[3], DType::F32).unwrap();
-    let e = text(storage::write_view(at, DType::F32, &[2], &[1], v));
+    let e = text(storage::write_view(at, 0, DType::F32, &[2], &[1], v));
     assert!(e.contains("float32[3]") && e.contains("[2]"), "{e}");
     let (count, bytes) = storage::stats(Some(0));
     assert!(count >= 1 && bytes >= 16, "{count} {bytes}");
     storage::release(at).unwrap();
     let e = text(storage::release(at));
-    assert!(e.contains("freed twice"), "{e}");
+    assert!(e.contains("freed already"), "{e}");
+    // A freed id never finds the allocation that takes its slot next.
+    let next = storage::register(0, 8).unwrap();
+    let e = err_text(storage::read_view(at, 0, DType::F32, &[1], &[1]));
+    assert!(
+        e.contains(&at.to_string()) && e.contains("freed already"),
+        "{e}"
+    );
+    storage::read_view(next, 0, DType::F32, &[2], &[1]).unwrap();
+    storage::release(next).unwrap();
+    let e = err_text(storage::read_view(
+        storage::StorageId(0),
+        0,
+        DType::F32,
+        &[1],
+        &[1],
+    ));
+    assert!(e.contains("unknown"), "{e}");
+}
+
+#[test]
+fn stats_count_live_allocations_by_device() {
+    let _serial = in_mode(eagertpu::Mode::Fused);
+    let (count, bytes) = storage::stats(Some(0));
+    let ids: Vec<_> = [8u64, 24, 40]
+        .iter()
+        .map(|n| storage::register(0, *n).unwrap())
+        .collect();
+    assert_eq!(storage::stats(Some(0)), (count + 3, bytes + 72));
+    assert_eq!(storage::stats(None).0, storage::stats(Some(0)).0);
+    for id in ids {
+        storage::release(id).unwrap();
+    }
+    assert_eq!(storage::stats(Some(0)), (count, bytes));
+    assert_eq!(storage::stats(Some(7)), (0, 0));
 }

@@ -4,16 +4,16 @@
 //! thus reads its inputs, runs the op and writes its `out=` tensor in one C
 //! call, with no handles in between.
 //!
-//! A view descriptor is an `int64_t` array: `{address, dtype, rank,
-//! sizes[0..rank], strides[0..rank]}` (the address as `etpu_view_read`
-//! takes it, bit for bit; strides in elements).
+//! A view descriptor is an `int64_t` array: `{storage, byte_offset, dtype,
+//! rank, sizes[0..rank], strides[0..rank]}` (the storage id as
+//! `etpu_view_read` takes it, bit for bit; strides in elements).
 
 use std::collections::HashMap;
 use std::ffi::c_char;
 use std::sync::LazyLock;
 
 use eagertpu::internals::fusion::hash::FxBuild;
-use eagertpu::storage::{read_view, write_view};
+use eagertpu::storage::{StorageId, read_view, write_view};
 use eagertpu::{Activation, BinaryOp, DType, Operand, Scalar, Tensor, UnaryOp};
 use smallvec::SmallVec;
 
@@ -26,10 +26,36 @@ use crate::{Failure, FfiResult, at, c_api, c_str};
 
 /// A view descriptor, decoded.
 pub(crate) struct View<'a> {
-    pub(crate) address: u64,
+    pub(crate) storage: StorageId,
+    pub(crate) byte_offset: u64,
     pub(crate) dtype: DType,
     pub(crate) sizes: &'a [i64],
     pub(crate) strides: &'a [i64],
+}
+
+impl View<'_> {
+    /// The view's elements, as a tensor.
+    pub(crate) fn read(&self) -> eagertpu::Result<Tensor> {
+        read_view(
+            self.storage,
+            self.byte_offset,
+            self.dtype,
+            self.sizes,
+            self.strides,
+        )
+    }
+
+    /// Writes `value` (converted and broadcast to the view) into it.
+    pub(crate) fn write(&self, value: Tensor) -> eagertpu::Result<()> {
+        write_view(
+            self.storage,
+            self.byte_offset,
+            self.dtype,
+            self.sizes,
+            self.strides,
+            value,
+        )
+    }
 }
 
 /// Most dims a view may have (as PyTorch's own limit of 25 for TensorIterator).
@@ -41,14 +67,14 @@ const MAX_OPERANDS: usize = 8;
 /// Decodes the descriptor at `p` (`what` names it in errors).
 ///
 /// # Safety
-/// `p` must be NULL or point at a descriptor: 3 + 2 * rank `int64_t`s.
+/// `p` must be NULL or point at a descriptor: 4 + 2 * rank `int64_t`s.
 pub(crate) unsafe fn view<'a>(p: *const i64, what: &str) -> FfiResult<View<'a>> {
     if p.is_null() {
         return Err(Failure::invalid(format!("view {what} is NULL")));
     }
-    // SAFETY: the header is three elements (the caller's contract).
-    let head = unsafe { std::slice::from_raw_parts(p, 3) };
-    let rank = head[2];
+    // SAFETY: the header is four elements (the caller's contract).
+    let head = unsafe { std::slice::from_raw_parts(p, 4) };
+    let rank = head[3];
     if !(0..=MAX_RANK).contains(&rank) {
         return Err(Failure::invalid(format!(
             "view {what} has rank {rank}, expected 0 to {MAX_RANK}"
@@ -56,10 +82,11 @@ pub(crate) unsafe fn view<'a>(p: *const i64, what: &str) -> FfiResult<View<'a>> 
     }
     let rank = rank as usize;
     // SAFETY: sizes and strides follow the header (the caller's contract).
-    let dims = unsafe { std::slice::from_raw_parts(p.add(3), 2 * rank) };
+    let dims = unsafe { std::slice::from_raw_parts(p.add(4), 2 * rank) };
     Ok(View {
-        address: head[0] as u64,
-        dtype: dtype_from(head[1] as i32)?,
+        storage: StorageId(head[0] as u64),
+        byte_offset: head[1] as u64,
+        dtype: dtype_from(head[2] as i32)?,
         sizes: &dims[..rank],
         strides: &dims[rank..],
     })
@@ -113,7 +140,7 @@ impl Value {
 pub(crate) fn read(arg: Arg) -> eagertpu::Result<Value> {
     Ok(match arg {
         Arg::Tensor(t) => Value::Tensor(t),
-        Arg::View(v) => Value::Tensor(read_view(v.address, v.dtype, v.sizes, v.strides)?),
+        Arg::View(v) => Value::Tensor(v.read()?),
         Arg::Scalar(s) => Value::Scalar(s),
     })
 }
@@ -272,7 +299,7 @@ c_api! {
                 let value = run(op, &values)?;
                 Ok(match &out {
                     Some(o) => {
-                        write_view(o.address, o.dtype, o.sizes, o.strides, value)?;
+                        o.write(value)?;
                         None
                     }
                     None => Some(value),

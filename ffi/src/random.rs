@@ -2,7 +2,6 @@
 
 use std::ffi::c_char;
 
-use eagertpu::storage::write_view;
 use eagertpu::{Distribution, Scalar};
 use smallvec::SmallVec;
 
@@ -97,7 +96,7 @@ c_api! {
                         dev.sample(key, out.sizes, out.dtype, d)?
                     }
                 };
-                write_view(out.address, out.dtype, out.sizes, out.strides, sample)?;
+                out.write(sample)?;
                 Ok(())
             })
         }

@@ -1,26 +1,34 @@
 //! Storage entry points: PyTorch's allocator registers its `tpu` allocations
-//! and kernels read and write views of them. The table, views, `resize_`
-//! copies and dtype reinterpretation live in the runtime
-//! (`runtime/src/storage.rs`); these only decode the arguments.
+//! (keeping the id each gets) and kernels read and write views of them. The
+//! table, views, `resize_` copies and dtype reinterpretation live in the
+//! runtime (`runtime/src/storage.rs`); these only decode the arguments.
 
 use std::ffi::c_char;
 
-use eagertpu::storage;
+use eagertpu::storage::{self, StorageId};
 
 use crate::handles::{dims, dtype_code, dtype_from, get, put_tensor};
-use crate::types::TensorHandle;
+use crate::types::{StorageHandle, TensorHandle};
 use crate::{Failure, at, c_api, put};
 
+/// The runtime's id for `h`.
+pub(crate) fn id(h: StorageHandle) -> StorageId {
+    StorageId(h.0)
+}
+
 c_api! {
-    /// Registers an allocation of `nbytes` at `base` on device `device`.
-    fn etpu_storage_new(device: i64, base: u64, nbytes: usize) {
+    /// Registers an allocation of `nbytes` on device `device`; writes its id
+    /// to `out`.
+    fn etpu_storage_new(device: i64, nbytes: usize, out: *mut StorageHandle) {
         let index = usize::try_from(device).map_err(|_| Failure::invalid(format!("device {device} is negative")))?;
-        Ok(storage::register(index, base, nbytes as u64)?)
+        let StorageId(n) = storage::register(index, nbytes as u64)?;
+        // SAFETY: `out` is NULL or writable.
+        unsafe { put(out, StorageHandle(n), "out") }
     }
 
-    /// Forgets the allocation at `base` (its value is freed when unused).
-    fn etpu_storage_free(base: u64) {
-        Ok(storage::release(base)?)
+    /// Forgets allocation `storage` (its value is freed when unused).
+    fn etpu_storage_free(storage: StorageHandle) {
+        Ok(storage::release(id(storage))?)
     }
 
     /// Number of registered allocations, and their total bytes on `device`
@@ -34,10 +42,11 @@ c_api! {
         }
     }
 
-    /// The view (`address` = storage base + byte offset, `dtype`,
-    /// `sizes[0..rank]`, `strides[0..rank]` in elements) as a tensor.
+    /// The view of `storage` at `byte_offset` (`dtype`, `sizes[0..rank]`,
+    /// `strides[0..rank]` in elements) as a tensor.
     fn etpu_view_read(
-        address: u64,
+        storage: StorageHandle,
+        byte_offset: u64,
         dtype: i32,
         sizes: *const i64,
         strides: *const i64,
@@ -49,7 +58,7 @@ c_api! {
         // SAFETY: pointers and `origin` as documented.
         unsafe {
             let (sizes, strides) = (dims(sizes, rank, "sizes")?, dims(strides, rank, "strides")?);
-            let view = at(origin, || storage::read_view(address, dtype, sizes, strides))?;
+            let view = at(origin, || storage::read_view(id(storage), byte_offset, dtype, sizes, strides))?;
             put_tensor(out, view)
         }
     }
@@ -57,7 +66,8 @@ c_api! {
     /// Writes `value` into the view, rebuilding the storage's contents;
     /// `value` is converted to the view's dtype and broadcast to its shape.
     fn etpu_view_write(
-        address: u64,
+        storage: StorageHandle,
+        byte_offset: u64,
         dtype: i32,
         sizes: *const i64,
         strides: *const i64,
@@ -70,20 +80,20 @@ c_api! {
         // SAFETY: pointers and `origin` as documented.
         unsafe {
             let (sizes, strides) = (dims(sizes, rank, "sizes")?, dims(strides, rank, "strides")?);
-            at(origin, || storage::write_view(address, dtype, sizes, strides, value))
+            at(origin, || storage::write_view(id(storage), byte_offset, dtype, sizes, strides, value))
         }
     }
 
-    /// Copies the first `nbytes` of the allocation at `src` into the
-    /// allocation at `dst` (both base addresses), as its elements: growing or
-    /// shrinking a storage (`resize_`). Bytes past the copied ones are zero.
-    fn etpu_storage_copy(dst: u64, src: u64, nbytes: usize) {
-        Ok(storage::copy_prefix(dst, src, nbytes as u64)?)
+    /// Copies the first `nbytes` of allocation `src` into allocation `dst`,
+    /// as its elements: growing or shrinking a storage (`resize_`). Bytes
+    /// past the copied ones are zero.
+    fn etpu_storage_copy(dst: StorageHandle, src: StorageHandle, nbytes: usize) {
+        Ok(storage::copy_prefix(id(dst), id(src), nbytes as u64)?)
     }
 
     /// The dtype of an allocation's contents (`etpu_dtype`; -1 if never written).
-    fn etpu_storage_dtype(address: u64, out: *mut i32) {
-        let code = storage::contents_dtype(address)?.map_or(-1, dtype_code);
+    fn etpu_storage_dtype(storage: StorageHandle, out: *mut i32) {
+        let code = storage::contents_dtype(id(storage))?.map_or(-1, dtype_code);
         // SAFETY: `out` is NULL or writable.
         unsafe { put(out, code, "out") }
     }

@@ -8,6 +8,12 @@ use std::ffi::{c_char, c_void};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct TensorHandle(pub u64);
 
+/// A storage id (`etpu_storage`): the runtime's number for one allocation
+/// (`eagertpu::storage::StorageId`), kept by the allocator beside it.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct StorageHandle(pub u64);
+
 /// A Python number as it crosses the ABI (`etpu_scalar`): a tag and the value
 /// in the slot of its kind, so an int64 survives exactly (a double holds
 /// integers only up to 2^53).
@@ -34,7 +40,7 @@ pub struct OperandArg {
     /// `ETPU_OPERAND_HANDLE`, `ETPU_OPERAND_VIEW` or `ETPU_OPERAND_SCALAR`.
     pub kind: i32,
     pub handle: TensorHandle,
-    /// `{address, dtype, rank, sizes[0..rank], strides[0..rank]}`.
+    /// `{storage, byte_offset, dtype, rank, sizes[0..rank], strides[0..rank]}`.
     pub view: *const i64,
     pub scalar: ScalarArg,
 }
@@ -64,6 +70,8 @@ c_types! {
     f64 => "double",
     usize => "size_t",
     TensorHandle => "etpu_tensor",
+    StorageHandle => "etpu_storage",
+    *mut StorageHandle => "etpu_storage*",
     ScalarArg => "etpu_scalar",
     *const ScalarArg => "const etpu_scalar*",
     *const OperandArg => "const etpu_operand*",

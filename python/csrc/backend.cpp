@@ -269,15 +269,19 @@ Handle full(int64_t device, at::IntArrayRef sizes, const at::Scalar& v, at::Scal
   return h;
 }
 
+namespace {
+// Where `t`'s elements start in its storage, in bytes.
+uint64_t byte_offset(const at::Tensor& t) { return static_cast<uint64_t>(t.storage_offset()) * t.itemsize(); }
+}  // namespace
+
 Handle read(const at::Tensor& t) {
   TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1,
               "Expected all tensors to be on the same device, but found at least two devices, tpu and ", t.device(),
               " (a ", t.scalar_type(), t.sizes(), " tensor on ", t.device(), ")");
   if (t.numel() == 0) return full(device_index(t), t.sizes(), 0, t.scalar_type());
   Handle h;
-  auto addr = reinterpret_cast<uint64_t>(t.const_data_ptr());
-  check(etpu_view_read(addr, dtype_code(t.scalar_type()), t.sizes().data(), t.strides().data(), t.dim(), origin(),
-                       h.out()));
+  check(etpu_view_read(storage_id(t.storage().data_ptr()), byte_offset(t), dtype_code(t.scalar_type()),
+                       t.sizes().data(), t.strides().data(), t.dim(), origin(), h.out()));
   return h;
 }
 
@@ -307,21 +311,22 @@ void write(const at::Tensor& out, const Handle& value) {
               out.device());
   if (out.numel() == 0) return;
   // The runtime converts the value to out's dtype and broadcasts it.
-  auto addr = reinterpret_cast<uint64_t>(out.const_data_ptr());
-  check(etpu_view_write(addr, dtype_code(out.scalar_type()), out.sizes().data(), out.strides().data(), out.dim(),
-                        value.get(), origin()));
+  check(etpu_view_write(storage_id(out.storage().data_ptr()), byte_offset(out), dtype_code(out.scalar_type()),
+                        out.sizes().data(), out.strides().data(), out.dim(), value.get(), origin()));
 }
 
 // ----------------------------------------------------- ops between views ----
 
 namespace {
-// {address, dtype, rank, sizes, strides}: a view descriptor (etpu_operand).
+// {storage, byte_offset, dtype, rank, sizes, strides}: a view descriptor
+// (etpu_operand).
 class ViewDesc {
  public:
   explicit ViewDesc(const at::Tensor& t) {
     int64_t rank = t.dim();
-    d_.reserve(3 + 2 * rank);
-    d_.push_back(static_cast<int64_t>(reinterpret_cast<uint64_t>(t.const_data_ptr())));
+    d_.reserve(4 + 2 * rank);
+    d_.push_back(static_cast<int64_t>(storage_id(t.storage().data_ptr())));
+    d_.push_back(static_cast<int64_t>(byte_offset(t)));
     d_.push_back(dtype_code(t.scalar_type()));
     d_.push_back(rank);
     d_.append(t.sizes().begin(), t.sizes().end());
@@ -330,7 +335,7 @@ class ViewDesc {
   const int64_t* get() const { return d_.data(); }
 
  private:
-  c10::SmallVector<int64_t, 15> d_;
+  c10::SmallVector<int64_t, 16> d_;
 };
 
 bool direct(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1 && t.numel() > 0; }

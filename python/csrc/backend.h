@@ -1,8 +1,9 @@
 // EagerTPU's PyTorch backend: a thin C++ shim over include/eagertpu.h.
 //
 // A `tpu` tensor is an ordinary TensorImpl whose storage lives at an address
-// in a reserved, never-mapped range (device.cpp); the runtime maps each
-// allocation to a storage value. Kernels read their inputs as views of those
+// in a reserved, never-mapped range (device.cpp); the runtime keeps each
+// allocation's contents as a storage value, named by the id the allocation
+// keeps in its DataPtr's context. Kernels read their inputs as views of those
 // values (read), call runtime ops, and write results through views (write).
 // Everything here is glue: dtype mapping, handle ownership, errors, origins.
 #pragma once
@@ -18,6 +19,17 @@
 #include "eagertpu.h"
 
 namespace etpu {
+
+// What a `tpu` DataPtr's context holds (device.cpp): the runtime's id for the
+// allocation, and the range of the reserved address space it has.
+struct Allocation {
+  etpu_storage storage = 0;
+  uintptr_t address = 0;
+  size_t size = 0;
+};
+
+// The runtime's storage id of a `tpu` allocation (its DataPtr's context).
+etpu_storage storage_id(const c10::DataPtr& p);
 
 // Throws a c10::Error (a RuntimeError in Python) carrying the runtime's
 // message, when `status` is not ETPU_OK.

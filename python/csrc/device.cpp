@@ -7,7 +7,8 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <sys/mman.h>
 
-#include <map>
+#include <memory>
+#include <unordered_map>
 #include <mutex>
 #include <vector>
 
@@ -21,44 +22,50 @@ namespace {
 constexpr size_t kReserved = size_t{1} << 40;
 constexpr size_t kAlign = 256;
 
+// Addresses for allocations: sizes rounded to kAlign, freed ranges reused by
+// size. Each allocation is also findable by its address (`copy_data` gets
+// addresses only).
 class AddressSpace {
  public:
-  uintptr_t take(size_t nbytes) {
-    size_t size = (nbytes + kAlign - 1) / kAlign * kAlign;
+  uintptr_t take(size_t size, Allocation* owner) {
     std::lock_guard<std::mutex> lock(mu_);
     if (base_ == 0) {
       void* p = mmap(nullptr, kReserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
       TORCH_CHECK(p != MAP_FAILED, "tpu: cannot reserve address space for tensors");
       base_ = reinterpret_cast<uintptr_t>(p);
     }
+    uintptr_t a;
     auto& free_list = free_[size];
     if (!free_list.empty()) {
-      uintptr_t a = free_list.back();
+      a = free_list.back();
       free_list.pop_back();
-      sizes_[a] = size;
-      return a;
+    } else {
+      TORCH_CHECK(next_ + size <= kReserved, "tpu: out of reserved address space (", kReserved, " bytes)");
+      a = base_ + next_;
+      next_ += size;
     }
-    TORCH_CHECK(next_ + size <= kReserved, "tpu: out of reserved address space (", kReserved, " bytes)");
-    uintptr_t a = base_ + next_;
-    next_ += size;
-    sizes_[a] = size;
+    live_[a] = owner;
     return a;
   }
 
-  void give_back(uintptr_t a) {
+  void give_back(uintptr_t a, size_t size) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = sizes_.find(a);
-    if (it == sizes_.end()) return;
-    free_[it->second].push_back(a);
-    sizes_.erase(it);
+    if (live_.erase(a) == 1) free_[size].push_back(a);
+  }
+
+  // The allocation at base address `a`, or nullptr.
+  Allocation* find(uintptr_t a) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(a);
+    return it == live_.end() ? nullptr : it->second;
   }
 
  private:
   std::mutex mu_;
   uintptr_t base_ = 0;
   size_t next_ = 0;
-  std::map<size_t, std::vector<uintptr_t>> free_;
-  std::map<uintptr_t, size_t> sizes_;
+  std::unordered_map<size_t, std::vector<uintptr_t>> free_;
+  std::unordered_map<uintptr_t, Allocation*> live_;
 };
 
 AddressSpace& addresses() {
@@ -74,32 +81,45 @@ c10::DeviceIndex device_count() {
   return static_cast<c10::DeviceIndex>(n);
 }
 
-void free_storage(void* p) {
-  auto a = reinterpret_cast<uintptr_t>(p);
-  etpu_storage_free(a);
-  addresses().give_back(a);
+void free_allocation(void* ctx) {
+  auto* a = static_cast<Allocation*>(ctx);
+  etpu_storage_free(a->storage);
+  addresses().give_back(a->address, a->size);
+  delete a;
 }
 
+// The allocation holding base address `p` (an allocation of this allocator).
+const Allocation& allocation_at(const void* p) {
+  const Allocation* a = addresses().find(reinterpret_cast<uintptr_t>(p));
+  TORCH_CHECK(a != nullptr, "tpu: ", p, " is not the base address of a tpu allocation");
+  return *a;
+}
+
+// A DataPtr's context is its Allocation (the runtime's storage id and the
+// address range), so a kernel names the storage it reads without a search.
+// Its data pointer is not its context: PyTorch's raw_allocate and
+// copy-on-write storages (which need them equal) are not used for `tpu`.
 struct TpuAllocator final : c10::Allocator {
   c10::DataPtr allocate(size_t nbytes) override {
     c10::Device device(c10::DeviceType::PrivateUse1, current_device);
     if (nbytes == 0) return {nullptr, nullptr, &free_nothing, device};
-    uintptr_t a = addresses().take(nbytes);
-    etpu_status s = etpu_storage_new(current_device, a, nbytes);
-    if (s != ETPU_OK) {
-      addresses().give_back(a);
-      check(s);
+    auto owner = std::make_unique<Allocation>();
+    check(etpu_storage_new(current_device, nbytes, &owner->storage));
+    owner->size = (nbytes + kAlign - 1) / kAlign * kAlign;
+    try {
+      owner->address = addresses().take(owner->size, owner.get());
+    } catch (...) {
+      etpu_storage_free(owner->storage);
+      throw;
     }
-    void* p = reinterpret_cast<void*>(a);
-    return {p, p, &free_storage, device};
+    void* p = reinterpret_cast<void*>(owner->address);
+    return {p, owner.release(), &free_allocation, device};
   }
-
-  c10::DeleterFnPtr raw_deleter() const override { return &free_storage; }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     // Between two whole storages (a clone or a resize), element by element.
     if (count == 0) return;
-    check(etpu_storage_copy(reinterpret_cast<uint64_t>(dest), reinterpret_cast<uint64_t>(src), count));
+    check(etpu_storage_copy(allocation_at(dest).storage, allocation_at(src).storage, count));
   }
 
   static void free_nothing(void*) {}
@@ -162,7 +182,8 @@ struct TpuHooks final : at::PrivateUse1HooksInterface {
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
     // Grow (or shrink) a storage: a new allocation holding the old bytes.
     c10::DataPtr fresh = allocator.allocate(newsize);
-    allocator.copy_data(fresh.get(), storage.data(), std::min(newsize, storage.nbytes()));
+    size_t kept = std::min(newsize, storage.nbytes());
+    if (kept > 0) check(etpu_storage_copy(storage_id(fresh), storage_id(storage.data_ptr()), kept));
     const_cast<c10::Storage&>(storage).set_data_ptr_noswap(std::move(fresh));
     const_cast<c10::Storage&>(storage).set_nbytes(newsize);
   }
@@ -171,6 +192,12 @@ struct TpuHooks final : at::PrivateUse1HooksInterface {
 }  // namespace
 
 c10::Allocator* tpu_allocator() { return &allocator; }
+
+etpu_storage storage_id(const c10::DataPtr& p) {
+  TORCH_CHECK(p.get_deleter() == &free_allocation, "tpu: a storage at ", p.get(),
+              " that the tpu allocator did not make (its context is not a tpu allocation)");
+  return static_cast<const Allocation*>(p.get_context())->storage;
+}
 
 }  // namespace etpu
 

@@ -1,17 +1,17 @@
 //! Storages: the memory behind a foreign framework's tensors (PyTorch's on
-//! `tpu`), addressed as PyTorch addresses them.
+//! `tpu`).
 //!
 //! PyTorch's allocator (in the backend) hands out addresses in a reserved,
-//! never-mapped range and registers each allocation here. An allocation's
+//! never-mapped range (its `data_ptr()`s) and registers each allocation here,
+//! keeping the [`StorageId`] it gets beside the allocation. An allocation's
 //! contents are a runtime value holding all its elements in order, in the
 //! shape it was last written whole with (a flat tensor after a partial
-//! write). A kernel reads a tensor as (address, dtype, sizes, strides) -> a
-//! view of that value, and writes a result into a tensor (or a view of one)
-//! by rebuilding the value. Those are ordinary ops, so they fuse; the common
-//! case, a whole contiguous tensor read in the shape it was written with,
-//! records no op at all (a PyTorch `a + b` is one runtime op, not four).
-//! `data_ptr()` is the base address plus the byte offset, so an address
-//! anywhere inside an allocation resolves.
+//! write). A kernel reads a tensor as (storage, byte offset, dtype, sizes,
+//! strides) -> a view of that value, and writes a result into a tensor (or a
+//! view of one) by rebuilding the value. Those are ordinary ops, so they
+//! fuse; the common case, a whole contiguous tensor read in the shape it was
+//! written with, records no op at all (a PyTorch `a + b` is one runtime op,
+//! not four).
 //!
 //! The buffer invariant (`value.rs`) holds here without locks on the device:
 //! a write through any view records ops and then rebinds the storage to the
@@ -28,7 +28,7 @@
 //! `torch.save` reading every storage as bytes) reinterprets its bits on the
 //! device (`bitcast_convert`): no host round trip, no sync.
 
-use std::collections::BTreeMap;
+use std::fmt;
 use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
 
 use fusion::DType;
@@ -44,9 +44,73 @@ struct Storage {
     value: Option<Tensor>,
 }
 
-static STORAGES: LazyLock<Mutex<BTreeMap<u64, Storage>>> = LazyLock::new(Mutex::default);
+/// A registered allocation: `slot << 32 | generation`, a number, never a
+/// pointer. A slot is reused after its allocation is released, with a new
+/// generation, so a stale id never finds the allocation that took its slot.
+/// The backend keeps it beside its allocation (PyTorch's `DataPtr` context),
+/// so a kernel names the storage it reads: no search by address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StorageId(pub u64);
 
-fn storages() -> MutexGuard<'static, BTreeMap<u64, Storage>> {
+impl fmt::Display for StorageId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x}", self.0)
+    }
+}
+
+/// Every live allocation, by slot; stats kept as allocations come and go.
+#[derive(Default)]
+struct Table {
+    slots: Vec<(u32, Option<Storage>)>,
+    free: Vec<u32>,
+    /// (allocations, bytes) by device.
+    totals: Vec<(u64, u64)>,
+}
+
+impl Table {
+    fn insert(&mut self, s: Storage) -> StorageId {
+        if self.totals.len() <= s.device {
+            self.totals.resize(s.device + 1, (0, 0));
+        }
+        let total = &mut self.totals[s.device];
+        *total = (total.0 + 1, total.1 + s.nbytes);
+        let slot = match self.free.pop() {
+            Some(slot) => slot,
+            None => {
+                self.slots.push((0, None));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let entry = &mut self.slots[slot as usize];
+        entry.0 = entry.0.wrapping_add(1).max(1);
+        entry.1 = Some(s);
+        StorageId((u64::from(slot) << 32) | u64::from(entry.0))
+    }
+
+    fn get(&mut self, id: StorageId) -> Result<&mut Storage> {
+        let (slot, generation) = ((id.0 >> 32) as usize, id.0 as u32);
+        match self.slots.get_mut(slot) {
+            Some((g, Some(s))) if *g == generation => Ok(s),
+            _ => Err(invalid(format!(
+                "no tpu allocation with id {id} (unknown, or freed already)"
+            ))),
+        }
+    }
+
+    fn remove(&mut self, id: StorageId) -> Result<Storage> {
+        self.get(id)?;
+        let slot = (id.0 >> 32) as u32;
+        let storage = self.slots[slot as usize].1.take().expect("checked by get");
+        self.free.push(slot);
+        let total = &mut self.totals[storage.device];
+        *total = (total.0 - 1, total.1 - storage.nbytes);
+        Ok(storage)
+    }
+}
+
+static STORAGES: LazyLock<Mutex<Table>> = LazyLock::new(Mutex::default);
+
+fn storages() -> MutexGuard<'static, Table> {
     STORAGES.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -54,20 +118,15 @@ fn invalid(message: String) -> Error {
     Error::Storage(message)
 }
 
-/// The allocation holding `address`, and the address's byte offset in it.
-fn find(map: &mut BTreeMap<u64, Storage>, address: u64) -> Result<(u64, &mut Storage)> {
-    let (base, s) = map
-        .range_mut(..=address)
-        .next_back()
-        .ok_or_else(|| invalid(format!("address {address:#x} is not in a tpu allocation")))?;
-    let off = address - base;
-    if off > s.nbytes || (off == s.nbytes && s.nbytes > 0) {
+/// Checks that a view at `byte_offset` starts inside `s` (`id`).
+fn inside(id: StorageId, s: &Storage, byte_offset: u64) -> Result<()> {
+    if byte_offset > s.nbytes || (byte_offset == s.nbytes && s.nbytes > 0) {
         return Err(invalid(format!(
-            "address {address:#x} is past the end of the tpu allocation at {base:#x} ({} bytes)",
+            "byte offset {byte_offset} is past the end of tpu allocation {id} ({} bytes)",
             s.nbytes
         )));
     }
-    Ok((off, s))
+    Ok(())
 }
 
 /// A view's element offset, and the storage's element count, for `dtype`.
@@ -156,58 +215,50 @@ fn fit(value: Tensor, dtype: DType, sizes: &[i64]) -> Result<Tensor> {
     Ok(v)
 }
 
-/// Registers an allocation of `nbytes` at `base` on device `device`.
-pub fn register(device: usize, base: u64, nbytes: u64) -> Result<()> {
+/// Registers an allocation of `nbytes` on device `device`; its id.
+pub fn register(device: usize, nbytes: u64) -> Result<StorageId> {
     Device::get(device)?;
-    let mut map = storages();
-    let end = base + nbytes;
-    let overlaps = map
-        .range(..end.max(base + 1))
-        .next_back()
-        .is_some_and(|(b, s)| b + s.nbytes > base || *b == base);
-    if overlaps {
-        return Err(invalid(format!(
-            "allocation {base:#x} (+{nbytes}) overlaps a registered one"
-        )));
-    }
-    map.insert(
-        base,
-        Storage {
-            device,
-            nbytes,
-            value: None,
-        },
-    );
-    Ok(())
+    Ok(storages().insert(Storage {
+        device,
+        nbytes,
+        value: None,
+    }))
 }
 
-/// Forgets the allocation at `base` (its value is freed when unused).
-pub fn release(base: u64) -> Result<()> {
-    storages()
-        .remove(&base)
-        .map(|_| ())
-        .ok_or_else(|| invalid(format!("no tpu allocation at {base:#x} (freed twice?)")))
+/// Forgets allocation `id` (its value is freed when unused).
+pub fn release(id: StorageId) -> Result<()> {
+    storages().remove(id).map(|_| ())
 }
 
 /// The number of registered allocations and their total bytes, on `device`
 /// (all devices when `None`).
 pub fn stats(device: Option<usize>) -> (u64, u64) {
-    let map = storages();
-    let on = |s: &&Storage| device.is_none_or(|d| s.device == d);
-    let count = map.values().filter(on).count() as u64;
-    let bytes = map.values().filter(on).map(|s| s.nbytes).sum();
-    (count, bytes)
+    let table = storages();
+    match device {
+        Some(d) => table.totals.get(d).copied().unwrap_or((0, 0)),
+        None => table
+            .totals
+            .iter()
+            .fold((0, 0), |(n, b), (dn, db)| (n + dn, b + db)),
+    }
 }
 
-/// The view (`address` = storage base + byte offset, `dtype`, `sizes`,
-/// `strides` in elements) as a tensor.
-pub fn read_view(address: u64, dtype: DType, sizes: &[i64], strides: &[i64]) -> Result<Tensor> {
+/// The view of allocation `id` at `byte_offset`, of `dtype`, `sizes` and
+/// `strides` (in elements), as a tensor.
+pub fn read_view(
+    id: StorageId,
+    byte_offset: u64,
+    dtype: DType,
+    sizes: &[i64],
+    strides: &[i64],
+) -> Result<Tensor> {
     timed(Stage::Views, || {
-        let mut map = storages();
-        let (byte_offset, s) = find(&mut map, address)?;
+        let mut table = storages();
+        let s = table.get(id)?;
+        inside(id, s, byte_offset)?;
         let (offset, n) = geometry(byte_offset, s.nbytes, dtype)?;
         let all = contents(s, dtype, n)?;
-        drop(map);
+        drop(table);
         if is_whole(sizes, strides, offset, n) {
             // No op when the shape is the one the storage was written with.
             if all.shape() == sizes {
@@ -220,10 +271,11 @@ pub fn read_view(address: u64, dtype: DType, sizes: &[i64], strides: &[i64]) -> 
     })
 }
 
-/// Writes `value` (converted to `dtype`, broadcast to `sizes`) into the view,
-/// rebuilding its storage's contents.
+/// Writes `value` (converted to `dtype`, broadcast to `sizes`) into the view
+/// of allocation `id` at `byte_offset`, rebuilding the allocation's contents.
 pub fn write_view(
-    address: u64,
+    id: StorageId,
+    byte_offset: u64,
     dtype: DType,
     sizes: &[i64],
     strides: &[i64],
@@ -231,8 +283,9 @@ pub fn write_view(
 ) -> Result<()> {
     timed(Stage::Views, || {
         let value = fit(value, dtype, sizes)?;
-        let mut map = storages();
-        let (byte_offset, s) = find(&mut map, address)?;
+        let mut table = storages();
+        let s = table.get(id)?;
+        inside(id, s, byte_offset)?;
         let (offset, n) = geometry(byte_offset, s.nbytes, dtype)?;
         let new = if is_whole(sizes, strides, offset, n) {
             // The whole storage, in order: its new contents are the value, kept
@@ -248,18 +301,13 @@ pub fn write_view(
     })
 }
 
-/// Copies the first `nbytes` of the allocation at `src` into the allocation
-/// at `dst` (both base addresses), as its elements: growing or shrinking a
-/// storage (`resize_`). Bytes past the copied ones are zero.
-pub fn copy_prefix(dst: u64, src: u64, nbytes: u64) -> Result<()> {
-    let mut map = storages();
-    let source = match map.get(&src) {
-        Some(s) => s.value.clone(),
-        None => return Err(invalid(format!("no tpu allocation at {src:#x}"))),
-    };
-    let d = map
-        .get_mut(&dst)
-        .ok_or_else(|| invalid(format!("no tpu allocation at {dst:#x}")))?;
+/// Copies the first `nbytes` of allocation `src` into allocation `dst`, as
+/// its elements: growing or shrinking a storage (`resize_`). Bytes past the
+/// copied ones are zero.
+pub fn copy_prefix(dst: StorageId, src: StorageId, nbytes: u64) -> Result<()> {
+    let mut table = storages();
+    let source = table.get(src)?.value.clone();
+    let d = table.get(dst)?;
     // Never written: zeros, which the destination already reads as.
     let Some(v) = source else { return Ok(()) };
     let dtype = v.dtype();
@@ -286,10 +334,7 @@ pub fn copy_prefix(dst: u64, src: u64, nbytes: u64) -> Result<()> {
     Ok(())
 }
 
-/// The dtype of the contents of the allocation holding `address` (`None` if
-/// never written).
-pub fn contents_dtype(address: u64) -> Result<Option<DType>> {
-    let mut map = storages();
-    let (_, s) = find(&mut map, address)?;
-    Ok(s.value.as_ref().map(Tensor::dtype))
+/// The dtype of the contents of allocation `id` (`None` if never written).
+pub fn contents_dtype(id: StorageId) -> Result<Option<DType>> {
+    Ok(storages().get(id)?.value.as_ref().map(Tensor::dtype))
 }

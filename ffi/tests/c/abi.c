@@ -237,27 +237,27 @@ static void errors(void) {
 /* A 2x3 float tensor in a registered allocation: write it whole, read its
  * transpose, write a column through a strided view, read it all back. */
 static void storages(void) {
-  const uint64_t base = 0x40000000000ULL; /* any address: never dereferenced */
+  etpu_storage st = 0;
   const float v[6] = {1, 2, 3, 4, 5, 6};
   const int64_t d23[2] = {2, 3}, s23[2] = {3, 1}, d32[2] = {3, 2}, s32[2] = {1, 3};
   const int64_t col[1] = {2}, col_stride[1] = {3};
   int64_t count = 0, bytes = 0;
-  OK(etpu_storage_new(0, base, 6 * sizeof(float)));
+  OK(etpu_storage_new(0, 6 * sizeof(float), &st));
   OK(etpu_storage_stats(-1, &count, &bytes));
   CHECK(count >= 1 && bytes >= 24, "stats %lld %lld", (long long)count, (long long)bytes);
   etpu_tensor t = upload_f32(v, d23, 2, 6), tt = 0, c = 0, c10 = 0, all = 0;
-  OK(etpu_view_write(base, ETPU_F32, d23, s23, 2, t, "abi.c:storages"));
-  OK(etpu_view_read(base, ETPU_F32, d32, s32, 2, "abi.c:storages", &tt));
+  OK(etpu_view_write(st, 0, ETPU_F32, d23, s23, 2, t, "abi.c:storages"));
+  OK(etpu_view_read(st, 0, ETPU_F32, d32, s32, 2, "abi.c:storages", &tt));
   float tv[6];
   read_f32(tt, tv, 6);
   for (int i = 0; i < 3; i++)
     for (int j = 0; j < 2; j++)
       CHECK(tv[i * 2 + j] == v[j * 3 + i], "transpose[%d][%d] = %f", i, j, tv[i * 2 + j]);
   /* Column 1 (address + 4 bytes, stride 3) times 10, written back. */
-  OK(etpu_view_read(base + 4, ETPU_F32, col, col_stride, 1, "abi.c:storages", &c));
+  OK(etpu_view_read(st, 4, ETPU_F32, col, col_stride, 1, "abi.c:storages", &c));
   OK(etpu_binary_scalar("mul", c, f64(10), false, "abi.c:storages", &c10));
-  OK(etpu_view_write(base + 4, ETPU_F32, col, col_stride, 1, c10, "abi.c:storages"));
-  OK(etpu_view_read(base, ETPU_F32, d23, s23, 2, "abi.c:storages", &all));
+  OK(etpu_view_write(st, 4, ETPU_F32, col, col_stride, 1, c10, "abi.c:storages"));
+  OK(etpu_view_read(st, 0, ETPU_F32, d23, s23, 2, "abi.c:storages", &all));
   float av[6];
   read_f32(all, av, 6);
   const float want[6] = {1, 20, 3, 4, 50, 6};
@@ -268,13 +268,13 @@ static void storages(void) {
   /* Ops between views in one call, on the columns of the [2, 3] storage:
    * column 2 = column 0 + column 1, column 0 = -column 0 (in place), then
    * column 1 = 10 - column 1 (a reversed integer scalar). */
-  const int64_t c0[5] = {(int64_t)base, ETPU_F32, 1, 2, 3}, c1[5] = {(int64_t)(base + 4), ETPU_F32, 1, 2, 3},
-                c2[5] = {(int64_t)(base + 8), ETPU_F32, 1, 2, 3};
+  const int64_t c0[6] = {(int64_t)st, 0, ETPU_F32, 1, 2, 3}, c1[6] = {(int64_t)st, 4, ETPU_F32, 1, 2, 3},
+                c2[6] = {(int64_t)st, 8, ETPU_F32, 1, 2, 3};
   OK(etpu_pointwise("add", (etpu_operand[]){view_of(c0), view_of(c1)}, 2, c2, "abi.c:views", NULL));
   OK(etpu_pointwise("neg", (etpu_operand[]){view_of(c0)}, 1, c0, "abi.c:views", NULL));
   OK(etpu_pointwise("sub", (etpu_operand[]){number(i64(10)), view_of(c1)}, 2, c1, "abi.c:views", NULL));
   etpu_tensor after = 0;
-  OK(etpu_view_read(base, ETPU_F32, d23, s23, 2, "abi.c:views", &after));
+  OK(etpu_view_read(st, 0, ETPU_F32, d23, s23, 2, "abi.c:views", &after));
   float vv[6];
   read_f32(after, vv, 6);
   const float want_v[6] = {-1, -10, 21, -4, -40, 54};
@@ -283,7 +283,8 @@ static void storages(void) {
    * addcmul(column 0, column 2, all of [2, 3] as a handle, 0.5) broadcasts to
    * [2, 3] (the columns as [2, 1] views); lerp(column 0, column 2, 0.75). */
   etpu_tensor fused = 0, mixed = 0;
-  const int64_t c0_col[7] = {(int64_t)base, ETPU_F32, 2, 2, 1, 3, 1}, c2_col[7] = {(int64_t)(base + 8), ETPU_F32, 2, 2, 1, 3, 1};
+  const int64_t c0_col[8] = {(int64_t)st, 0, ETPU_F32, 2, 2, 1, 3, 1},
+                c2_col[8] = {(int64_t)st, 8, ETPU_F32, 2, 2, 1, 3, 1};
   etpu_operand addcmul_args[4] = {view_of(c0_col), view_of(c2_col), handle_of(after), number(f64(0.5))};
   OK(etpu_pointwise("addcmul", addcmul_args, 4, NULL, "abi.c:views", &fused));
   float fv[6];
@@ -305,7 +306,7 @@ static void storages(void) {
   OK(etpu_tensor_free(mixed));
   OK(etpu_tensor_free(after));
   /* Bad operands and ops are errors. */
-  const int64_t bad_rank[3] = {(int64_t)base, ETPU_F32, -1};
+  const int64_t bad_rank[4] = {(int64_t)st, 0, ETPU_F32, -1};
   CHECK(etpu_pointwise("neg", (etpu_operand[]){view_of(NULL)}, 1, c0, "x", NULL) == ETPU_INVALID_ARGUMENT,
         "null view");
   CHECK(etpu_pointwise("neg", (etpu_operand[]){view_of(bad_rank)}, 1, c0, "x", NULL) == ETPU_INVALID_ARGUMENT,
@@ -323,17 +324,17 @@ static void storages(void) {
             strstr(eagertpu_last_error(), "operand kind 9"),
         "operand kind 9: %s", eagertpu_last_error());
   /* Put the storage back as the checks below expect. */
-  OK(etpu_view_write(base, ETPU_F32, d23, s23, 2, t, "abi.c:storages"));
-  OK(etpu_view_write(base + 4, ETPU_F32, col, col_stride, 1, c10, "abi.c:storages"));
+  OK(etpu_view_write(st, 0, ETPU_F32, d23, s23, 2, t, "abi.c:storages"));
+  OK(etpu_view_write(st, 4, ETPU_F32, col, col_stride, 1, c10, "abi.c:storages"));
   int32_t dtype = -2;
-  OK(etpu_storage_dtype(base + 8, &dtype));
+  OK(etpu_storage_dtype(st, &dtype));
   CHECK(dtype == ETPU_F32, "storage dtype %d", dtype);
   /* Errors: misaligned, outside, wrong dtype or shape. */
   etpu_tensor bad = 0;
-  CHECK(etpu_view_read(base + 2, ETPU_F32, col, col_stride, 1, "x", &bad) == ETPU_INVALID_ARGUMENT, "misaligned");
-  CHECK(etpu_view_read(base + 4096, ETPU_F32, col, col_stride, 1, "x", &bad) == ETPU_INVALID_ARGUMENT, "outside");
+  CHECK(etpu_view_read(st, 2, ETPU_F32, col, col_stride, 1, "x", &bad) == ETPU_INVALID_ARGUMENT, "misaligned");
+  CHECK(etpu_view_read(st, 4096, ETPU_F32, col, col_stride, 1, "x", &bad) == ETPU_INVALID_ARGUMENT, "outside");
   /* Another dtype reads the same bytes (as torch.save and Tensor.view(dtype) do). */
-  OK(etpu_view_read(base, ETPU_I32, col, col_stride, 1, "abi.c:storages", &bad));
+  OK(etpu_view_read(st, 0, ETPU_I32, col, col_stride, 1, "abi.c:storages", &bad));
   int32_t bits[2];
   CHECK(etpu_tensor_to_host(bad, bits, sizeof bits, "abi.c") == ETPU_OK, "read bits: %s", eagertpu_last_error());
   int32_t one_bits;
@@ -342,10 +343,13 @@ static void storages(void) {
   OK(etpu_tensor_free(bad));
   bad = 0;
   /* A value is converted and broadcast to the view, as PyTorch writes out=; [2] does not broadcast to [2, 3]. */
-  CHECK(etpu_view_write(base, ETPU_F32, d23, s23, 2, c10, "x") == ETPU_INVALID_ARGUMENT, "shape");
-  CHECK(etpu_storage_new(0, base + 8, 4) == ETPU_INVALID_ARGUMENT, "overlap");
-  OK(etpu_storage_free(base));
-  CHECK(etpu_storage_free(base) == ETPU_INVALID_ARGUMENT, "double free");
+  CHECK(etpu_view_write(st, 0, ETPU_F32, d23, s23, 2, c10, "x") == ETPU_INVALID_ARGUMENT, "shape");
+  etpu_storage none = 0;
+  CHECK(etpu_storage_new(-1, 4, &none) == ETPU_INVALID_ARGUMENT, "negative device");
+  OK(etpu_storage_free(st));
+  CHECK(etpu_storage_free(st) == ETPU_INVALID_ARGUMENT && strstr(eagertpu_last_error(), "freed already"),
+        "double free: %s", eagertpu_last_error());
+  CHECK(etpu_view_read(st, 0, ETPU_F32, col, col_stride, 1, "x", &bad) == ETPU_INVALID_ARGUMENT, "read after free");
   etpu_tensor handles[] = {t, tt, c, c10, all};
   for (size_t i = 0; i < sizeof handles / sizeof handles[0]; i++) OK(etpu_tensor_free(handles[i]));
 }
