@@ -32,6 +32,7 @@
 //! (`stream/hazards.rs`).
 
 use std::panic::Location;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use fusion::TensorType;
@@ -223,6 +224,9 @@ pub(crate) struct Value {
     /// `u32::MAX` for a value created ready).
     pub trace: u32,
     state: Mutex<State>,
+    /// Whether `state` has left `Pending` (it never goes back): the stream
+    /// asks every input of every op, and a load is cheaper than the lock.
+    launched: AtomicBool,
 }
 
 impl Value {
@@ -233,6 +237,7 @@ impl Value {
             slot: slot as u32,
             trace,
             state: Mutex::new(State::Pending),
+            launched: AtomicBool::new(false),
         })
     }
 
@@ -246,6 +251,7 @@ impl Value {
                 buffer: Arc::new(buffer),
                 done: None,
             }),
+            launched: AtomicBool::new(true),
         })
     }
 
@@ -266,7 +272,7 @@ impl Value {
     }
 
     pub fn is_pending(&self) -> bool {
-        matches!(&*lock(&self.state), State::Pending)
+        !self.launched.load(Ordering::Acquire)
     }
 
     /// Waits until the value is computed; its buffer, or the error that
@@ -298,9 +304,11 @@ impl Value {
             buffer: Arc::new(buffer),
             done,
         };
+        self.launched.store(true, Ordering::Release);
     }
 
     pub fn set_failed(&self, error: Error) {
         *lock(&self.state) = State::Failed(error);
+        self.launched.store(true, Ordering::Release);
     }
 }
