@@ -278,8 +278,10 @@ def gpt_run(base, batches, config, every, steps, warmup, budget_s):
         opt.step()
         return loss
 
-    for i in range(warmup):
+    for i in range(warmup):  # the warm-up reads as the timed steps do
         loss = step(i)
+        if (i + 1) % every == 0 and i + 1 < warmup:
+            loss.item()
     losses = {warmup: loss.item()}  # a natural sync point: the timed steps start with nothing queued
     eagertpu.sync()
     before = counters() if config != "cpu" else None

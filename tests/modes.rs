@@ -422,6 +422,64 @@ fn a_scalar_repeated_in_a_chunk_is_one_parameter() {
     }
 }
 
+/// A loop that computes a value early and reads it at its end (a training
+/// step logging its loss): once settled, a chunk ends where the value is
+/// computed, so it is launched before the read (the read cuts nothing) and
+/// runs while the rest of the iteration records; the state the iteration
+/// carries is the host's.
+#[test]
+fn a_value_read_at_the_end_of_an_iteration_is_launched_where_it_is_computed() {
+    let _m = in_mode(Mode::Fused);
+    let host = Host::random(DType::F32, &[64], 21);
+    let x = host.tensor();
+    let mut w = x.clone();
+    let mut host_w = host.data.clone();
+    let step = |w: &mut eagertpu::Tensor, host_w: &mut Vec<f64>| {
+        // The "loss": a few ops in.
+        let loss = (&*w * &x).unwrap().sum(&[], false).unwrap();
+        let want_loss: f64 = host_w.iter().zip(&host.data).map(|(a, b)| a * b).sum();
+        // The "update": many ops after it.
+        for _ in 0..40 {
+            *w = (&*w * 0.999).unwrap();
+            *w = (&*w + &x).unwrap();
+            *w = w.tanh().unwrap();
+            *w = (&*w - 0.25).unwrap();
+        }
+        for (v, xv) in host_w.iter_mut().zip(&host.data) {
+            for _ in 0..40 {
+                *v =
+                    ((((*v * 0.999) as f32 as f64 + xv) as f32 as f64).tanh() as f32 as f64) - 0.25;
+            }
+        }
+        (loss.item::<f32>().unwrap(), want_loss)
+    };
+    for _ in 0..6 {
+        step(&mut w, &mut host_w);
+    }
+    eagertpu::wait_for_compiles().unwrap();
+    step(&mut w, &mut host_w);
+    let before = metrics();
+    let (got, want) = step(&mut w, &mut host_w);
+    let after = metrics();
+    assert_eq!(
+        (
+            after.executions - before.executions,
+            after.chunks_cut("host_read") - before.chunks_cut("host_read")
+        ),
+        (2, 0),
+        "{}",
+        after.report()
+    );
+    assert!(
+        (got as f64 - want).abs() < 1e-3 * want.abs().max(1.0),
+        "{got} vs {want}"
+    );
+    let got_w = w.to_vec::<f32>().unwrap();
+    for (g, h) in got_w.iter().zip(&host_w) {
+        assert!((*g as f64 - h).abs() < 1e-4, "{g} vs {h}");
+    }
+}
+
 /// A loop that reads its result every iteration (the chain of `make bench`,
 /// a training step logging its loss): once the read has recurred, the
 /// period's cut falls on it, and each iteration runs as one program, not as

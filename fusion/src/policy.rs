@@ -29,6 +29,12 @@
 //!   period's cut and the read's cut coincide: one chunk per period, not two.
 //!   Only while the period is young (its first few repetitions): a loop that
 //!   starts reading every step later keeps the chunks it has compiled.
+//! - **Lead.** When such a read reads a value computed well before it (the
+//!   loss of a training step, read at the step's end), a chunk also ends
+//!   where the value is computed: it is launched there and computes while the
+//!   rest of the step records, so the read hardly waits, and the device runs
+//!   the rest of the step while the host records the next. A read every step
+//!   then costs little more than a read every N steps.
 //! - **Length.** A period of at least an eighth of the window is a chunk of
 //!   its own; shorter ones are grouped, as many as fit after the last cut
 //!   (cut at a period boundary where the next one would overflow); a longer
@@ -132,7 +138,7 @@ const PHASE_TIES: usize = 16;
 const READS: usize = 16;
 /// Periods after it was found during which a recurring read may still move a
 /// period's phase; later, the chunks it cuts are compiled, and it stays.
-const READ_ALIGN_PERIODS: u64 = 4;
+const READ_ALIGN_PERIODS: u64 = 8;
 
 /// A candidate period and how many of the latest ops matched the op one
 /// period before them.
@@ -150,6 +156,20 @@ struct Phase {
     origin: u64,
     /// Ops seen when the period was found.
     since: u64,
+    /// Where the repetition that found it began: reads before it belong to
+    /// another loop (a previous model's, at other offsets) and place nothing.
+    began: u64,
+    /// Where in the period (ops after `origin`) a value the period reads
+    /// later is computed: a chunk ends there too (see `Window::host_read`).
+    lead: Option<u64>,
+}
+
+/// A host read: where it happened (ops seen before it), and how many ops
+/// before it the value it read was computed (when that was still pending).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Read {
+    at: u64,
+    lag: Option<u64>,
 }
 
 /// The fused-mode cut policy for one op stream.
@@ -163,9 +183,8 @@ pub struct Window {
     grams: Vec<(u64, u64)>,
     candidates: Vec<Candidate>,
     phase: Option<Phase>,
-    /// Where the latest host reads happened: the number of ops seen before
-    /// each, oldest first.
-    reads: std::collections::VecDeque<u64>,
+    /// The latest host reads, oldest first.
+    reads: std::collections::VecDeque<Read>,
 }
 
 impl Window {
@@ -188,51 +207,120 @@ impl Window {
         self.limits
     }
 
+    /// Ops seen so far.
+    pub fn seen(&self) -> u64 {
+        self.seen
+    }
+
+    /// The period and the position of an op that starts a chunk, if the
+    /// stream repeats.
+    pub fn phase(&self) -> Option<(usize, u64)> {
+        self.phase.map(|p| (p.period, p.origin))
+    }
+
     /// The current period of the op stream, if it repeats.
     pub fn period(&self) -> Option<usize> {
         self.phase.map(|p| p.period)
     }
 
     /// Called when the host reads a value of this stream (or a CPU fallback
-    /// does), after the ops seen so far. A read that recurs at the same place
-    /// in every period moves the phase there (see the module doc).
-    pub fn host_read(&mut self) {
-        if self.reads.back() == Some(&self.seen) {
+    /// does), after the ops seen so far; `computed_at` is the position just
+    /// after the op that computed the value read (`seen` then), if known. A read
+    /// that recurs at the same place in every period moves the phase there,
+    /// and if the value it reads is computed well before it (a loss read at
+    /// the end of a step), a chunk ends where the value is computed too: the
+    /// value is launched there and computes while the rest of the period
+    /// records, so the read rarely waits, and the device runs the rest of
+    /// the period while the host records the next one.
+    pub fn host_read(&mut self, computed_at: Option<u64>) {
+        let lag = computed_at
+            .filter(|&c| c <= self.seen)
+            .map(|c| self.seen - c);
+        if let Some(last) = self.reads.back_mut()
+            && last.at == self.seen
+        {
+            // Two reads at one place: the earlier value leads.
+            last.lag = last.lag.max(lag);
             return;
         }
         if self.reads.len() == READS {
             self.reads.pop_front();
         }
-        self.reads.push_back(self.seen);
+        self.reads.push_back(Read { at: self.seen, lag });
         if let Some(phase) = self.phase
             && self.seen - phase.since <= READ_ALIGN_PERIODS * phase.period as u64
         {
+            let origin = self.read_aligned(phase.period, phase.began, phase.origin);
+            // A lead is placed once (the value it launches is no longer
+            // pending when read); it moves only with the phase.
+            let kept = if origin == phase.origin {
+                phase.lead
+            } else {
+                None
+            };
             self.phase = Some(Phase {
-                origin: self.read_aligned(phase.period, phase.origin),
+                origin,
+                lead: self.lead(phase.period, phase.began, origin).or(kept),
                 ..phase
             });
         }
     }
 
+    /// Whether a read happened at `at`.
+    fn read_at(&self, at: u64) -> bool {
+        self.reads.iter().any(|r| r.at == at)
+    }
+
+    /// Whether the read at `r` recurred in the two periods before it, since
+    /// `began`.
+    fn recurring(&self, r: u64, p: u64, began: u64) -> bool {
+        r >= 2 * p + began && self.read_at(r - p) && self.read_at(r - 2 * p)
+    }
+
     /// `origin`, or the position of the latest read that recurred in the two
-    /// periods before it, unless `origin` is itself at such a read's place.
-    fn read_aligned(&self, period: usize, origin: u64) -> u64 {
+    /// periods before it (since `began`), unless `origin` is itself at such a
+    /// read's place.
+    fn read_aligned(&self, period: usize, began: u64, origin: u64) -> u64 {
         let p = period as u64;
-        let read_at = |q: u64| self.reads.contains(&q);
-        let recurring = |r: &u64| *r >= 2 * p && read_at(r - p) && read_at(r - 2 * p);
-        let mut recurring_reads = self.reads.iter().rev().filter(|r| recurring(r));
-        let Some(&latest) = recurring_reads.next() else {
+        let mut recurring_reads = self
+            .reads
+            .iter()
+            .rev()
+            .map(|r| r.at)
+            .filter(|&r| self.recurring(r, p, began));
+        let Some(latest) = recurring_reads.next() else {
             return origin;
         };
         if self
             .reads
             .iter()
-            .filter(|r| recurring(r))
-            .any(|r| r % p == origin % p)
+            .any(|r| self.recurring(r.at, p, began) && r.at % p == origin % p)
         {
             return origin;
         }
         latest
+    }
+
+    /// Where in the period (ops after `origin`) the value of a read that
+    /// recurs every period is computed, when that is far enough before the
+    /// read to be worth a chunk of its own (an eighth of the period): the
+    /// latest such read (recurring since `began`) whose value came the same
+    /// number of ops before it in this period and the one before.
+    fn lead(&self, period: usize, began: u64, origin: u64) -> Option<u64> {
+        let p = period as u64;
+        if p * 8 < self.limits.max_ops as u64 {
+            // Short periods are grouped into one chunk: nothing to lead.
+            return None;
+        }
+        let lag_at = |at: u64| self.reads.iter().find(|r| r.at == at).and_then(|r| r.lag);
+        self.reads.iter().rev().find_map(|r| {
+            let lag = r.lag?;
+            // The read recurs (three periods); its value's place in two is
+            // enough (a first step differs: an optimizer's lazy state).
+            let repeats = self.recurring(r.at, p, began) && lag_at(r.at - p) == Some(lag);
+            let offset = (r.at - lag + p - origin % p) % p;
+            (repeats && lag * 8 >= p && lag < p && offset != 0).then_some(offset)
+        })
     }
 
     fn at(&self, position: u64) -> u64 {
@@ -308,14 +396,15 @@ impl Window {
     }
 
     /// The period is the confirmed candidate with the longest match; a new
-    /// period gets its phase from its ops.
+    /// period gets its phase from its ops, and from the reads made since the
+    /// stream began repeating it.
     fn update_phase(&mut self) {
         let longest = |fits: bool| {
             self.candidates
                 .iter()
                 .filter(|c| c.run >= c.period && (!fits || c.period <= self.limits.max_ops))
                 .max_by(|a, b| a.run.cmp(&b.run).then(b.period.cmp(&a.period)))
-                .map(|c| c.period)
+                .copied()
         };
         // A period that fits in one chunk cuts at the loop's own boundaries;
         // a much longer one only at fixed offsets. So a decode step (one
@@ -324,17 +413,23 @@ impl Window {
         // training step of a few windows keeps its own period: its layers
         // repeat only within a step.)
         let best = match longest(false) {
-            Some(p) if p > LONG_PERIOD_WINDOWS * self.limits.max_ops => longest(true).or(Some(p)),
+            Some(c) if c.period > LONG_PERIOD_WINDOWS * self.limits.max_ops => {
+                longest(true).or(Some(c))
+            }
             best => best,
         };
         match (best, self.phase) {
             (None, _) => self.phase = None,
-            (Some(p), Some(phase)) if phase.period == p => {}
-            (Some(p), _) => {
+            (Some(c), Some(phase)) if phase.period == c.period => {}
+            (Some(c), _) => {
+                let began = self.seen.saturating_sub((c.run + c.period) as u64);
+                let origin = self.read_aligned(c.period, began, self.canonical_start(c.period));
                 self.phase = Some(Phase {
-                    period: p,
-                    origin: self.read_aligned(p, self.canonical_start(p)),
+                    period: c.period,
+                    origin,
                     since: self.seen,
+                    began,
+                    lead: self.lead(c.period, began, origin),
                 });
             }
         }
@@ -378,6 +473,9 @@ impl Window {
         let p = phase.period as u64;
         let max = self.limits.max_ops as u64;
         let r = (self.seen - phase.origin) % p;
+        if phase.lead == Some(r) {
+            return true;
+        }
         if p > max {
             // Equal segments of at most `max` ops, at fixed offsets.
             let segments = p.div_ceil(max);
@@ -399,12 +497,13 @@ mod tests {
     use super::*;
 
     /// Feeds `stream` (signatures), cutting when the policy says and after
-    /// every op in `reads` (a host read, a CPU fallback); returns the chunks
-    /// as (start, length, reason).
-    fn cuts_with_reads(
+    /// every op `i` for which `reads(i)` names an op (a host read of the
+    /// value that op computed, or a CPU fallback); returns the chunks as
+    /// (start, length, reason).
+    fn cuts_reading(
         limits: WindowLimits,
         stream: &[u64],
-        reads: &dyn Fn(usize) -> bool,
+        reads: &dyn Fn(usize) -> Option<usize>,
     ) -> Vec<(usize, usize, CutReason)> {
         let mut w = Window::new(limits);
         let mut out = vec![];
@@ -412,8 +511,8 @@ mod tests {
         for (i, &s) in stream.iter().enumerate() {
             let ops = i + 1 - start;
             let mut reason = w.record(s, ops, 0);
-            if reads(i) {
-                w.host_read();
+            if let Some(k) = reads(i) {
+                w.host_read(Some(k as u64 + 1));
                 reason = reason.or(Some(CutReason::HostRead));
             }
             if let Some(r) = reason {
@@ -422,6 +521,15 @@ mod tests {
             }
         }
         out
+    }
+
+    /// As `cuts_reading`, each read reading the value of the op before it.
+    fn cuts_with_reads(
+        limits: WindowLimits,
+        stream: &[u64],
+        reads: &dyn Fn(usize) -> bool,
+    ) -> Vec<(usize, usize, CutReason)> {
+        cuts_reading(limits, stream, &|i| reads(i).then_some(i))
     }
 
     fn cuts(limits: WindowLimits, stream: &[u64]) -> Vec<(usize, usize, CutReason)> {
@@ -570,6 +678,102 @@ mod tests {
         assert!(per_step.len() >= 14, "{c:?}");
         for s in &per_step {
             assert_eq!(s, &[(181, 301, CutReason::Period)], "{c:?}");
+        }
+    }
+
+    #[test]
+    fn given_a_second_loop_reading_every_step_should_align_to_its_own_reads() {
+        // A 301-op step read at its end every step, run 12 times; 37 ops of
+        // set-up (a new model and optimizer); the same loop again, now 37 ops
+        // later in the period. The first loop's reads are at other offsets:
+        // the second loop's phase must come from its own reads, within its
+        // first four steps, so that each of its steps is one chunk ending at
+        // its read.
+        let step: Vec<u64> = (0..301).map(sig).collect();
+        let first = loop_stream(19, &step, 12);
+        let second_at = first.len() + 37;
+        let mut stream = first.clone();
+        stream.extend((0..37).map(|i| sig(2_000_000 + i)));
+        stream.extend(step.iter().cycle().take(12 * 301));
+        let reads = |i: usize| {
+            let end = |start: usize| i >= start && (i - start) % 301 == 300;
+            if i < first.len() {
+                end(19)
+            } else {
+                end(second_at)
+            }
+        };
+        let c = cuts_with_reads(limits(512), &stream, &reads);
+        let settled: Vec<_> = c
+            .iter()
+            .filter(|&&(start, _, _)| start >= second_at + 4 * 301)
+            .collect();
+        assert!(settled.len() >= 7, "{settled:?}");
+        for &&(start, len, reason) in &settled[..settled.len() - 1] {
+            assert_eq!(
+                ((start - second_at) % 301, len, reason),
+                (0, 301, CutReason::Period),
+                "{settled:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn given_a_value_read_long_after_it_is_computed_should_end_a_chunk_where_it_is_computed() {
+        // A 234-op training step computes its loss at op 40 and reads it at
+        // its end, every step: once settled, each step is a 41-op chunk
+        // ending at the loss (launched while the backward pass records) and
+        // a 193-op chunk ending at the read, the same every step.
+        let step: Vec<u64> = (0..234).map(sig).collect();
+        let stream = loop_stream(37, &step, 30);
+        let reads = |i: usize| (i >= 37 && (i - 37) % 234 == 233).then(|| i - 193);
+        let c = cuts_reading(limits(512), &stream, &reads);
+        let steps = cuts_per_step(&c, 37, 234, 5);
+        assert!(steps.len() >= 20, "{c:?}");
+        for s in &steps {
+            assert_eq!(
+                s,
+                &vec![(0, 41, CutReason::Period), (41, 193, CutReason::Period)],
+                "{c:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn given_a_value_read_right_after_it_is_computed_should_not_add_a_chunk() {
+        // A decode step reads the token it computes last: one chunk a step.
+        let step: Vec<u64> = (0..300).map(sig).collect();
+        let stream = loop_stream(11, &step, 20);
+        let reads = |i: usize| (i >= 11 && (i - 11) % 300 == 299).then(|| i - 3);
+        let c = cuts_reading(limits(512), &stream, &reads);
+        for s in cuts_per_step(&c, 11, 300, 5) {
+            assert_eq!(s, vec![(0, 300, CutReason::Period)], "{c:?}");
+        }
+    }
+
+    #[test]
+    fn given_a_long_step_reading_a_value_computed_early_should_cut_every_step_the_same_way() {
+        // A 1,500-op step (three segments) computes its loss at op 400 and
+        // reads it at op 1,499: segments and the loss's chunk end at the same
+        // offsets every step, one of them at the loss.
+        let step: Vec<u64> = (0..1500).map(sig).collect();
+        let stream = loop_stream(23, &step, 14);
+        let reads = |i: usize| (i >= 23 && (i - 23) % 1500 == 1499).then(|| i - 1099);
+        let c = cuts_reading(limits(512), &stream, &reads);
+        let steps = cuts_per_step(&c, 23, 1500, 5);
+        assert!(steps.len() >= 7, "{c:?}");
+        assert!(
+            steps[0].iter().any(|&(at, len, _)| at + len == 401),
+            "{:?}",
+            steps[0]
+        );
+        assert!(
+            steps[0].iter().all(|&(_, len, _)| len <= 512),
+            "{:?}",
+            steps[0]
+        );
+        for s in &steps[1..] {
+            assert_eq!(s, &steps[0], "{c:?}");
         }
     }
 

@@ -223,6 +223,10 @@ pub(crate) struct Value {
     /// While pending: the trace holding that node (one per recording thread;
     /// `u32::MAX` for a value created ready).
     pub trace: u32,
+    /// In fused mode: the position in its trace's op stream just after the
+    /// op computing it (`fusion::policy::Window::seen` then); 0 if unknown.
+    /// A host read tells the window how far back its value was computed.
+    pub computed_at: u64,
     state: Mutex<State>,
     /// Whether `state` has left `Pending` (it never goes back): the stream
     /// asks every input of every op, and a load is cheaper than the lock.
@@ -230,12 +234,14 @@ pub(crate) struct Value {
 }
 
 impl Value {
-    /// A value to be computed by the node at `slot` of trace `trace`.
-    pub fn pending(ty: TensorType, slot: usize, trace: u32) -> Arc<Value> {
+    /// A value to be computed by the node at `slot` of trace `trace`, the
+    /// op before stream position `computed_at` (0: unknown).
+    pub fn pending(ty: TensorType, slot: usize, trace: u32, computed_at: u64) -> Arc<Value> {
         Arc::new(Value {
             ty,
             slot: slot as u32,
             trace,
+            computed_at,
             state: Mutex::new(State::Pending),
             launched: AtomicBool::new(false),
         })
@@ -247,6 +253,7 @@ impl Value {
             ty,
             slot: u32::MAX,
             trace: u32::MAX,
+            computed_at: 0,
             state: Mutex::new(State::Ready {
                 buffer: Arc::new(buffer),
                 done: None,

@@ -96,12 +96,14 @@ impl Stream {
             let call = st.calls;
             let number = st.trace.index.checks.len().min(MAX_CHECKS - 1) as i64 + 1;
             let previous = st.trace.index.flag.clone();
+            let fed = (rt.effective_mode() == crate::config::Mode::Fused).then_some(from);
             let mut rec = Recorder {
                 st,
                 stream: self,
                 rt,
                 origin,
                 call,
+                fed,
             };
             let flag = out_of_range(&mut rec, &index, size, ignore, number, previous.as_ref())?;
             st.trace.index.flag = Some(flag);

@@ -149,12 +149,14 @@ impl Stream {
             let before = st.trace.nodes.len();
             st.calls = st.calls.wrapping_add(1);
             let call = st.calls;
+            let fed = (rt.effective_mode() == Mode::Fused).then_some(before);
             let mut rec = Recorder {
                 st: &mut st,
                 stream: self,
                 rt,
                 origin,
                 call,
+                fed,
             };
             let out = match build(&mut rec) {
                 Ok(v) => v,
@@ -265,7 +267,8 @@ impl Stream {
         // Where the loop reads is part of its stream: a read that recurs every
         // period moves the period's cuts onto it (`fusion::policy`).
         if rt.effective_mode() == Mode::Fused {
-            st.trace.window.host_read();
+            let computed_at = (value.trace == st.active).then_some(value.computed_at);
+            st.trace.window.host_read(computed_at.filter(|&c| c > 0));
         }
         let mut index = checks::IndexChecks::default();
         if value.trace != st.active && value.is_pending() {
@@ -347,7 +350,16 @@ impl Stream {
             if nodes.is_empty() {
                 return Ok(());
             }
+            let ops = nodes.len();
             let launches = liveness(&mut nodes);
+            tracing::debug!(
+                target: "eagertpu::cuts",
+                reason = reason.name(),
+                ops,
+                live = launches.len(),
+                at = st.trace.window.seen(),
+                phase = ?st.trace.window.phase(),
+            );
             if launches.iter().all(|l| l.export.is_none()) {
                 return Ok(());
             }

@@ -76,6 +76,9 @@ pub(crate) struct Recorder<'a> {
     pub(super) rt: &'a Runtime,
     pub(super) origin: Origin,
     pub(super) call: u32,
+    /// Nodes of the active trace the window has seen (those before this
+    /// call's), in fused mode; `None` in the other modes.
+    pub(super) fed: Option<usize>,
 }
 
 impl Recorder<'_> {
@@ -97,8 +100,13 @@ impl Recorder<'_> {
                 self.st.trace.index.merge(index);
             }
         }
+        // Where the window will see this node: after the ones it has seen
+        // and this call's earlier ones.
+        let computed_at = self.fed.map_or(0, |fed| {
+            self.st.trace.window.seen() + (self.st.trace.nodes.len() - fed) as u64 + 1
+        });
         let trace = &mut self.st.trace.nodes;
-        let out = Value::pending(ty.clone(), trace.len(), self.st.active);
+        let out = Value::pending(ty.clone(), trace.len(), self.st.active, computed_at);
         trace.push(TraceNode {
             op,
             inputs: inputs.iter().map(|v| Arc::clone(v)).collect(),

@@ -325,6 +325,7 @@ impl Stream {
                         l.node.ty.clone(),
                         u32::MAX as usize,
                         u32::MAX,
+                        0,
                     )),
                     None => None,
                 };
