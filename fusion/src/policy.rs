@@ -138,7 +138,7 @@ const PHASE_TIES: usize = 16;
 const READS: usize = 16;
 /// Periods after it was found during which a recurring read may still move a
 /// period's phase; later, the chunks it cuts are compiled, and it stays.
-const READ_ALIGN_PERIODS: u64 = 8;
+const READ_ALIGN_PERIODS: u64 = 4;
 
 /// A candidate period and how many of the latest ops matched the op one
 /// period before them.
