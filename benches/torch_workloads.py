@@ -284,6 +284,8 @@ def gpt_run(base, batches, config, every, steps, warmup, budget_s):
             loss.item()
     losses = {warmup: loss.item()}  # a natural sync point: the timed steps start with nothing queued
     eagertpu.sync()
+    if config != "cpu":  # the chunks the warm-up saw compiled in the background (the timed steps use them)
+        eagertpu.wait_for_compiles()
     before = counters() if config != "cpu" else None
     start = time.perf_counter()
     done = 0

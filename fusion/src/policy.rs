@@ -422,7 +422,11 @@ impl Window {
             (None, _) => self.phase = None,
             (Some(c), Some(phase)) if phase.period == c.period => {}
             (Some(c), _) => {
-                let began = self.seen.saturating_sub((c.run + c.period) as u64);
+                // The repetition began a period before the candidate was
+                // proposed (its first instance), and the proposal came a
+                // gram into the second: `run` counts from there. One more
+                // period of margin keeps the first instance's own reads.
+                let began = self.seen.saturating_sub((c.run + 2 * c.period) as u64);
                 let origin = self.read_aligned(c.period, began, self.canonical_start(c.period));
                 self.phase = Some(Phase {
                     period: c.period,
