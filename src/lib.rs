@@ -34,4 +34,5 @@ pub mod internals {
     pub use fusion;
     pub use runtime::bench_hooks;
     pub use runtime::pjrt;
+    pub use runtime::slots::Slots;
 }

@@ -5,56 +5,17 @@
 use std::ffi::{c_char, c_void};
 use std::sync::{LazyLock, Mutex, PoisonError};
 
+use eagertpu::internals::Slots;
 use eagertpu::{DType, Device, Tensor};
 
 use crate::types::TensorHandle;
 use crate::{Failure, FfiResult, at, c_api, put};
 
-/// Live tensors by handle. A handle is `slot << 32 | generation`: a slot is
-/// reused after its tensor is freed, with a new generation, so a stale handle
-/// never finds the tensor that took its slot.
-#[derive(Default)]
-struct Table {
-    slots: Vec<(u32, Option<Tensor>)>,
-    free: Vec<u32>,
-    live: usize,
-}
+/// Live tensors by handle (a `Slots` key: a stale handle never finds the
+/// tensor that took its slot).
+static TABLE: LazyLock<Mutex<Slots<Tensor>>> = LazyLock::new(Mutex::default);
 
-impl Table {
-    fn insert(&mut self, t: Tensor) -> u64 {
-        self.live += 1;
-        let slot = match self.free.pop() {
-            Some(s) => s,
-            None => {
-                self.slots.push((0, None));
-                (self.slots.len() - 1) as u32
-            }
-        };
-        let entry = &mut self.slots[slot as usize];
-        entry.0 = entry.0.wrapping_add(1).max(1);
-        entry.1 = Some(t);
-        (u64::from(slot) << 32) | u64::from(entry.0)
-    }
-
-    fn entry(&mut self, h: u64) -> Option<&mut Option<Tensor>> {
-        let (slot, generation) = ((h >> 32) as usize, h as u32);
-        match self.slots.get_mut(slot) {
-            Some((g, t)) if *g == generation && t.is_some() => Some(t),
-            _ => None,
-        }
-    }
-
-    fn remove(&mut self, h: u64) -> Option<Tensor> {
-        let t = self.entry(h)?.take();
-        self.live -= 1;
-        self.free.push((h >> 32) as u32);
-        t
-    }
-}
-
-static TABLE: LazyLock<Mutex<Table>> = LazyLock::new(Mutex::default);
-
-fn table() -> std::sync::MutexGuard<'static, Table> {
+fn table() -> std::sync::MutexGuard<'static, Slots<Tensor>> {
     TABLE.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -70,7 +31,7 @@ pub(crate) fn get(h: TensorHandle, what: &str) -> FfiResult<Tensor> {
             "{what} is a null tensor handle"
         )));
     }
-    let found = table().entry(h.0).and_then(|t| t.clone());
+    let found = table().get_mut(h.0).map(|t| t.clone());
     found.ok_or_else(|| {
         Failure::bad_handle(format!(
             "{what} is tensor handle {}, which is unknown or was already freed",
@@ -154,7 +115,7 @@ pub(crate) unsafe fn dims<'a>(p: *const i64, len: usize, what: &str) -> FfiResul
 
 /// Number of live handles (for leak checks).
 pub fn live_handles() -> usize {
-    table().live
+    table().len()
 }
 
 c_api! {
@@ -313,26 +274,4 @@ pub(crate) unsafe fn put_all(
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_freed_handle_stays_invalid_after_its_slot_is_reused() {
-        let t = Tensor::scalar(1.0f32).unwrap();
-        let mut table = Table::default();
-        let a = table.insert(t.clone());
-        assert!(table.remove(a).is_some());
-        let b = table.insert(t);
-        assert_eq!(a >> 32, b >> 32, "the slot is reused");
-        assert_ne!(a, b, "with a new generation");
-        assert!(table.entry(a).is_none(), "the stale handle is refused");
-        assert!(table.entry(b).is_some());
-        assert_eq!(table.live, 1);
-        assert!(table.remove(b).is_some());
-        assert!(table.remove(b).is_none(), "a double free is refused");
-        assert_eq!(table.live, 0);
-    }
 }

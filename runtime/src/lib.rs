@@ -11,6 +11,7 @@ mod host;
 mod metrics;
 mod origin;
 pub mod pjrt;
+pub mod slots;
 pub mod storage;
 mod stream;
 mod tensor;

@@ -34,6 +34,7 @@ use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
 use fusion::DType;
 
 use crate::error::{Error, Result};
+use crate::slots::Slots;
 use crate::tensor::{Device, Tensor};
 use crate::timing::{Stage, timed};
 
@@ -44,9 +45,8 @@ struct Storage {
     value: Option<Tensor>,
 }
 
-/// A registered allocation: `slot << 32 | generation`, a number, never a
-/// pointer. A slot is reused after its allocation is released, with a new
-/// generation, so a stale id never finds the allocation that took its slot.
+/// A registered allocation: a key of the storage table (`Slots`), a number,
+/// never a pointer; a stale id never finds the allocation that took its slot.
 /// The backend keeps it beside its allocation (PyTorch's `DataPtr` context),
 /// so a kernel names the storage it reads: no search by address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -58,12 +58,10 @@ impl fmt::Display for StorageId {
     }
 }
 
-/// Every live allocation, by slot; stats kept as allocations come and go.
+/// Every live allocation, and (allocations, bytes) by device.
 #[derive(Default)]
 struct Table {
-    slots: Vec<(u32, Option<Storage>)>,
-    free: Vec<u32>,
-    /// (allocations, bytes) by device.
+    slots: Slots<Storage>,
     totals: Vec<(u64, u64)>,
 }
 
@@ -74,34 +72,20 @@ impl Table {
         }
         let total = &mut self.totals[s.device];
         *total = (total.0 + 1, total.1 + s.nbytes);
-        let slot = match self.free.pop() {
-            Some(slot) => slot,
-            None => {
-                self.slots.push((0, None));
-                (self.slots.len() - 1) as u32
-            }
-        };
-        let entry = &mut self.slots[slot as usize];
-        entry.0 = entry.0.wrapping_add(1).max(1);
-        entry.1 = Some(s);
-        StorageId((u64::from(slot) << 32) | u64::from(entry.0))
+        StorageId(self.slots.insert(s))
     }
 
     fn get(&mut self, id: StorageId) -> Result<&mut Storage> {
-        let (slot, generation) = ((id.0 >> 32) as usize, id.0 as u32);
-        match self.slots.get_mut(slot) {
-            Some((g, Some(s))) if *g == generation => Ok(s),
-            _ => Err(invalid(format!(
+        self.slots.get_mut(id.0).ok_or_else(|| {
+            invalid(format!(
                 "no tpu allocation with id {id} (unknown, or freed already)"
-            ))),
-        }
+            ))
+        })
     }
 
     fn remove(&mut self, id: StorageId) -> Result<Storage> {
         self.get(id)?;
-        let slot = (id.0 >> 32) as u32;
-        let storage = self.slots[slot as usize].1.take().expect("checked by get");
-        self.free.push(slot);
+        let storage = self.slots.remove(id.0).expect("checked by get");
         let total = &mut self.totals[storage.device];
         *total = (total.0 - 1, total.1 - storage.nbytes);
         Ok(storage)
