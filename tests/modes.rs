@@ -422,6 +422,81 @@ fn a_scalar_repeated_in_a_chunk_is_one_parameter() {
     }
 }
 
+/// The same loop with a forward chunk that takes a while (a 256x256 matmul
+/// over the weights, whose result the update reads, as a backward pass reads
+/// activations): the update chunk is launched while the forward chunk may
+/// still run and read the weights the update overwrites. The launch waits for
+/// it (the update waits for it on the device anyway) and updates the weights
+/// in place, never on a copy; the loss and the weights are the host's.
+#[test]
+fn an_update_launched_while_its_forward_chunk_runs_updates_the_weights_in_place() {
+    let _m = in_mode(Mode::Fused);
+    let n = 256usize;
+    let hw = Host::random_in(DType::F32, &[n as i64, n as i64], 31, -0.5, 0.5);
+    let hm = Host::random_in(DType::F32, &[n as i64, n as i64], 32, -0.5, 0.5);
+    let m = hm.tensor();
+    let mut w = hw.tensor();
+    let mut host_w = hw.data.clone();
+    let step = |w: &mut eagertpu::Tensor| {
+        let act = w.matmul(&m).unwrap();
+        let loss = act.sum(&[], false).unwrap();
+        *w = (&*w - &(&act * 1e-3).unwrap()).unwrap();
+        for _ in 0..20 {
+            *w = (&*w * 0.99).unwrap();
+            *w = (&*w + 0.01).unwrap();
+            *w = w.tanh().unwrap();
+        }
+        loss.item::<f32>().unwrap()
+    };
+    let host_step = |host_w: &mut Vec<f64>| {
+        let mut act = vec![0.0; n * n];
+        for i in 0..n {
+            for k in 0..n {
+                let a = host_w[i * n + k];
+                for j in 0..n {
+                    act[i * n + j] += a * hm.data[k * n + j];
+                }
+            }
+        }
+        for (v, a) in host_w.iter_mut().zip(&act) {
+            *v -= a * 1e-3;
+            for _ in 0..20 {
+                *v = ((((*v * 0.99) as f32 as f64 + 0.01) as f32 as f64).tanh() as f32) as f64;
+            }
+        }
+        act.iter().sum::<f64>()
+    };
+    for _ in 0..6 {
+        step(&mut w);
+        host_step(&mut host_w);
+    }
+    eagertpu::wait_for_compiles().unwrap();
+    step(&mut w);
+    host_step(&mut host_w);
+    let before = metrics();
+    let got = step(&mut w);
+    let want = host_step(&mut host_w);
+    let after = metrics();
+    assert_eq!(
+        after.donations_blocked_by_readers - before.donations_blocked_by_readers,
+        0,
+        "{}",
+        after.report()
+    );
+    assert!(
+        after.donated_buffers > before.donated_buffers,
+        "{}",
+        after.report()
+    );
+    assert!(
+        (got as f64 - want).abs() < 1e-2 * want.abs().max(1.0),
+        "{got} vs {want}"
+    );
+    for (g, h) in w.to_vec::<f32>().unwrap().iter().zip(&host_w) {
+        assert!((*g as f64 - h).abs() < 1e-3, "{g} vs {h}");
+    }
+}
+
 /// A loop that computes a value early and reads it at its end (a training
 /// step logging its loss): once settled, a chunk ends where the value is
 /// computed, so it is launched before the read (the read cuts nothing) and

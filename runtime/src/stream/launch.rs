@@ -67,6 +67,19 @@ impl Stream {
                 Err(e) => return Err(blame(e)),
             }
         };
+        if Self::donation_blocked(&graph, &params) {
+            // A chunk still running reads a buffer this one updates in place
+            // (the forward pass of the step reads the weights the optimizer
+            // updates): wait for the chunks this one depends on, which it
+            // waits for on the device anyway, so that their reads are
+            // released and the update needs no copy.
+            for p in &params {
+                if let Some(d) = &p.done {
+                    let _ = d.wait();
+                }
+            }
+            st.outstanding.retain(|c| !c.done_ok());
+        }
         let kept = Self::kept_by_readers(rt, &graph, &params);
         let snapshot = match &rt.hazards {
             Some(_) => {
@@ -246,6 +259,15 @@ impl Stream {
                 graph.alias(i, k);
             }
         }
+    }
+
+    /// Whether an aliased parameter's buffer is held by more than its value
+    /// and this launch (a chunk or a host read still reading it).
+    fn donation_blocked(graph: &Graph, params: &[Param]) -> bool {
+        graph.num_aliases() > 0
+            && params.iter().enumerate().any(|(i, p)| {
+                graph.aliased_output(i).is_some() && Arc::strong_count(&p.buffer) != 2
+            })
     }
 
     /// The aliased parameters whose buffer must not be donated at this launch.
