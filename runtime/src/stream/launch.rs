@@ -72,13 +72,13 @@ impl Stream {
             // (the forward pass of the step reads the weights the optimizer
             // updates): wait for the chunks this one depends on, which it
             // waits for on the device anyway, so that their reads are
-            // released and the update needs no copy.
+            // released (a completion lets go of its inputs once waited for)
+            // and the update needs no copy.
             for p in &params {
                 if let Some(d) = &p.done {
                     let _ = d.wait();
                 }
             }
-            st.outstanding.retain(|c| !c.done_ok());
         }
         let kept = Self::kept_by_readers(rt, &graph, &params);
         let snapshot = match &rt.hazards {
