@@ -76,16 +76,11 @@ impl Table {
     }
 
     fn get(&mut self, id: StorageId) -> Result<&mut Storage> {
-        self.slots.get_mut(id.0).ok_or_else(|| {
-            invalid(format!(
-                "no tpu allocation with id {id} (unknown, or freed already)"
-            ))
-        })
+        self.slots.get_mut(id.0).ok_or_else(|| unknown(id))
     }
 
     fn remove(&mut self, id: StorageId) -> Result<Storage> {
-        self.get(id)?;
-        let storage = self.slots.remove(id.0).expect("checked by get");
+        let storage = self.slots.remove(id.0).ok_or_else(|| unknown(id))?;
         let total = &mut self.totals[storage.device];
         *total = (total.0 - 1, total.1 - storage.nbytes);
         Ok(storage)
@@ -100,6 +95,12 @@ fn storages() -> MutexGuard<'static, Table> {
 
 fn invalid(message: String) -> Error {
     Error::Storage(message)
+}
+
+fn unknown(id: StorageId) -> Error {
+    invalid(format!(
+        "no tpu allocation with id {id} (unknown, or freed already)"
+    ))
 }
 
 /// Checks that a view at `byte_offset` starts inside `s` (`id`).

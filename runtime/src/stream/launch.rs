@@ -261,13 +261,19 @@ impl Stream {
         }
     }
 
-    /// Whether an aliased parameter's buffer is held by more than its value
-    /// and this launch (a chunk or a host read still reading it).
+    /// Whether parameter `i` is donated and its buffer is held by more than
+    /// its value and this launch (a chunk or a host read still reading it).
+    fn blocked(graph: &Graph, i: usize, p: &Param) -> bool {
+        graph.aliased_output(i).is_some() && Arc::strong_count(&p.buffer) != 2
+    }
+
+    /// Whether some donated parameter's buffer is still read elsewhere.
     fn donation_blocked(graph: &Graph, params: &[Param]) -> bool {
         graph.num_aliases() > 0
-            && params.iter().enumerate().any(|(i, p)| {
-                graph.aliased_output(i).is_some() && Arc::strong_count(&p.buffer) != 2
-            })
+            && params
+                .iter()
+                .enumerate()
+                .any(|(i, p)| Self::blocked(graph, i, p))
     }
 
     /// The aliased parameters whose buffer must not be donated at this launch.
@@ -283,8 +289,7 @@ impl Stream {
             return kept;
         }
         for (i, p) in params.iter().enumerate() {
-            // The value's state and this parameter.
-            if graph.aliased_output(i).is_some() && Arc::strong_count(&p.buffer) != 2 {
+            if Self::blocked(graph, i, p) {
                 Counters::add(&rt.counters.donations_blocked_by_readers, 1);
                 kept.push(i as i64);
             }
