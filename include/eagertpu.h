@@ -165,14 +165,17 @@ typedef struct {
 /* `op` over args[0..nargs], broadcast and promoted as PyTorch does: a unary op
  * (x); a binary op (a, b), either of which may be a scalar; where (condition,
  * x, y); addcmul and addcdiv (self, t1, t2, value: a scalar); lerp (self, end,
- * weight); a composed function (x, scalar parameters...): expm1 exp2 log2 log10
- * tan sinh cosh atan asin acos trunc frac erfinv mish hardswish hardsigmoid
- * log_sigmoid signbit, softplus (beta, threshold), hardtanh (min, max),
- * leaky_relu (slope), elu (alpha, scale, input_scale), logit ([eps]),
+ * weight); isinf isposinf isneginf (x); hypot, xlogy, fmod, div_trunc (a, b: b
+ * may be a scalar); a composed
+ * function (x, scalar parameters...): expm1 exp2 log2 log10 tan sinh cosh atan
+ * asin acos trunc frac erfinv mish hardswish hardsigmoid log_sigmoid signbit
+ * silu, softplus (beta, threshold), hardtanh (min, max), leaky_relu (slope),
+ * elu (alpha, scale, input_scale), logit ([eps]), threshold (threshold, value),
  * nan_to_num (nan, posinf, neginf: a NaN posinf or neginf means the dtype's
- * largest finite value); or the backward of an activation or of logit,
- * `<name>_backward` (grad, saved input, its parameters..., saved_is_result: true
- * when the saved tensor is the result, elu and leaky_relu only). The result is written into view `out` (converted to its dtype and
+ * largest finite value); or the backward of one of those, of gelu, gelu_tanh,
+ * sigmoid or tanh, `<name>_backward` (grad, saved input, its parameters...,
+ * saved_is_result: true when the saved tensor is the result: elu, leaky_relu,
+ * sigmoid and tanh only). The result is written into view `out` (converted to its dtype and
  * broadcast to its shape) when `out` is not NULL, else returned as a new handle
  * in `result`: a kernel reads its inputs, runs the op and writes its output in
  * one call. */
@@ -219,6 +222,7 @@ etpu_status etpu_pointwise(const char* op, const etpu_operand* args, size_t narg
   X(maximum, PROMOTED, out, none) \
   X(minimum, PROMOTED, out, none) \
   X(remainder, PROMOTED_NUMERIC, Tensor_out, Scalar_out) \
+  X(floor_divide, PROMOTED_NUMERIC, none, none) \
   X(atan2, FLOAT, out, none) \
   X(eq, BOOL, Tensor_out, Scalar_out) \
   X(ne, BOOL, Tensor_out, Scalar_out) \
@@ -273,14 +277,23 @@ etpu_status etpu_slice(etpu_tensor x, int64_t dim, int64_t start, int64_t end, i
                        const char* origin, etpu_tensor* out);
 etpu_status etpu_cat(const etpu_tensor* xs, size_t n, int64_t dim, const char* origin,
                      etpu_tensor* out);
-/* op: sum mean prod max min logsumexp, count_nonzero (int64; keepdim false); no dims
-   (ndims 0) reduces every dim. */
+/* op: sum mean prod max min logsumexp, any all (bool), count_nonzero (int64; keepdim false);
+   no dims (ndims 0) reduces every dim. */
 etpu_status etpu_reduce(const char* op, etpu_tensor x, const int64_t* dims, size_t ndims,
                         bool keepdim, const char* origin, etpu_tensor* out);
 etpu_status etpu_matmul(etpu_tensor a, etpu_tensor b, const char* origin, etpu_tensor* out);
 /* softmax along `dim`, or log_softmax when `log`. */
 etpu_status etpu_softmax(etpu_tensor x, int64_t dim, bool log, const char* origin,
                          etpu_tensor* out);
+/* The gradient of softmax (log_softmax when `log`) along `dim`, from the gradient of its result
+   `grad` and the result `output`. */
+etpu_status etpu_softmax_backward(etpu_tensor grad, etpu_tensor output, int64_t dim, bool log,
+                                  const char* origin, etpu_tensor* out);
+/* torch.triu(x, k) when `upper`, else torch.tril(x, k): the elements on one side of diagonal k of
+   the last two dims, zeros elsewhere. */
+etpu_status etpu_triangle(etpu_tensor x, int64_t k, bool upper, const char* origin, etpu_tensor* out);
+/* The sum of the main diagonal of a matrix (ints and bools sum to int64). */
+etpu_status etpu_trace(etpu_tensor x, const char* origin, etpu_tensor* out);
 /* PyTorch's native_layer_norm over the trailing dims normalized_shape[0..n]: y (x's dtype), mean and
    rstd (float32 for 16-bit x; x's shape with the normalized dims 1). weight and bias may be 0 (none). */
 etpu_status etpu_layer_norm(etpu_tensor x, const int64_t* normalized_shape, size_t n, etpu_tensor weight,
@@ -291,6 +304,26 @@ etpu_status etpu_layer_norm(etpu_tensor x, const int64_t* normalized_shape, size
 etpu_status etpu_layer_norm_backward(etpu_tensor grad_out, etpu_tensor x, const int64_t* normalized_shape,
                                      size_t n, etpu_tensor mean, etpu_tensor rstd, etpu_tensor weight,
                                      etpu_tensor bias, int32_t mask, const char* origin,
+                                     etpu_tensor* grad_x, etpu_tensor* grad_weight,
+                                     etpu_tensor* grad_bias);
+/* PyTorch's native_batch_norm of x [N, C, ...] over every dim but 1: y (x's dtype), and in training the
+   batch's save_mean and save_invstd ([C], float32 for 16-bit x; [0] in eval). weight, bias,
+   running_mean and running_var may be 0 (none; eval needs the running statistics). In training with
+   running statistics, their new values (their dtypes; the tensors given are not written) go to
+   new_running_mean and new_running_var, which may otherwise be NULL (or get 0). */
+etpu_status etpu_batch_norm(etpu_tensor x, etpu_tensor weight, etpu_tensor bias, etpu_tensor running_mean,
+                            etpu_tensor running_var, bool training, double momentum, double eps,
+                            const char* origin, etpu_tensor* y, etpu_tensor* save_mean,
+                            etpu_tensor* save_invstd, etpu_tensor* new_running_mean,
+                            etpu_tensor* new_running_var);
+/* Its gradients from grad_out: in training from the save_mean and save_invstd it returned, in eval from
+   running_mean and running_var (the others may be 0); weight may be 0 (none). Each gradient asked for
+   (want_input, want_weight, want_bias) is written to its pointer; a pointer whose gradient is not asked
+   for may be NULL, or gets 0. grad_x has x's dtype, grad_weight and grad_bias weight's (x's without). */
+etpu_status etpu_batch_norm_backward(etpu_tensor grad_out, etpu_tensor x, etpu_tensor weight,
+                                     etpu_tensor running_mean, etpu_tensor running_var, etpu_tensor save_mean,
+                                     etpu_tensor save_invstd, bool training, double eps, bool want_input,
+                                     bool want_weight, bool want_bias, const char* origin,
                                      etpu_tensor* grad_x, etpu_tensor* grad_weight,
                                      etpu_tensor* grad_bias);
 /* PyTorch's nll_loss of log-probabilities input ([N, C] or [C]) against class targets ([N] or []): the
@@ -334,6 +367,17 @@ etpu_status etpu_argreduce(const char* op, etpu_tensor x, int64_t dim, bool has_
                            const char* origin, etpu_tensor* out);
 etpu_status etpu_var(etpu_tensor x, const int64_t* dims, size_t ndims, int64_t correction,
                      bool keepdim, const char* origin, etpu_tensor* out);
+/* The square root of etpu_var's result. */
+etpu_status etpu_std(etpu_tensor x, const int64_t* dims, size_t ndims, int64_t correction,
+                     bool keepdim, const char* origin, etpu_tensor* out);
+/* torch.linalg.vector_norm of a floating-point x: sum(|x|^ord)^(1/ord) over dims (none: all);
+   ord inf/-inf: the largest/smallest |x|; ord 0: how many are not zero. */
+etpu_status etpu_vector_norm(etpu_tensor x, double ord, const int64_t* dims, size_t ndims,
+                             bool keepdim, const char* origin, etpu_tensor* out);
+/* op: max min; torch.max(x, dim): the extremes along dim, and unless indices is NULL the int64
+   index of the first of each. */
+etpu_status etpu_extreme_dim(const char* op, etpu_tensor x, int64_t dim, bool keepdim,
+                             const char* origin, etpu_tensor* values, etpu_tensor* indices);
 /* op: cumsum cumprod; running sums or products along `dim`, of x's shape
  * (ints and bools accumulate in int64, floats keep their dtype). */
 etpu_status etpu_cumulative(const char* op, etpu_tensor x, int64_t dim, const char* origin,

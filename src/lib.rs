@@ -23,8 +23,8 @@ pub use runtime::pjrt::MemoryStats;
 /// PyTorch backend's `tpu` memory).
 pub use runtime::storage;
 pub use runtime::{
-    Activation, Device, Distribution, Element, Error, GruCellGrad, Interpolation, LstmCell,
-    LstmCellGrad, Manifest, Metrics, Mode, ModeGuard, Operand, OrderStatistic, PadMode,
+    Activation, BatchNormOutput, Device, Distribution, Element, Error, GruCellGrad, Interpolation,
+    LstmCell, LstmCellGrad, Manifest, Metrics, Mode, ModeGuard, Operand, OrderStatistic, PadMode,
     PointwiseLoss, Result, Tensor, default_device, manifest, metrics, mode, note_fallback,
     set_check_nan, set_mode, shutdown, sync, timing, wait_for_compiles, with_mode, with_origin,
 };

@@ -61,10 +61,34 @@ fn host(a: Activation, x: f64) -> f64 {
             (p / (1.0 - p)).ln()
         }
         Signbit | NanToNum { .. } => unreachable!("checked on their own"),
+        Silu => x / (1.0 + (-x).exp()),
+        Gelu => 0.5 * x * (1.0 + erf(x / std::f64::consts::SQRT_2)),
+        GeluTanh => {
+            let c = (2.0 / std::f64::consts::PI).sqrt();
+            0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
+        }
+        Sigmoid => 1.0 / (1.0 + (-x).exp()),
+        Tanh => x.tanh(),
+        Threshold { threshold, value } => {
+            if x > threshold {
+                x
+            } else {
+                value
+            }
+        }
     }
 }
 
-const WITH_BACKWARD: [Activation; 10] = [
+const WITH_BACKWARD: [Activation; 16] = [
+    Activation::Silu,
+    Activation::Gelu,
+    Activation::GeluTanh,
+    Activation::Sigmoid,
+    Activation::Tanh,
+    Activation::Threshold {
+        threshold: 0.3,
+        value: -2.0,
+    },
     Activation::Logit { eps: Some(0.1) },
     Activation::Logit { eps: None },
     Activation::Mish,
@@ -104,6 +128,8 @@ fn input(a: Activation, dtype: DType, seed: u64) -> Host {
         Asin | Acos => Host::random_in(dtype, &[3, 17], seed, -0.99, 0.99),
         Logit { eps: None } => Host::random_in(dtype, &[3, 17], seed, 0.02, 0.98),
         Logit { .. } => Host::random_in(dtype, &[3, 17], seed, -0.2, 1.2),
+        // Where the host's 1 + erf(x / sqrt 2) keeps its digits.
+        Gelu => Host::random_in(dtype, &[3, 17], seed, -3.0, 3.0),
         Tan => Host::random_in(dtype, &[3, 17], seed, -1.4, 1.4),
         Expm1 => Host::new(
             dtype,
@@ -134,6 +160,9 @@ fn integers_compute_in_float32_and_trunc_keeps_them() {
     assert_close("exp2 of int32", &got, &ints.map(DType::F32, f64::exp2));
     let got = ints.tensor().activation(Activation::Trunc).unwrap();
     assert_close("trunc of int32", &got, &ints);
+    // threshold keeps the input's dtype, as torch.threshold does.
+    let got = ints.tensor().activation(Activation::Threshold { threshold: 0.5, value: 7.0 }).unwrap();
+    assert_eq!(Host::of(&got), Host::new(DType::I32, &[4], vec![7.0, 7.0, 1.0, 3.0]));
 }
 }
 
@@ -205,6 +234,7 @@ fn every_backward_matches_central_differences() {
             .map(|v| if (v.abs() - 3.0).abs() < 1e-3 || v.abs() < 1e-3 { v + 0.01 } else { *v })
             .map(|v| if (v + 0.5).abs() < 1e-3 || (v - 1.5).abs() < 1e-3 { v + 0.01 } else { v })
             .map(|v| if (v - 0.1).abs() < 1e-3 || (v - 0.9).abs() < 1e-3 { v + 0.01 } else { v })
+            .map(|v| if (v - 0.3).abs() < 1e-3 { v + 0.01 } else { v })
             .collect();
         let x = Host::new(DType::F64, &x.shape, data);
         let g = Host::random(DType::F64, &x.shape, 9);
@@ -217,7 +247,8 @@ fn every_backward_matches_central_differences() {
         let want = Host::new(DType::F64, &x.shape, slopes);
         assert_close_tol(&format!("{a:?} backward"), &got, &want, (1e-6, 1e-7));
 
-        if let Activation::Elu { .. } | Activation::LeakyRelu { .. } = a {
+        use Activation::{Elu, LeakyRelu, Sigmoid, Tanh};
+        if let Elu { .. } | LeakyRelu { .. } | Sigmoid | Tanh = a {
             // From the result, as the in-place forms save it.
             let y = x.tensor().activation(a).unwrap();
             let from_result = g.tensor().activation_backward(&y, a, true).unwrap();
@@ -270,6 +301,7 @@ fn bad_input_is_named() {
                 input_scale,
             } => vec![alpha, scale, input_scale],
             Activation::Logit { eps } => eps.into_iter().collect(),
+            Activation::Threshold { threshold, value } => vec![threshold, value],
             _ => vec![],
         };
         assert_eq!(

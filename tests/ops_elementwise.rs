@@ -6,18 +6,6 @@ mod common;
 use common::*;
 use eagertpu::{DType, Tensor};
 
-fn erf(x: f64) -> f64 {
-    // Maclaurin series; |x| <= 3.5 here, where it converts to ~1e-13.
-    assert!(x.abs() <= 3.5, "erf reference used outside its range: {x}");
-    let mut term = x;
-    let mut sum = x;
-    for n in 1..120 {
-        term *= -x * x / n as f64;
-        sum += term / (2 * n + 1) as f64;
-    }
-    sum * 2.0 / std::f64::consts::PI.sqrt()
-}
-
 fn sign(x: f64) -> f64 {
     if x > 0.0 {
         1.0

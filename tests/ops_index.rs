@@ -179,3 +179,16 @@ fn dynamic_slice_and_update_clamp_starts_to_fit() {
     check_err(bad, &["dynamic_update_slice", "no larger"]);
 }
 }
+
+all_modes! {
+fn selecting_nothing_from_an_empty_tensor_gives_an_empty_result() {
+    // A gather from an operand with no elements does not verify in
+    // StableHLO; a result with no elements compiles to a constant instead.
+    let empty = Host::new(DType::F32, &[0, 3], vec![]).tensor();
+    let none = Host::new(DType::I64, &[0], vec![]).tensor();
+    let got = empty.index_select(0, &none).unwrap();
+    assert_eq!(Host::of(&got), Host::new(DType::F32, &[0, 3], vec![]));
+    let got = empty.reshape(&[0]).unwrap().index_select(0, &none).unwrap().sum(&[], false).unwrap();
+    assert_eq!(Host::of(&got), Host::new(DType::F32, &[], vec![0.0]));
+}
+}

@@ -759,3 +759,28 @@ fn linspace_with_other_ends_compiles_nothing_new() {
         &["bool"],
     );
 }
+
+all_modes! {
+fn triu_and_tril_keep_one_side_of_a_diagonal() {
+    for (c, shape) in [&[4, 5][..], &[2, 3, 3], &[5, 2], &[1, 0, 3]].into_iter().enumerate() {
+        for dtype in [DType::F32, DType::I64, DType::Bool] {
+            let x = Host::random(dtype, shape, 700 + c as u64);
+            let (h, w) = (shape[shape.len() - 2], shape[shape.len() - 1]);
+            for k in [-2i64, -1, 0, 1, 3] {
+                let keep = |i: usize, upper: bool| {
+                    let (r, col) = ((i as i64 / w) % h, i as i64 % w);
+                    if upper { col - r >= k } else { col - r <= k }
+                };
+                let side = |upper: bool| {
+                    let data = x.data.iter().enumerate().map(|(i, v)| if keep(i, upper) { *v } else { 0.0 });
+                    Host::new(dtype, shape, data.collect())
+                };
+                let w = format!("{dtype}{shape:?} k={k}");
+                assert_eq!(Host::of(&x.tensor().triu(k).unwrap()), side(true), "triu {w}");
+                assert_eq!(Host::of(&x.tensor().tril(k).unwrap()), side(false), "tril {w}");
+            }
+        }
+    }
+    assert_err(Host::random(DType::F32, &[3], 1).tensor().triu(0), "triu", &["at least 2 dims", "[3]"]);
+}
+}

@@ -1,7 +1,9 @@
-//! Layer norm with its statistics and its gradients (`native_layer_norm` and
-//! its backward, as PyTorch's autograd calls them), against host references
-//! in every mode: the statistics computed row by row, the gradients by
-//! central differences of the host's forward in f64.
+//! Layer norm and batch norm with their statistics and their gradients
+//! (`native_layer_norm`, `native_batch_norm` and their backwards, as
+//! PyTorch's autograd calls them), against host references in every mode:
+//! the statistics computed row by row or channel by channel, the gradients
+//! by central differences of the host's forward in f64 (batch norm's by
+//! their formulas, themselves checked against central differences).
 
 mod common;
 
@@ -157,5 +159,268 @@ fn layer_norm_with_stats_rejects_bad_input_naming_it() {
     let bad_grad = Host::random(DType::F32, &[2, 3], 772).tensor();
     let r = bad_grad.layer_norm_backward(&x, &[4], &mean, &rstd, None, None, [true; 3]);
     assert_err(r, "layer_norm_backward", &["grad_out float32[2, 3]", "[2, 4]"]);
+}
+}
+
+// ------------------------------------------------------------ batch norm ----
+
+/// Batch norm inputs `[N, C, ...]`: rank 2, 3 and 4, and one channel of a
+/// single value (`n = 1`: the running variance takes the biased one).
+const BN_SHAPES: [&[i64]; 4] = [&[4, 3], &[1, 3], &[2, 3, 5], &[2, 3, 2, 3]];
+
+/// The channel of each element of an input of `shape` (row-major).
+fn channel_of(shape: &[i64]) -> Vec<usize> {
+    let c = shape[1] as usize;
+    let spatial = numel(&shape[2..]);
+    (0..numel(shape)).map(|i| (i / spatial) % c).collect()
+}
+
+/// Per channel, the mean of the elements of `v` in that channel.
+fn channel_means(v: &[f64], ch: &[usize], c: usize) -> Vec<f64> {
+    let (mut sum, mut count) = (vec![0.0; c], vec![0usize; c]);
+    for (x, &k) in v.iter().zip(ch) {
+        sum[k] += x;
+        count[k] += 1;
+    }
+    sum.iter().zip(&count).map(|(s, &n)| s / n as f64).collect()
+}
+
+/// The host's batch norm: `y`, and the mean and variance it normalized by
+/// (the batch's, the variance biased, or the `running` ones).
+fn host_batch_norm(
+    x: &[f64],
+    ch: &[usize],
+    c: usize,
+    w: &[f64],
+    b: &[f64],
+    running: Option<(&[f64], &[f64])>,
+    eps: f64,
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let (mean, var) = match running {
+        Some((m, v)) => (m.to_vec(), v.to_vec()),
+        None => {
+            let mean = channel_means(x, ch, c);
+            let squares: Vec<f64> = x
+                .iter()
+                .zip(ch)
+                .map(|(v, &k)| (v - mean[k]).powi(2))
+                .collect();
+            (mean, channel_means(&squares, ch, c))
+        }
+    };
+    let y = x
+        .iter()
+        .zip(ch)
+        .map(|(v, &k)| (v - mean[k]) / (var[k] + eps).sqrt() * w[k] + b[k])
+        .collect();
+    (y, mean, var)
+}
+
+/// The gradients of batch norm by their formulas: with `xhat = (x - mean)
+/// invstd`, per channel, d x = w invstd (dy - mean(dy) - xhat mean(dy xhat))
+/// in training (w invstd dy in eval), d w = sum(dy xhat), d b = sum(dy).
+#[allow(clippy::too_many_arguments)]
+fn host_batch_norm_backward(
+    x: &[f64],
+    dy: &[f64],
+    ch: &[usize],
+    c: usize,
+    w: &[f64],
+    mean: &[f64],
+    invstd: &[f64],
+    training: bool,
+) -> [Vec<f64>; 3] {
+    let xhat: Vec<f64> = x
+        .iter()
+        .zip(ch)
+        .map(|(v, &k)| (v - mean[k]) * invstd[k])
+        .collect();
+    let dy_xhat: Vec<f64> = dy.iter().zip(&xhat).map(|(g, h)| g * h).collect();
+    let (mean_dy, mean_dy_xhat) = (channel_means(dy, ch, c), channel_means(&dy_xhat, ch, c));
+    let grad_x = (0..x.len())
+        .map(|i| {
+            let k = ch[i];
+            let g = if training {
+                dy[i] - mean_dy[k] - xhat[i] * mean_dy_xhat[k]
+            } else {
+                dy[i]
+            };
+            w[k] * invstd[k] * g
+        })
+        .collect();
+    let count = (x.len() / c) as f64;
+    [
+        grad_x,
+        mean_dy_xhat.iter().map(|m| m * count).collect(),
+        mean_dy.iter().map(|m| m * count).collect(),
+    ]
+}
+
+/// Random running statistics for `c` channels: means in [-1, 1], variances
+/// in [0.5, 2].
+fn running_stats(dtype: DType, c: i64, seed: u64) -> (Host, Host) {
+    (
+        Host::random_in(dtype, &[c], seed, -1.0, 1.0),
+        Host::random_in(dtype, &[c], seed + 1, 0.5, 2.0),
+    )
+}
+
+all_modes! {
+fn batch_norm_with_stats_matches_the_host_reference() {
+    let (momentum, eps) = (0.1, 1e-5);
+    for (case, shape) in BN_SHAPES.iter().enumerate() {
+        for dtype in [DType::F32, DType::BF16] {
+            let seed = 800 + 10 * case as u64;
+            let (c, ch) = (shape[1], channel_of(shape));
+            let cu = c as usize;
+            let x = Host::random(dtype, shape, seed);
+            let (w, b) = (Host::random(dtype, &[c], seed + 1), Host::random(dtype, &[c], seed + 2));
+            // Running statistics in the input's dtype, or float32 (16-bit
+            // inputs keep them in float32 under mixed precision).
+            let rdt = if case % 2 == 0 { dtype } else { DType::F32 };
+            let (rm, rv) = running_stats(rdt, c, seed + 3);
+            let (xt, wt, bt, rmt, rvt) = (x.tensor(), w.tensor(), b.tensor(), rm.tensor(), rv.tensor());
+            let (ones, zeros) = (vec![1.0; cu], vec![0.0; cu]);
+            let tol = tolerance(dtype);
+            for affine in [true, false] {
+                let (wo, bo) = if affine { (Some(&wt), Some(&bt)) } else { (None, None) };
+                let (wh, bh) = if affine { (&w.data, &b.data) } else { (&ones, &zeros) };
+                let what = format!("batch_norm({dtype}{shape:?}, affine {affine})");
+
+                // Training: the batch's statistics, the running ones updated.
+                let out = xt.batch_norm_with_stats(wo, bo, Some(&rmt), Some(&rvt), true, momentum, eps).unwrap();
+                let (y, mean, var) = host_batch_norm(&x.data, &ch, cu, wh, bh, None, eps);
+                assert_close_tol(&format!("{what} training y"), &out.y, &Host::new(dtype, shape, y), tol);
+                let invstd: Vec<f64> = var.iter().map(|v| 1.0 / (v + eps).sqrt()).collect();
+                // Float32 for 16-bit inputs, computed from the rounded input.
+                let stat_tol = (1e-5, 1e-5);
+                assert_close_tol(&format!("{what} save_mean"), &out.save_mean, &Host::new(DType::F32, &[c], mean.clone()), stat_tol);
+                assert_close_tol(&format!("{what} save_invstd"), &out.save_invstd, &Host::new(DType::F32, &[c], invstd), stat_tol);
+                let n = numel(shape) / cu;
+                let unbias = if n > 1 { n as f64 / (n - 1) as f64 } else { 1.0 };
+                let new_rm: Vec<f64> = (0..cu).map(|k| rm.data[k] * (1.0 - momentum) + mean[k] * momentum).collect();
+                let new_rv: Vec<f64> =
+                    (0..cu).map(|k| rv.data[k] * (1.0 - momentum) + var[k] * momentum * unbias).collect();
+                let got_rm = out.running_mean.as_ref().unwrap_or_else(|| panic!("{what}: no running_mean"));
+                let got_rv = out.running_var.as_ref().unwrap_or_else(|| panic!("{what}: no running_var"));
+                assert_close_tol(&format!("{what} running_mean"), got_rm, &Host::new(rdt, &[c], new_rm), tolerance(rdt));
+                assert_close_tol(&format!("{what} running_var"), got_rv, &Host::new(rdt, &[c], new_rv), tolerance(rdt));
+                // The running statistics given are not written.
+                assert_eq!(Host::of(&rmt), rm, "{what}: running_mean changed");
+
+                // Training without running statistics: none returned.
+                let out = xt.batch_norm_with_stats(wo, bo, None, None, true, momentum, eps).unwrap();
+                assert!(out.running_mean.is_none() && out.running_var.is_none(), "{what}");
+                let (y, _, _) = host_batch_norm(&x.data, &ch, cu, wh, bh, None, eps);
+                assert_close_tol(&format!("{what} training y, no running stats"), &out.y, &Host::new(dtype, shape, y), tol);
+
+                // Eval: the running statistics; nothing saved or updated.
+                let out = xt.batch_norm_with_stats(wo, bo, Some(&rmt), Some(&rvt), false, momentum, eps).unwrap();
+                let (y, _, _) = host_batch_norm(&x.data, &ch, cu, wh, bh, Some((&rm.data, &rv.data)), eps);
+                assert_close_tol(&format!("{what} eval y"), &out.y, &Host::new(dtype, shape, y), tol);
+                assert_eq!((out.save_mean.shape(), out.save_invstd.shape()), (&[0i64][..], &[0i64][..]), "{what}");
+                assert_eq!((out.save_mean.dtype(), out.save_invstd.dtype()), (DType::F32, DType::F32), "{what}");
+                assert!(out.running_mean.is_none() && out.running_var.is_none(), "{what}");
+            }
+        }
+    }
+}
+}
+
+all_modes! {
+fn batch_norm_backward_matches_the_host_formulas() {
+    let eps = 1e-5;
+    for (case, shape) in BN_SHAPES.iter().enumerate() {
+        for dtype in [DType::F32, DType::BF16] {
+            let seed = 900 + 10 * case as u64;
+            let (c, ch) = (shape[1], channel_of(shape));
+            let cu = c as usize;
+            let x = Host::random(dtype, shape, seed);
+            let dy = Host::random(dtype, shape, seed + 1);
+            let (w, b) = (Host::random(dtype, &[c], seed + 2), Host::random(dtype, &[c], seed + 3));
+            let (rm, rv) = running_stats(dtype, c, seed + 4);
+            let (xt, dyt, wt, bt, rmt, rvt) = (x.tensor(), dy.tensor(), w.tensor(), b.tensor(), rm.tensor(), rv.tensor());
+            let ones = vec![1.0; cu];
+            // bf16 inputs: their gradients are rounded to bf16 once.
+            let tol = if dtype == DType::BF16 { (2e-2, 2e-2) } else { (1e-4, 1e-4) };
+            for (training, affine) in [(true, true), (true, false), (false, true), (false, false)] {
+                let wo = affine.then_some(&wt);
+                let wh = if affine { &w.data } else { &ones };
+                let what = format!("batch_norm_backward({dtype}{shape:?}, training {training}, affine {affine})");
+                let out = xt
+                    .batch_norm_with_stats(wo, affine.then_some(&bt), Some(&rmt), Some(&rvt), training, 0.1, eps)
+                    .unwrap();
+                let (gx, gw, gb) = dyt
+                    .batch_norm_backward(
+                        &xt, wo, Some(&rmt), Some(&rvt), Some(&out.save_mean), Some(&out.save_invstd),
+                        training, eps, [true; 3],
+                    )
+                    .unwrap();
+                let running = (!training).then_some((&rm.data[..], &rv.data[..]));
+                let (_, mean, var) = host_batch_norm(&x.data, &ch, cu, wh, &ones, running, eps);
+                let invstd: Vec<f64> = var.iter().map(|v| 1.0 / (v + eps).sqrt()).collect();
+                let want = host_batch_norm_backward(&x.data, &dy.data, &ch, cu, wh, &mean, &invstd, training);
+
+                // The formulas themselves, against central differences of
+                // the host's forward (in training, through the batch's
+                // statistics).
+                let loss = |x: &[f64], w: &[f64], b: &[f64]| -> f64 {
+                    let (y, _, _) = host_batch_norm(x, &ch, cu, w, b, running, eps);
+                    y.iter().zip(&dy.data).map(|(a, g)| a * g).sum()
+                };
+                let zeros = vec![0.0; cu];
+                let args: [&[f64]; 3] = [&x.data, wh, &zeros];
+                for (k, formula) in want.iter().enumerate() {
+                    let numeric = central_differences(args[k], 1e-5, |v| {
+                        let mut at = args;
+                        at[k] = v;
+                        loss(at[0], at[1], at[2])
+                    });
+                    for (f, n) in formula.iter().zip(&numeric) {
+                        assert!((f - n).abs() <= 1e-4 * (1.0 + n.abs()), "{what}: host formula {k}: {f} vs {n}");
+                    }
+                }
+
+                let shapes: [&[i64]; 3] = [shape, &[c], &[c]];
+                for (k, got) in [gx, gw, gb].iter().enumerate() {
+                    let got = got.as_ref().unwrap_or_else(|| panic!("{what}: gradient {k} missing"));
+                    assert_close_tol(&format!("{what} gradient {k}"), got, &Host::new(dtype, shapes[k], want[k].clone()), tol);
+                }
+
+                // Only what is asked for.
+                let (gx, gw, gb) = dyt
+                    .batch_norm_backward(
+                        &xt, wo, Some(&rmt), Some(&rvt), Some(&out.save_mean), Some(&out.save_invstd),
+                        training, eps, [false, true, false],
+                    )
+                    .unwrap();
+                assert!(gx.is_none() && gw.is_some() && gb.is_none(), "{what}");
+            }
+        }
+    }
+}
+}
+
+all_modes! {
+fn batch_norm_rejects_bad_input_naming_it() {
+    let x = Host::random(DType::F32, &[5], 990).tensor();
+    let r = x.batch_norm_with_stats(None, None, None, None, true, 0.1, 1e-5);
+    assert_err(r, "batch_norm", &["float32[5]", "at least 2 dims"]);
+    let x = Host::random(DType::F32, &[2, 3, 4], 991).tensor();
+    let w = Host::random(DType::F32, &[4], 992).tensor();
+    let r = x.batch_norm_with_stats(Some(&w), None, None, None, true, 0.1, 1e-5);
+    assert_err(r, "batch_norm", &["weight float32[4]", "[3]", "float32[2, 3, 4]"]);
+    let r = x.batch_norm_with_stats(None, None, None, None, false, 0.1, 1e-5);
+    assert_err(r, "batch_norm", &["running_mean and running_var", "eval"]);
+    let ints = Tensor::zeros(&[2, 3], DType::I64).unwrap();
+    let r = ints.batch_norm_with_stats(None, None, None, None, true, 0.1, 1e-5);
+    assert_err(r, "batch_norm", &["int64", "floating-point"]);
+    let out = x.batch_norm_with_stats(None, None, None, None, true, 0.1, 1e-5).unwrap();
+    let (m, i) = (Some(&out.save_mean), Some(&out.save_invstd));
+    let bad_grad = Host::random(DType::F32, &[2, 3, 5], 993).tensor();
+    let r = bad_grad.batch_norm_backward(&x, None, None, None, m, i, true, 1e-5, [true; 3]);
+    assert_err(r, "batch_norm_backward", &["grad_out float32[2, 3, 5]", "[2, 3, 4]"]);
+    let r = out.y.batch_norm_backward(&x, None, None, None, None, None, true, 1e-5, [true; 3]);
+    assert_err(r, "batch_norm_backward", &["save_mean and save_invstd"]);
 }
 }

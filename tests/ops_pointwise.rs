@@ -143,3 +143,50 @@ fn integer_hypot_is_an_error_naming_the_op() {
     let ints = Tensor::from_slice(&[3i32, 4], &[2]).unwrap();
     assert_err(ints.hypot(&ints), "hypot", &["int32", "floating-point"]);
 }
+
+all_modes! {
+fn floor_divide_and_div_trunc_are_exact_for_int64_and_round_floats_as_pytorch() {
+    // Integers: the quotient of int64s beyond 2^53 is exact (as integers,
+    // never through a float).
+    let big = (1i64 << 60) + 7;
+    let a = [big, -big, 7, -7, 6, -6, -(1i64 << 53) - 1, 0];
+    let b = [3i64, 3, -2, 2, -3, -3, 3, -5];
+    let (at, bt) = (Tensor::from_slice(&a, &[8]).unwrap(), Tensor::from_slice(&b, &[8]).unwrap());
+    let floor: Vec<i64> = a.iter().zip(&b).map(|(a, b)| a.div_euclid(*b) - i64::from(b < &0 && a.rem_euclid(*b) != 0)).collect();
+    let trunc: Vec<i64> = a.iter().zip(&b).map(|(a, b)| a / b).collect();
+    assert_eq!(at.floor_divide(&bt).unwrap().to_vec::<i64>().unwrap(), floor);
+    assert_eq!(at.div_trunc(&bt).unwrap().to_vec::<i64>().unwrap(), trunc);
+    let by_three: Vec<i64> = a.iter().map(|a| a.div_euclid(3)).collect();
+    assert_eq!(at.floor_divide(3i64).unwrap().to_vec::<i64>().unwrap(), by_three);
+    let by_minus_two: Vec<i64> = a.iter().map(|a| a / -2).collect();
+    assert_eq!(at.div_trunc(-2i64).unwrap().to_vec::<i64>().unwrap(), by_minus_two);
+    // Floats: floor and trunc of the quotient; a zero quotient keeps the
+    // sign of a / b; division by zero is a / b.
+    let x = [-7.5f32, 7.5, 0.0, -0.0, 5.0, -1e-30, 1.0, 7.0];
+    let y = [2.0f32, 2.0, -3.0, 3.0, 0.0, 5.0, -0.0, -0.5];
+    let (xt, yt) = (Tensor::from_slice(&x, &[8]).unwrap(), Tensor::from_slice(&y, &[8]).unwrap());
+    let want_floor = [-4.0f32, 3.0, -0.0, -0.0, f32::INFINITY, -1.0, f32::NEG_INFINITY, -14.0];
+    let want_trunc = [-3.0f32, 3.0, -0.0, -0.0, f32::INFINITY, -0.0, f32::NEG_INFINITY, -14.0];
+    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&xt.floor_divide(&yt).unwrap().to_vec::<f32>().unwrap()), bits(&want_floor));
+    assert_eq!(bits(&xt.div_trunc(&yt).unwrap().to_vec::<f32>().unwrap()), bits(&want_trunc));
+}
+}
+
+all_modes! {
+fn isinf_isposinf_and_isneginf_find_infinities() {
+    let special = vec![1.5, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 0.0, -3.0];
+    for dtype in [DType::F32, DType::BF16, DType::F64] {
+        let x = Host::new(dtype, &[2, 3], special.clone()).tensor();
+        let mask = |f: fn(f64) -> bool| Host::new(DType::Bool, &[2, 3], special.iter().map(|v| f(*v) as i32 as f64).collect());
+        assert_eq!(Host::of(&x.isinf().unwrap()), mask(|v| v.is_infinite()), "isinf {dtype}");
+        assert_eq!(Host::of(&x.isposinf().unwrap()), mask(|v| v == f64::INFINITY), "isposinf {dtype}");
+        assert_eq!(Host::of(&x.isneginf().unwrap()), mask(|v| v == f64::NEG_INFINITY), "isneginf {dtype}");
+    }
+    // Integers are never infinite.
+    let ints = Tensor::from_slice(&[i64::MAX, i64::MIN, 0], &[3]).unwrap();
+    let none = Host::new(DType::Bool, &[3], vec![0.0; 3]);
+    assert_eq!(Host::of(&ints.isinf().unwrap()), none);
+    assert_eq!(Host::of(&ints.isneginf().unwrap()), none);
+}
+}

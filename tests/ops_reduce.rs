@@ -506,7 +506,7 @@ fn matmul_follows_torch_matmul() {
 }
 
 /// Applies `f` to every line of `x` along `dim`.
-fn host_lines(x: &Host, dim: usize, f: impl Fn(&[f64]) -> Vec<f64>) -> Host {
+fn host_lines(x: &Host, dim: usize, mut f: impl FnMut(&[f64]) -> Vec<f64>) -> Host {
     if x.rank() == 0 {
         return Host::new(x.dtype, &[], f(&x.data));
     }
@@ -708,5 +708,202 @@ fn count_nonzero_counts_what_is_not_zero_as_int64() {
         "count_nonzero",
         &["2"],
     );
+}
+}
+
+all_modes! {
+fn any_and_all_reduce_truthiness_to_bool() {
+    for (c, &(shape, dims, keepdim)) in CASES.iter().enumerate() {
+        for dtype in [DType::F32, DType::I64, DType::Bool, DType::U8] {
+            // Small integers, about a third of them zero; NaN is not zero.
+            let mut x = Host::random_in(dtype, shape, 90 + c as u64, -1.4, 1.4);
+            if dtype.is_float() {
+                for v in x.data.iter_mut() {
+                    *v = v.round();
+                }
+                if let Some(first) = x.data.first_mut() {
+                    *first = f64::NAN;
+                }
+            }
+            let w = format!("{dtype}{shape:?} {dims:?} keepdim={keepdim}");
+            let any = |g: &[f64]| g.iter().any(|v| *v != 0.0) as i32 as f64;
+            let all = |g: &[f64]| g.iter().all(|v| *v != 0.0) as i32 as f64;
+            let got = x.tensor().any(dims, keepdim).unwrap();
+            let want = host_reduce(&x, dims, keepdim, DType::Bool, any);
+            assert_eq!(Host::of(&got), want, "any {w}");
+            let got = x.tensor().all(dims, keepdim).unwrap();
+            let want = host_reduce(&x, dims, keepdim, DType::Bool, all);
+            assert_eq!(Host::of(&got), want, "all {w}");
+        }
+    }
+    // Over an empty dim: any is false, all is true, as in PyTorch.
+    let empty = Host::new(DType::F32, &[2, 0], vec![]);
+    let want = |v: f64| Host::new(DType::Bool, &[2], vec![v, v]);
+    assert_eq!(Host::of(&empty.tensor().any(&[1], false).unwrap()), want(0.0));
+    assert_eq!(Host::of(&empty.tensor().all(&[1], false).unwrap()), want(1.0));
+}
+}
+
+all_modes! {
+fn std_is_the_square_root_of_var() {
+    for (c, &(shape, dims, keepdim)) in CASES.iter().enumerate() {
+        for dtype in FLOATS {
+            let x = Host::random(dtype, shape, 110 + c as u64);
+            for correction in [0, 1] {
+                let want = host_reduce(&x, dims, keepdim, dtype, |v| {
+                    r_var(v, correction as f64).sqrt()
+                });
+                let w = format!("std({dtype}{shape:?}, {dims:?}, correction={correction})");
+                check(&w, x.tensor().std(dims, correction, keepdim), &want);
+            }
+        }
+    }
+    assert_err(
+        Host::random(DType::I32, &[3], 1).tensor().std(&[0], 1, false),
+        "var",
+        &["int32"],
+    );
+}
+}
+
+all_modes! {
+fn vector_norm_matches_the_host_reference_for_every_ord() {
+    for (c, &(shape, dims, keepdim)) in CASES.iter().enumerate() {
+        for dtype in [DType::F32, DType::BF16] {
+            let mut x = Host::random(dtype, shape, 130 + c as u64);
+            // Zeros, for ord 0.
+            for v in x.data.iter_mut().step_by(3) {
+                *v = 0.0;
+            }
+            for ord in [2.0, 1.0, 3.0, 0.5, 0.0, f64::INFINITY, f64::NEG_INFINITY] {
+                let w = format!("vector_norm({dtype}{shape:?}, ord={ord}, {dims:?})");
+                if group_size(shape, dims) == 0 {
+                    continue;
+                }
+                let want = host_reduce(&x, dims, keepdim, dtype, |v| {
+                    let a = v.iter().map(|x| x.abs());
+                    if ord == f64::INFINITY {
+                        a.fold(0.0, f64::max)
+                    } else if ord == f64::NEG_INFINITY {
+                        a.fold(f64::INFINITY, f64::min)
+                    } else if ord == 0.0 {
+                        a.filter(|x| *x != 0.0).count() as f64
+                    } else {
+                        a.map(|x| x.powf(ord)).sum::<f64>().powf(1.0 / ord)
+                    }
+                });
+                let tol = acc_tol(dtype, abs_scale(&x, dims, false));
+                check_tol(&w, x.tensor().vector_norm(ord, dims, keepdim), &want, tol);
+            }
+        }
+    }
+    assert_err(
+        Host::random(DType::I64, &[2, 3], 1).tensor().vector_norm(2.0, &[], false),
+        "vector_norm",
+        &["int64", "floating"],
+    );
+}
+}
+
+all_modes! {
+fn max_dim_and_min_dim_give_values_and_first_indices() {
+    for (c, shape) in [&[2, 3, 4][..], &[7], &[5, 1, 3]].into_iter().enumerate() {
+        for dtype in [DType::F32, DType::I32, DType::BF16] {
+            // Few distinct values: ties, whose first index wins.
+            let x = Host::random_in(dtype, shape, 150 + c as u64, -2.4, 2.4);
+            let x = Host::new(dtype, shape, x.data.iter().map(|v| v.round()).collect());
+            for dim in 0..shape.len() as i64 {
+                for keepdim in [false, true] {
+                    let w = format!("{dtype}{shape:?} dim={dim} keepdim={keepdim}");
+                    let (v, i) = x.tensor().max_dim(dim, keepdim).unwrap();
+                    assert_eq!(Host::of(&v), host_reduce(&x, &[dim], keepdim, dtype, r_max), "max {w}");
+                    let want = host_reduce(&x, &[dim], keepdim, DType::I64, |g| r_arg(g, true));
+                    assert_eq!(Host::of(&i), want, "argmax {w}");
+                    let (v, i) = x.tensor().min_dim(dim - shape.len() as i64, keepdim).unwrap();
+                    assert_eq!(Host::of(&v), host_reduce(&x, &[dim], keepdim, dtype, r_min), "min {w}");
+                    let want = host_reduce(&x, &[dim], keepdim, DType::I64, |g| r_arg(g, false));
+                    assert_eq!(Host::of(&i), want, "argmin {w}");
+                }
+            }
+        }
+    }
+    // A 0-d tensor is its own extreme, at index 0.
+    let x = Host::new(DType::F32, &[], vec![2.5]);
+    let (v, i) = x.tensor().max_dim(-1, true).unwrap();
+    assert_eq!(Host::of(&v), x);
+    assert_eq!(Host::of(&i), Host::new(DType::I64, &[], vec![0.0]));
+    assert_err(x.tensor().min_dim(1, false), "min", &["1"]);
+    assert_err(
+        Host::random(DType::F32, &[2, 3], 1).tensor().max_dim(2, false),
+        "amax",
+        &["2"],
+    );
+}
+}
+
+/// Applies `f` to each pair of lines of `a` and `b` (one shape) along `dim`.
+fn host_line_pairs(a: &Host, b: &Host, dim: usize, f: impl Fn(&[f64], &[f64]) -> Vec<f64>) -> Host {
+    let mut data = vec![0.0; a.numel()];
+    let index = Host::new(
+        DType::F64,
+        &a.shape,
+        (0..a.numel()).map(|i| i as f64).collect(),
+    );
+    // host_lines hands each line's positions in order: gather both lines from them.
+    host_lines(&index, dim, |pos| {
+        let ga: Vec<f64> = pos.iter().map(|&p| a.data[p as usize]).collect();
+        let gb: Vec<f64> = pos.iter().map(|&p| b.data[p as usize]).collect();
+        for (&p, v) in pos.iter().zip(f(&ga, &gb)) {
+            data[p as usize] = v;
+        }
+        pos.to_vec()
+    });
+    Host::new(a.dtype, &a.shape, data)
+}
+
+all_modes! {
+fn softmax_backward_matches_the_host_reference() {
+    for (c, (shape, dim)) in [(&[2, 3, 4][..], -1i64), (&[2, 3, 4], 1), (&[5], 0), (&[], 0)].into_iter().enumerate() {
+        for dtype in [DType::F32, DType::F64, DType::BF16] {
+            let x = Host::random(dtype, shape, 400 + c as u64);
+            let g = Host::random(dtype, shape, 500 + c as u64);
+            let nd = if shape.is_empty() { 0 } else { dim.rem_euclid(shape.len() as i64) as usize };
+            for log in [false, true] {
+                // The forward result, rounded to dtype as the device holds it.
+                let y = Host::new(dtype, shape, host_lines(&x, nd, |v| r_softmax(v, log)).data);
+                let want = host_line_pairs(&g, &y, nd, |g, y| {
+                    if log {
+                        let s: f64 = g.iter().sum();
+                        g.iter().zip(y).map(|(g, y)| g - y.exp() * s).collect()
+                    } else {
+                        let s: f64 = g.iter().zip(y).map(|(g, y)| g * y).sum();
+                        g.iter().zip(y).map(|(g, y)| y * (g - s)).collect()
+                    }
+                });
+                let w = format!("softmax_backward({dtype}{shape:?}, dim={dim}, log={log})");
+                let got = Tensor::softmax_backward(&g.tensor(), &y.tensor(), dim, log);
+                let (rtol, atol) = tolerance(dtype);
+                check_tol(&w, got, &want, (rtol, atol + 4.0 * rtol));
+            }
+        }
+    }
+    let x = Host::random(DType::F32, &[2, 3], 1).tensor();
+    assert_err(Tensor::softmax_backward(&x, &x, 2, false), "softmax_backward", &["2"]);
+}
+}
+
+all_modes! {
+fn trace_sums_the_main_diagonal() {
+    for (c, shape) in [[3, 3], [2, 5], [5, 2], [1, 1], [0, 3]].into_iter().enumerate() {
+        for dtype in [DType::F32, DType::I32, DType::Bool, DType::BF16] {
+            let x = Host::random(dtype, &shape, 600 + c as u64);
+            let n = shape[0].min(shape[1]) as usize;
+            let sum: f64 = (0..n).map(|i| x.data[i * shape[1] as usize + i]).sum();
+            let out = if dtype.is_float() { dtype } else { DType::I64 };
+            let want = Host::new(out, &[], vec![sum]);
+            check(&format!("trace({dtype}{shape:?})"), x.tensor().trace(), &want);
+        }
+    }
+    assert_err(Host::random(DType::F32, &[2, 2, 2], 1).tensor().trace(), "trace", &["matrix", "dim 3", "[2, 2, 2]"]);
 }
 }

@@ -1,4 +1,5 @@
-//! Entry points for convolutions and their gradients, and pooling.
+//! Entry points for convolutions and their gradients, pooling, and batch
+//! norm with its gradients.
 //!
 //! Per-spatial-dim lists (`stride`, `padding`, `dilation`, `kernel`) hold
 //! `nspatial` values each; a NULL list takes PyTorch's default: stride 1 for
@@ -10,9 +11,11 @@
 
 use std::ffi::c_char;
 
-use crate::handles::{dims, get, put_pair, put_tensor};
+use eagertpu::Tensor;
+
+use crate::handles::{dims, get, get_optional, put_pair, put_tensor};
 use crate::types::TensorHandle;
-use crate::{at, c_api};
+use crate::{Failure, FfiResult, at, c_api, put};
 
 /// `n` values at `p`, or `default` repeated `n` times when `p` is NULL.
 ///
@@ -56,6 +59,34 @@ unsafe fn pool_stride(p: *const i64, n: usize) -> Vec<i64> {
     }
     // SAFETY: as this function's contract.
     unsafe { list(p, n, 1) }
+}
+
+/// Writes each result computed to its pointer, and handle 0 to each
+/// pointer not NULL whose result was not computed, after checking that each
+/// result computed has a pointer, so that nothing is registered when the
+/// call fails.
+///
+/// # Safety
+/// Each pointer must be NULL or writable.
+unsafe fn put_computed<const N: usize>(
+    results: [(*mut TensorHandle, Option<Tensor>, &str); N],
+) -> FfiResult {
+    if let Some((_, _, what)) = results.iter().find(|(p, t, _)| p.is_null() && t.is_some()) {
+        return Err(Failure::invalid(format!(
+            "{what} is NULL, but there is a result for it"
+        )));
+    }
+    for (p, t, what) in results {
+        // SAFETY: non-null and writable (checked above; the caller's contract).
+        unsafe {
+            match t {
+                Some(t) => put_tensor(p, t)?,
+                None if !p.is_null() => put(p, TensorHandle(0), what)?,
+                None => {}
+            }
+        }
+    }
+    Ok(())
 }
 
 c_api! {
@@ -179,6 +210,95 @@ c_api! {
             let (s, p) = (pool_stride(stride, nspatial), list(padding, nspatial, 0));
             let t = at(origin, || x.avg_pool(k, &s, &p, ceil_mode, count_include_pad, divisor))?;
             put_tensor(out, t)
+        }
+    }
+
+    /// PyTorch's `native_batch_norm` of `x` `[N, C, ...]` over every dim
+    /// but 1 (`Tensor::batch_norm_with_stats`): `y`, and in training the
+    /// batch's `save_mean` and `save_invstd` (`[C]`, float32 for 16-bit `x`;
+    /// `[0]` in eval). `weight`, `bias`, `running_mean` and `running_var`
+    /// may be 0 (none; eval needs the running statistics). In training with
+    /// running statistics, their new values (in their dtypes, for the caller
+    /// to store; the tensors given are not written) go to `new_running_mean`
+    /// and `new_running_var`, which may otherwise be NULL (or get 0);
+    /// nothing is written when the call fails.
+    fn etpu_batch_norm(
+        x: TensorHandle,
+        weight: TensorHandle,
+        bias: TensorHandle,
+        running_mean: TensorHandle,
+        running_var: TensorHandle,
+        training: bool,
+        momentum: f64,
+        eps: f64,
+        origin: *const c_char,
+        y: *mut TensorHandle,
+        save_mean: *mut TensorHandle,
+        save_invstd: *mut TensorHandle,
+        new_running_mean: *mut TensorHandle,
+        new_running_var: *mut TensorHandle,
+    ) {
+        let x = get(x, "x")?;
+        let (w, b) = (get_optional(weight, "weight")?, get_optional(bias, "bias")?);
+        let rm = get_optional(running_mean, "running_mean")?;
+        let rv = get_optional(running_var, "running_var")?;
+        if y.is_null() || save_mean.is_null() || save_invstd.is_null() {
+            return Err(Failure::invalid("y, save_mean and save_invstd must not be NULL"));
+        }
+        // SAFETY: pointers and strings as documented.
+        unsafe {
+            let out = at(origin, || {
+                x.batch_norm_with_stats(w.as_ref(), b.as_ref(), rm.as_ref(), rv.as_ref(), training, momentum, eps)
+            })?;
+            put_computed([
+                (new_running_mean, out.running_mean, "new_running_mean"),
+                (new_running_var, out.running_var, "new_running_var"),
+            ])?;
+            put_tensor(y, out.y)?;
+            put_tensor(save_mean, out.save_mean)?;
+            put_tensor(save_invstd, out.save_invstd)
+        }
+    }
+
+    /// The gradients of `etpu_batch_norm` (`Tensor::batch_norm_backward`)
+    /// from `grad_out`: in training from the `save_mean` and `save_invstd`
+    /// it returned, in eval from `running_mean` and `running_var` (the
+    /// others may be 0). `weight` may be 0 (none). Each gradient asked for
+    /// (`want_input`, `want_weight`, `want_bias`) is written to its pointer;
+    /// a pointer whose gradient is not asked for may be NULL, or gets 0.
+    fn etpu_batch_norm_backward(
+        grad_out: TensorHandle,
+        x: TensorHandle,
+        weight: TensorHandle,
+        running_mean: TensorHandle,
+        running_var: TensorHandle,
+        save_mean: TensorHandle,
+        save_invstd: TensorHandle,
+        training: bool,
+        eps: f64,
+        want_input: bool,
+        want_weight: bool,
+        want_bias: bool,
+        origin: *const c_char,
+        grad_x: *mut TensorHandle,
+        grad_weight: *mut TensorHandle,
+        grad_bias: *mut TensorHandle,
+    ) {
+        let (dy, x) = (get(grad_out, "grad_out")?, get(x, "x")?);
+        let w = get_optional(weight, "weight")?;
+        let rm = get_optional(running_mean, "running_mean")?;
+        let rv = get_optional(running_var, "running_var")?;
+        let sm = get_optional(save_mean, "save_mean")?;
+        let si = get_optional(save_invstd, "save_invstd")?;
+        let want = [want_input, want_weight, want_bias];
+        // SAFETY: pointers and strings as documented.
+        unsafe {
+            let (dx, dw, db) = at(origin, || {
+                dy.batch_norm_backward(
+                    &x, w.as_ref(), rm.as_ref(), rv.as_ref(), sm.as_ref(), si.as_ref(), training, eps, want,
+                )
+            })?;
+            put_computed([(grad_x, dx, "grad_x"), (grad_weight, dw, "grad_weight"), (grad_bias, db, "grad_bias")])
         }
     }
 }
@@ -434,6 +554,154 @@ mod tests {
         for t in [x, w, g, p] {
             // SAFETY: handles this test owns, freed once.
             ok(unsafe { etpu_tensor_free(t) });
+        }
+    }
+
+    /// Batch norm of `[2, 2, 2]` (channel `c` holds elements `i` with
+    /// `i / 2 % 2 == c`), forward in training and eval and backward, against
+    /// loops; NULL outputs not wanted.
+    fn batch_norm_through_the_c_abi() {
+        let xv = [1.0, 2.0, -1.0, 0.5, 3.0, 5.0, 2.0, -2.0];
+        let (wv, bv, rmv, rvv) = ([2.0, 0.5], [0.25, -1.0], [0.5, -0.5], [1.5, 2.0]);
+        let (momentum, eps) = (0.1, 1e-5);
+        let ch = |i: usize| i / 2 % 2;
+        let (mut mean, mut var) = ([0.0f64; 2], [0.0f64; 2]);
+        for (i, v) in xv.iter().enumerate() {
+            mean[ch(i)] += v / 4.0;
+        }
+        for (i, v) in xv.iter().enumerate() {
+            var[ch(i)] += (v - mean[ch(i)]).powi(2) / 4.0;
+        }
+        let invstd = var.map(|v| 1.0 / (v + eps).sqrt());
+        let y: Vec<f64> = (0..8)
+            .map(|i| (xv[i] - mean[ch(i)]) * invstd[ch(i)] * wv[ch(i)] + bv[ch(i)])
+            .collect();
+        let new_rm: Vec<f64> = (0..2).map(|c| rmv[c] * 0.9 + mean[c] * 0.1).collect();
+        let new_rv: Vec<f64> = (0..2)
+            .map(|c| rvv[c] * 0.9 + var[c] * 0.1 * 4.0 / 3.0)
+            .collect();
+        let (x, w, b) = (
+            upload(&xv, &[2, 2, 2]),
+            upload(&wv, &[2]),
+            upload(&bv, &[2]),
+        );
+        let (rm, rv) = (upload(&rmv, &[2]), upload(&rvv, &[2]));
+        let mut h = [TensorHandle(0); 5];
+        let [hy, hm, hi, hrm, hrv] = &mut h;
+        // SAFETY: valid handles (or 0), writable outputs.
+        unsafe {
+            ok(etpu_batch_norm(
+                x, w, b, rm, rv, true, momentum, eps, ORIGIN, hy, hm, hi, hrm, hrv,
+            ));
+        }
+        let [hy, hm, hi, hrm, hrv] = h;
+        close(&read::<f64>(hy, 8), &y);
+        close(&read::<f64>(hrm, 2), &new_rm);
+        close(&read::<f64>(hrv, 2), &new_rv);
+
+        // The gradients of sum(g * y): the input's, the weight's; the bias's
+        // is not asked for, its pointer NULL.
+        let gv = [0.5, -1.0, 2.0, 0.0, 1.0, 1.5, -0.5, 0.25];
+        let g = upload(&gv, &[2, 2, 2]);
+        let xhat: Vec<f64> = (0..8)
+            .map(|i| (xv[i] - mean[ch(i)]) * invstd[ch(i)])
+            .collect();
+        let (mut mean_g, mut mean_gx) = ([0.0; 2], [0.0; 2]);
+        for i in 0..8 {
+            mean_g[ch(i)] += gv[i] / 4.0;
+            mean_gx[ch(i)] += gv[i] * xhat[i] / 4.0;
+        }
+        let dx: Vec<f64> = (0..8)
+            .map(|i| {
+                let c = ch(i);
+                wv[c] * invstd[c] * (gv[i] - mean_g[c] - xhat[i] * mean_gx[c])
+            })
+            .collect();
+        let dw: Vec<f64> = mean_gx.iter().map(|m| m * 4.0).collect();
+        let (mut gx, mut gw) = (TensorHandle(0), TensorHandle(0));
+        let null = std::ptr::null_mut();
+        // SAFETY: as above; the bias's gradient pointer may be NULL.
+        unsafe {
+            ok(etpu_batch_norm_backward(
+                g, x, w, rm, rv, hm, hi, true, eps, true, true, false, ORIGIN, &mut gx, &mut gw,
+                null,
+            ));
+        }
+        close(&read::<f64>(gx, 8), &dx);
+        close(&read::<f64>(gw, 2), &dw);
+
+        // Eval: the running statistics; nothing to update, so the running
+        // outputs may be NULL; save_mean is empty.
+        let y: Vec<f64> = (0..8)
+            .map(|i| {
+                let c = ch(i);
+                (xv[i] - rmv[c]) / (rvv[c] + eps).sqrt() * wv[c] + bv[c]
+            })
+            .collect();
+        let (mut ey, mut em, mut ei) = (TensorHandle(0), TensorHandle(0), TensorHandle(0));
+        // SAFETY: as above.
+        unsafe {
+            ok(etpu_batch_norm(
+                x, w, b, rm, rv, false, momentum, eps, ORIGIN, &mut ey, &mut em, &mut ei, null,
+                null,
+            ));
+        }
+        close(&read::<f64>(ey, 8), &y);
+        assert!(read::<f64>(em, 0).is_empty());
+        for t in [x, w, b, rm, rv, g, hm, hi, ei] {
+            // SAFETY: handles this test owns, freed once.
+            ok(unsafe { etpu_tensor_free(t) });
+        }
+    }
+
+    #[test]
+    fn batch_norm_through_the_c_abi_in_every_mode() {
+        for mode in [
+            eagertpu::Mode::Debug,
+            eagertpu::Mode::Strict,
+            eagertpu::Mode::Fused,
+        ] {
+            let _mode = eagertpu::with_mode(mode).unwrap();
+            batch_norm_through_the_c_abi();
+        }
+    }
+
+    #[test]
+    fn batch_norm_errors_name_what_is_wrong() {
+        let x = upload(&[1.0, 2.0, 3.0], &[3]);
+        let x2 = upload(&[1.0, 2.0, 3.0, 4.0], &[2, 2]);
+        let rm = upload(&[0.0, 0.0], &[2]);
+        let none = TensorHandle(0);
+        let null = std::ptr::null_mut();
+        let (mut y, mut m, mut i) = (TensorHandle(0), TensorHandle(0), TensorHandle(0));
+        // SAFETY: valid handles or 0; outputs writable or NULL.
+        unsafe {
+            let s = etpu_batch_norm(
+                x, none, none, none, none, true, 0.1, 1e-5, ORIGIN, &mut y, &mut m, &mut i, null,
+                null,
+            );
+            assert_eq!(s, ETPU_INVALID_ARGUMENT);
+            let e = last_error();
+            assert!(e.contains("batch_norm") && e.contains("float64[3]"), "{e}");
+            // A new running mean and nowhere to put it.
+            let s = etpu_batch_norm(
+                x2, none, none, rm, none, true, 0.1, 1e-5, ORIGIN, &mut y, &mut m, &mut i, null,
+                null,
+            );
+            assert_eq!(s, ETPU_INVALID_ARGUMENT);
+            let e = last_error();
+            assert!(e.contains("new_running_mean is NULL"), "{e}");
+            // The input's gradient asked for, with a NULL pointer.
+            let s = etpu_batch_norm_backward(
+                x2, x2, none, rm, rm, none, none, false, 1e-5, true, false, false, ORIGIN, null,
+                null, null,
+            );
+            assert_eq!(s, ETPU_INVALID_ARGUMENT);
+            let e = last_error();
+            assert!(e.contains("grad_x is NULL"), "{e}");
+            for t in [x, x2, rm] {
+                ok(etpu_tensor_free(t));
+            }
         }
     }
 

@@ -251,7 +251,7 @@ c_api! {
     }
 
     /// `out = op(x, dims[0..ndims], keepdim)` for `"sum"`, `"mean"`, `"prod"`,
-    /// `"max"`, `"min"`, `"logsumexp"` (no dims: all dims).
+    /// `"max"`, `"min"`, `"logsumexp"`, `"any"`, `"all"` (no dims: all dims).
     fn etpu_reduce(op: *const c_char, x: TensorHandle, dims_ptr: *const i64, ndims: usize, keepdim: bool, origin: *const c_char, out: *mut TensorHandle) {
         let x = get(x, "x")?;
         // SAFETY: strings and pointers as documented.
@@ -265,11 +265,13 @@ c_api! {
                 "max" => at(origin, || x.max(d, keepdim)),
                 "min" => at(origin, || x.min(d, keepdim)),
                 "logsumexp" => at(origin, || x.logsumexp(d, keepdim)),
+                "any" => at(origin, || x.any(d, keepdim)),
+                "all" => at(origin, || x.all(d, keepdim)),
                 "count_nonzero" if !keepdim => at(origin, || x.count_nonzero(d)),
                 _ => Err(unknown(
                     "reduction",
                     op,
-                    "sum mean prod max min logsumexp count_nonzero (without keepdim)",
+                    "sum mean prod max min logsumexp any all count_nonzero (without keepdim)",
                 )),
             }?;
             put_tensor(out, t)
@@ -292,6 +294,38 @@ c_api! {
         // SAFETY: pointers as documented.
         unsafe {
             let t = at(origin, || if log { x.log_softmax(dim) } else { x.softmax(dim) })?;
+            put_tensor(out, t)
+        }
+    }
+
+    /// The gradient of `softmax` (`log_softmax` when `log`) along `dim`,
+    /// given the gradient of its result `grad` and the result `output`.
+    fn etpu_softmax_backward(grad: TensorHandle, output: TensorHandle, dim: i64, log: bool, origin: *const c_char, out: *mut TensorHandle) {
+        let (grad, output) = (get(grad, "grad")?, get(output, "output")?);
+        // SAFETY: pointers as documented.
+        unsafe {
+            let t = at(origin, || Tensor::softmax_backward(&grad, &output, dim, log))?;
+            put_tensor(out, t)
+        }
+    }
+
+    /// `torch.triu(x, k)` when `upper`, else `torch.tril(x, k)`: the
+    /// elements on one side of diagonal `k` of the last two dims, zeros elsewhere.
+    fn etpu_triangle(x: TensorHandle, k: i64, upper: bool, origin: *const c_char, out: *mut TensorHandle) {
+        let x = get(x, "x")?;
+        // SAFETY: pointers as documented.
+        unsafe {
+            let t = at(origin, || if upper { x.triu(k) } else { x.tril(k) })?;
+            put_tensor(out, t)
+        }
+    }
+
+    /// `out = trace(x)`: the sum of the main diagonal of the matrix `x`.
+    fn etpu_trace(x: TensorHandle, origin: *const c_char, out: *mut TensorHandle) {
+        let x = get(x, "x")?;
+        // SAFETY: pointers as documented.
+        unsafe {
+            let t = at(origin, || x.trace())?;
             put_tensor(out, t)
         }
     }
@@ -635,6 +669,45 @@ c_api! {
             let d = dims(dims_ptr, ndims, "dims")?;
             let t = at(origin, || x.var(d, correction, keepdim))?;
             put_tensor(out, t)
+        }
+    }
+
+    /// The standard deviation: the square root of `etpu_var`'s result.
+    fn etpu_std(x: TensorHandle, dims_ptr: *const i64, ndims: usize, correction: i64, keepdim: bool, origin: *const c_char, out: *mut TensorHandle) {
+        let x = get(x, "x")?;
+        // SAFETY: pointers as documented.
+        unsafe {
+            let d = dims(dims_ptr, ndims, "dims")?;
+            let t = at(origin, || x.std(d, correction, keepdim))?;
+            put_tensor(out, t)
+        }
+    }
+
+    /// `torch.linalg.vector_norm(x, ord, dims[0..ndims], keepdim)` of a
+    /// floating-point `x` (no dims: all dims).
+    fn etpu_vector_norm(x: TensorHandle, ord: f64, dims_ptr: *const i64, ndims: usize, keepdim: bool, origin: *const c_char, out: *mut TensorHandle) {
+        let x = get(x, "x")?;
+        // SAFETY: pointers as documented.
+        unsafe {
+            let d = dims(dims_ptr, ndims, "dims")?;
+            let t = at(origin, || x.vector_norm(ord, d, keepdim))?;
+            put_tensor(out, t)
+        }
+    }
+
+    /// `torch.max(x, dim)` or `torch.min(x, dim)` (`op`: `"max"`, `"min"`):
+    /// the extremes along `dim` to `values` and, unless `indices` is NULL,
+    /// the int64 index of the first of each to `indices`.
+    fn etpu_extreme_dim(op: *const c_char, x: TensorHandle, dim: i64, keepdim: bool, origin: *const c_char, values: *mut TensorHandle, indices: *mut TensorHandle) {
+        let x = get(x, "x")?;
+        // SAFETY: strings and pointers as documented.
+        unsafe {
+            let pair = match c_str(op, "op")? {
+                "max" => at(origin, || x.max_dim(dim, keepdim)),
+                "min" => at(origin, || x.min_dim(dim, keepdim)),
+                op => Err(unknown("extreme", op, "max min")),
+            }?;
+            put_pair(values, indices, pair)
         }
     }
 }

@@ -148,7 +148,8 @@ pub(crate) fn read(arg: Arg) -> eagertpu::Result<Value> {
 /// What `op` takes, for errors.
 const SIGNATURES: &str = "a unary op (x), a binary op (a, b: one may be a scalar), \
     where (condition, x, y), addcmul and addcdiv (self, t1, t2, value: a scalar), lerp (self, end, weight), \
-    masked_scale (x, bool mask, scale), hypot, xlogy and fmod (a, b: b may be a scalar), \
+    masked_scale (x, bool mask, scale), isinf isposinf isneginf (x), \
+    hypot, xlogy, fmod and div_trunc (a, b: b may be a scalar), \
     an activation (x, scalar parameters...) or its backward (grad, saved, scalar parameters..., saved_is_result)";
 
 fn bad_args(op: &str, args: &[Value]) -> eagertpu::Error {
@@ -175,7 +176,9 @@ enum Pointwise {
     Addcdiv,
     Lerp,
     MaskedScale,
-    /// A binary op the runtime composes (hypot, xlogy, fmod): (a, b), `b`
+    /// A unary op the runtime composes (isinf, isposinf, isneginf): (x).
+    ComposedUnary(fn(&Tensor) -> eagertpu::Result<Tensor>),
+    /// A binary op the runtime composes (hypot, xlogy, fmod, div_trunc): (a, b), `b`
     /// a tensor or a number.
     Composed(fn(&Tensor, Operand) -> eagertpu::Result<Tensor>),
 }
@@ -197,6 +200,10 @@ static BY_NAME: LazyLock<HashMap<&'static str, Pointwise, FxBuild>> = LazyLock::
         ("hypot", Pointwise::Composed(|a, b| a.hypot(b))),
         ("xlogy", Pointwise::Composed(|a, b| a.xlogy(b))),
         ("fmod", Pointwise::Composed(|a, b| a.fmod(b))),
+        ("div_trunc", Pointwise::Composed(|a, b| a.div_trunc(b))),
+        ("isinf", Pointwise::ComposedUnary(Tensor::isinf)),
+        ("isposinf", Pointwise::ComposedUnary(Tensor::isposinf)),
+        ("isneginf", Pointwise::ComposedUnary(Tensor::isneginf)),
     ];
     unary.chain(binary).chain(composite).collect()
 });
@@ -258,6 +265,7 @@ fn run(op: &str, args: &[Value]) -> eagertpu::Result<Tensor> {
         (Pointwise::Addcdiv, [T(s), T(t1), T(t2), S(v)]) => s.addcdiv(t1, t2, *v),
         (Pointwise::Lerp, [T(s), T(e), w]) => s.lerp(e, w.operand()),
         (Pointwise::MaskedScale, [T(x), T(mask), S(scale)]) => x.masked_scale(mask, scale.as_f64()),
+        (Pointwise::ComposedUnary(f), [T(x)]) => f(x),
         (Pointwise::Composed(f), [T(a), b]) => f(a, b.operand()),
         // A number first: a 0-d tensor of the dtype it promotes to with `b`.
         (Pointwise::Composed(f), [S(s), T(b)]) => {

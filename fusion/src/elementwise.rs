@@ -106,6 +106,9 @@ macro_rules! for_each_binary_op {
             Minimum minimum Promoted out none,
             /// Python-style modulo: the result has the sign of the divisor.
             Remainder remainder PromotedNumeric Tensor_out Scalar_out,
+            /// Division rounded down (`torch.floor_divide`, `//`): integers
+            /// divide exactly as integers, floats as PyTorch rounds them.
+            FloorDivide floor_divide PromotedNumeric none none,
             Atan2 atan2 Float out none,
             Eq eq Bool Tensor_out Scalar_out,
             Ne ne Bool Tensor_out Scalar_out,

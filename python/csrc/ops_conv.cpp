@@ -214,18 +214,9 @@ at::Tensor& avg_pool2d_backward_out(const at::Tensor& grad_output, const at::Ten
 
 // ------------------------------------------------------------- batch norm ----
 
-std::vector<int64_t> stat_dims(const at::Tensor& x) {
-  std::vector<int64_t> d{0};
-  for (int64_t i = 2; i < x.dim(); i++) d.push_back(i);
-  return d;
-}
-
-// [C] as [1, C, 1, ...]
-Handle channel(const Handle& v, const at::Tensor& x) {
-  std::vector<int64_t> shape(x.dim(), 1);
-  shape[1] = x.size(1);
-  return reshape(v, shape);
-}
+// The runtime's batch norm with its statistics (Tensor::batch_norm_with_stats
+// and batch_norm_backward): one call each way. The runtime returns the new
+// running statistics; they are written here, as PyTorch updates them in place.
 
 bool has(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
 
@@ -236,43 +227,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(const at::Tenso
                                                                  const std::optional<at::Tensor>& running_var,
                                                                  bool training, double momentum, double eps) {
   OpScope s;
-  TORCH_CHECK(input.dim() >= 2, "batch_norm: expected an input with at least 2 dims, got shape ", input.sizes());
-  at::ScalarType st = at::toOpMathType(input.scalar_type());
-  Handle x = cast(read(input), st);
-  auto dims = stat_dims(input);
-  int64_t c = input.size(1);
-  Handle mean, var;
-  if (training) {
-    mean = reduce("mean", x, dims, false);
-    Handle xc = sub(x, channel(mean, input));
-    var = reduce("mean", mul(xc, xc), dims, false);
-    int64_t n = input.numel() / c;
-    if (has(running_mean)) {
-      Handle rm = read(*running_mean);
-      write(*running_mean, add(mul(rm, 1.0 - momentum), mul(mean, momentum)));
-    }
-    if (has(running_var)) {
-      double unbias = n > 1 ? static_cast<double>(n) / static_cast<double>(n - 1) : 1.0;
-      Handle rv = read(*running_var);
-      write(*running_var, add(mul(rv, 1.0 - momentum), mul(var, momentum * unbias)));
-    }
-  } else {
-    TORCH_CHECK(has(running_mean) && has(running_var), "batch_norm: running_mean and running_var are needed in eval");
-    mean = cast(read(*running_mean), st);
-    var = cast(read(*running_var), st);
-  }
-  Handle invstd = unary("rsqrt", binary_scalar("add", var, eps));
-  Handle y = mul(sub(x, channel(mean, input)), channel(invstd, input));
-  if (has(weight)) y = mul(y, channel(cast(read(*weight), st), input));
-  if (has(bias)) y = add(y, channel(cast(read(*bias), st), input));
+  Handle y, mean, invstd, new_mean, new_var;
+  check(etpu_batch_norm(read(input).get(), optional_read(weight).get(), optional_read(bias).get(),
+                        optional_read(running_mean).get(), optional_read(running_var).get(), training, momentum, eps,
+                        origin(), y.out(), mean.out(), invstd.out(), new_mean.out(), new_var.out()));
+  // The statistics are [C] in training, [0] in eval, in the op-math dtype.
+  auto stat_options = input.options().dtype(at::toOpMathType(input.scalar_type()));
+  int64_t stats = training ? input.size(1) : 0;
   at::Tensor out = at::empty_like(input, at::MemoryFormat::Contiguous);
+  at::Tensor save_mean = at::empty({stats}, stat_options), save_invstd = at::empty({stats}, stat_options);
   write(out, y);
-  at::Tensor save_mean = at::empty({training ? c : 0}, input.options().dtype(st));
-  at::Tensor save_invstd = at::empty({training ? c : 0}, input.options().dtype(st));
-  if (training) {
-    write(save_mean, mean);
-    write(save_invstd, invstd);
-  }
+  write(save_mean, mean);
+  write(save_invstd, invstd);
+  if (new_mean.get() != 0) write(*running_mean, new_mean);
+  if (new_var.get() != 0) write(*running_var, new_var);
   return {out, save_mean, save_invstd};
 }
 
@@ -282,39 +250,32 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm_backward(
     const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_invstd, bool train, double eps,
     std::array<bool, 3> output_mask) {
   OpScope s;
-  at::ScalarType st = at::toOpMathType(input.scalar_type());
-  auto dims = stat_dims(input);
-  Handle x = cast(read(input), st), g = cast(read(grad_out), st);
-  Handle mean, invstd;
-  if (train) {
-    mean = read(*save_mean);
-    invstd = read(*save_invstd);
-  } else {
-    mean = cast(read(*running_mean), st);
-    invstd = unary("rsqrt", binary_scalar("add", cast(read(*running_var), st), eps));
-  }
-  Handle xhat = mul(sub(x, channel(mean, input)), channel(invstd, input));
-  Handle w = has(weight) ? channel(cast(read(*weight), st), input) : full(device_index(input), {}, 1, st);
-  at::Tensor gi, gw, gb;
+  // Training reads the saved statistics, eval the running ones: only those
+  // go (eval's saved ones are empty).
+  auto used = [](bool use, const std::optional<at::Tensor>& t) { return use ? optional_read(t) : Handle(); };
+  Handle gi, gw, gb;
+  check(etpu_batch_norm_backward(read(grad_out).get(), read(input).get(), optional_read(weight).get(),
+                                 used(!train, running_mean).get(), used(!train, running_var).get(),
+                                 used(train, save_mean).get(), used(train, save_invstd).get(), train, eps,
+                                 output_mask[0], output_mask[1], output_mask[2], origin(), gi.out(), gw.out(),
+                                 gb.out()));
+  // The input's gradient in its dtype, the weight's and the bias's in the
+  // weight's (the input's without one).
+  auto param_options = input.options().dtype(has(weight) ? weight->scalar_type() : input.scalar_type());
+  at::Tensor grad_input, grad_weight, grad_bias;
   if (output_mask[0]) {
-    Handle scale = mul(w, channel(invstd, input));
-    gi = at::empty_like(input, at::MemoryFormat::Contiguous);
-    if (train) {
-      Handle centered = sub(sub(g, reduce("mean", g, dims, true)), mul(xhat, reduce("mean", mul(g, xhat), dims, true)));
-      write(gi, mul(centered, scale));
-    } else {
-      write(gi, mul(g, scale));
-    }
+    grad_input = at::empty_like(input, at::MemoryFormat::Contiguous);
+    write(grad_input, gi);
   }
   if (output_mask[1]) {
-    gw = at::empty({input.size(1)}, input.options());
-    write(gw, reduce("sum", mul(g, xhat), dims, false));
+    grad_weight = at::empty({input.size(1)}, param_options);
+    write(grad_weight, gw);
   }
   if (output_mask[2]) {
-    gb = at::empty({input.size(1)}, input.options());
-    write(gb, reduce("sum", g, dims, false));
+    grad_bias = at::empty({input.size(1)}, param_options);
+    write(grad_bias, gb);
   }
-  return {gi, gw, gb};
+  return {grad_input, grad_weight, grad_bias};
 }
 
 }  // namespace

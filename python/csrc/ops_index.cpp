@@ -268,18 +268,11 @@ at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at:
 // matrix. Integer inputs sum in int64, as on CPU.
 at::Tensor trace(const at::Tensor& self) {
   OpScope s;
-  TORCH_CHECK(self.dim() == 2, "trace: expected a matrix, but got tensor with dim ", self.dim(), " (shape ",
-              self.sizes(), ")");
   at::ScalarType t = at::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type();
   at::Tensor out = at::empty({}, self.options().dtype(t));
-  int64_t rows = self.size(0), cols = self.size(1), n = std::min(rows, cols), dev = device_index(self);
-  if (n == 0) {
-    write(out, full(dev, {}, 0, t));
-    return out;
-  }
-  Handle diag_index = arange(dev, 0, static_cast<double>(n * (cols + 1)), static_cast<double>(cols + 1), at::kLong);
-  Handle diag = index_select(reshape(read(self), {rows * cols}), 0, diag_index);
-  write(out, reduce("sum", cast(diag, t), {}, false));
+  Handle h;
+  check(etpu_trace(read(self).get(), origin(), h.out()));
+  write(out, h);
   return out;
 }
 

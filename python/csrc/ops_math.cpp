@@ -211,6 +211,38 @@ at::Tensor& hardsigmoid_backward_out(const at::Tensor& grad, const at::Tensor& s
   return composed("hardsigmoid_backward", {grad, self, kSavedIsInput}, self, grad_input);
 }
 
+COMPOSED_KERNEL(silu)
+
+at::Tensor& silu_backward_out(const at::Tensor& grad, const at::Tensor& self, at::Tensor& grad_input) {
+  return composed("silu_backward", {grad, self, kSavedIsInput}, self, grad_input);
+}
+
+at::Tensor& gelu_backward_out(const at::Tensor& grad, const at::Tensor& self, c10::string_view approximate,
+                              at::Tensor& grad_input) {
+  const char* name = approximate == "tanh" ? "gelu_tanh_backward" : "gelu_backward";
+  return composed(name, {grad, self, kSavedIsInput}, self, grad_input);
+}
+
+// sigmoid's and tanh's backwards take the result.
+at::Tensor& sigmoid_backward_out(const at::Tensor& grad, const at::Tensor& output, at::Tensor& grad_input) {
+  return composed("sigmoid_backward", {grad, output, at::Scalar(true)}, output, grad_input);
+}
+
+at::Tensor& tanh_backward_out(const at::Tensor& grad, const at::Tensor& output, at::Tensor& grad_input) {
+  return composed("tanh_backward", {grad, output, at::Scalar(true)}, output, grad_input);
+}
+
+at::Tensor& threshold_out(const at::Tensor& self, const at::Scalar& threshold, const at::Scalar& value,
+                          at::Tensor& out) {
+  return composed("threshold", {self, threshold, value}, self, out);
+}
+
+// What relu's backward calls (with relu's result as `self`).
+at::Tensor& threshold_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& threshold,
+                                   at::Tensor& grad_input) {
+  return composed("threshold_backward", {grad, self, threshold, at::Scalar(0.0), kSavedIsInput}, self, grad_input);
+}
+
 at::Tensor hardsigmoid_backward(const at::Tensor& grad, const at::Tensor& self) {
   at::Tensor out = at::empty_like(grad);
   return etpu::hardsigmoid_backward_out(grad, self, out);
@@ -286,7 +318,10 @@ at::Tensor prod_all(const at::Tensor& self, std::optional<at::ScalarType> dtype)
   OpScope s;
   at::ScalarType t = dtype.value_or(at::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type());
   at::Tensor out = at::empty({}, self.options().dtype(t));
-  write(out, reduce("prod", cast(read(self), t), {}, false));
+  Handle x = read(self);
+  // The runtime widens ints and bools to int64 itself: a cast only for an explicit dtype.
+  if (dtype.has_value() && *dtype != self.scalar_type()) x = cast(x, *dtype);
+  write(out, reduce("prod", x, {}, false));
   return out;
 }
 
@@ -390,6 +425,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("hardtanh_", hardtanh_);
   m.impl("hardtanh_backward", hardtanh_backward);
   m.impl("hardtanh_backward.grad_input", hardtanh_backward_out);
+  m.impl("silu.out", silu_out);
+  m.impl("silu_backward.grad_input", silu_backward_out);
+  m.impl("gelu_backward.grad_input", gelu_backward_out);
+  m.impl("sigmoid_backward.grad_input", sigmoid_backward_out);
+  m.impl("tanh_backward.grad_input", tanh_backward_out);
+  m.impl("threshold.out", threshold_out);
+  m.impl("threshold_backward.grad_input", threshold_backward_out);
   m.impl("leaky_relu.out", leaky_relu_out);
   m.impl("leaky_relu_backward.grad_input", leaky_relu_backward_out);
   m.impl("elu.out", elu_out);

@@ -82,24 +82,23 @@ at::Tensor& log_softmax_out(const at::Tensor& self, int64_t dim, bool half_to_fl
   return out;
 }
 
-// dx = y * (dy - sum(dy * y))
-at::Tensor& softmax_backward_out(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
-                                 at::ScalarType input_dtype, at::Tensor& grad_input) {
+at::Tensor& softmax_backward(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim, bool log,
+                             at::Tensor& grad_input) {
   OpScope s;
-  Handle y = read(output), g = read(grad_output);
-  int64_t d = at::maybe_wrap_dim(dim, output.dim());
-  write(grad_input, mul(y, sub(g, reduce("sum", mul(g, y), {d}, true))));
+  Handle h;
+  check(etpu_softmax_backward(read(grad_output).get(), read(output).get(), dim, log, origin(), h.out()));
+  write(grad_input, h);
   return grad_input;
 }
 
-// dx = dy - exp(y) * sum(dy)
+at::Tensor& softmax_backward_out(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                 at::ScalarType input_dtype, at::Tensor& grad_input) {
+  return softmax_backward(grad_output, output, dim, false, grad_input);
+}
+
 at::Tensor& log_softmax_backward_out(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
                                      at::ScalarType input_dtype, at::Tensor& grad_input) {
-  OpScope s;
-  Handle y = read(output), g = read(grad_output);
-  int64_t d = at::maybe_wrap_dim(dim, output.dim());
-  write(grad_input, sub(g, mul(unary("exp", y), reduce("sum", g, {d}, true))));
-  return grad_input;
+  return softmax_backward(grad_output, output, dim, true, grad_input);
 }
 
 // -------------------------------------------------------------- nll_loss ----
@@ -170,23 +169,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
 }
 
 // ------------------------------------------------------------ activations ----
-
-at::Tensor& silu_out(const at::Tensor& self, at::Tensor& out) {
-  OpScope s;
-  Handle x = read(self);
-  write(out, mul(x, unary("sigmoid", x)));
-  return out;
-}
-
-// d silu = s (1 + x (1 - s))
-at::Tensor& silu_backward_out(const at::Tensor& grad_output, const at::Tensor& self, at::Tensor& grad_input) {
-  OpScope s;
-  Handle x = read(self);
-  Handle sg = unary("sigmoid", x);
-  Handle d = mul(sg, binary_scalar("add", mul(x, binary_scalar("sub", sg, 1.0, true)), 1.0));
-  write(grad_input, mul(read(grad_output), d));
-  return grad_input;
-}
 
 at::Tensor& reciprocal_out(const at::Tensor& self, at::Tensor& out) {
   OpScope s;
@@ -308,8 +290,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nll_loss_backward.grad_input", nll_loss_backward_out);
   m.impl("native_layer_norm", native_layer_norm);
   m.impl("native_layer_norm_backward", native_layer_norm_backward);
-  m.impl("silu.out", silu_out);
-  m.impl("silu_backward.grad_input", silu_backward_out);
   m.impl("reciprocal.out", reciprocal_out);
   m.impl("index_select", index_select_fn);
   m.impl("index_select.out", index_select_out);

@@ -58,36 +58,32 @@ at::Tensor& erfinv_out(const at::Tensor& self, at::Tensor& out) {
 // isnan/isinf/isposinf/isneginf: always false for integer inputs.
 at::Tensor bool_like(const at::Tensor& self) { return at::empty(self.sizes(), self.options().dtype(at::kBool)); }
 
+// isnan of an integer tensor is all false (the runtime's isnan says so).
 at::Tensor isnan(const at::Tensor& self) {
   OpScope s;
   at::Tensor out = bool_like(self);
-  if (!at::isFloatingType(self.scalar_type())) {
-    write(out, full(device_index(self), {}, 0, at::kBool));
-  } else {
-    write(out, unary("isnan", read(self)));
-  }
-  return out;
-}
-
-at::Tensor& inf_test(const at::Tensor& self, int sign, at::Tensor& out) {
-  OpScope s;
-  if (!at::isFloatingType(self.scalar_type())) {
-    write(out, full(device_index(self), {}, 0, at::kBool));
-    return out;
-  }
-  Handle x = read(self);
-  const double inf = std::numeric_limits<double>::infinity();
-  if (sign == 0) x = unary("abs", x);
-  write(out, binary_scalar("eq", x, sign < 0 ? -inf : inf));
+  pointwise("isnan", {self}, out);
   return out;
 }
 
 at::Tensor isinf(const at::Tensor& self) {
+  OpScope s;
   at::Tensor out = bool_like(self);
-  return inf_test(self, 0, out);
+  pointwise("isinf", {self}, out);
+  return out;
 }
-at::Tensor& isposinf_out(const at::Tensor& self, at::Tensor& out) { return inf_test(self, 1, out); }
-at::Tensor& isneginf_out(const at::Tensor& self, at::Tensor& out) { return inf_test(self, -1, out); }
+
+at::Tensor& isposinf_out(const at::Tensor& self, at::Tensor& out) {
+  OpScope s;
+  pointwise("isposinf", {self}, out);
+  return out;
+}
+
+at::Tensor& isneginf_out(const at::Tensor& self, at::Tensor& out) {
+  OpScope s;
+  pointwise("isneginf", {self}, out);
+  return out;
+}
 
 at::Tensor& bitwise_not_out(const at::Tensor& self, at::Tensor& out) {
   OpScope s;
@@ -104,16 +100,12 @@ at::Tensor& bitwise_not_out(const at::Tensor& self, at::Tensor& out) {
   return out;
 }
 
-// triu/tril: keep elements on one side of diagonal `k` of the last two dims.
 at::Tensor& triangle(const at::Tensor& self, int64_t k, bool upper, at::Tensor& out) {
   OpScope s;
-  TORCH_CHECK(self.dim() >= 2, upper ? "triu" : "tril", ": expected a tensor with at least 2 dims, got shape ",
-              self.sizes());
-  int64_t dev = device_index(self), h = self.size(-2), w = self.size(-1);
-  Handle rows = reshape(arange(dev, 0, static_cast<double>(h), 1, at::kLong), {h, 1});
-  Handle cols = arange(dev, 0, static_cast<double>(w), 1, at::kLong);
-  Handle keep = binary_scalar(upper ? "ge" : "le", sub(cols, rows), k);
-  write(out, where(keep, read(self), full(dev, {}, 0, self.scalar_type())));
+  Handle h;
+  check(etpu_triangle(read(self).get(), k, upper, origin(), h.out()));
+  at::native::resize_output(out, self.sizes());
+  write(out, h);
   return out;
 }
 
@@ -229,17 +221,17 @@ at::Tensor neg_functional(const at::Tensor& self) {
   return out;
 }
 
+// Rounded division: floor_divide and div_trunc keep integers exact.
 at::Tensor& div_mode_out(const at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> mode,
                          at::Tensor& out) {
   OpScope s;
-  Handle q = binary_any("div", self, other);
-  if (mode.has_value() && *mode == "floor") {
-    q = unary("floor", q);
-  } else if (mode.has_value() && *mode == "trunc") {
-    // trunc(x) = sign(x) * floor(|x|)
-    q = mul(unary("sign", q), unary("floor", unary("abs", q)));
+  const char* op = "div";
+  if (mode.has_value()) {
+    TORCH_CHECK(*mode == "floor" || *mode == "trunc",
+                "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", *mode, "'");
+    op = *mode == "floor" ? "floor_divide" : "div_trunc";
   }
-  write(out, q);
+  pointwise(op, {self, other}, out);
   return out;
 }
 
@@ -312,58 +304,10 @@ at::Tensor& masked_fill_tensor(at::Tensor& self, const at::Tensor& mask, const a
   return self;
 }
 
-at::Tensor& threshold_backward_out(const at::Tensor& grad_output, const at::Tensor& self, const at::Scalar& threshold,
-                                   at::Tensor& grad_input) {
-  OpScope s;
-  Handle keep = binary_scalar("gt", read(self), threshold);
-  Handle g = read(grad_output);
-  write(grad_input, where(keep, g, full(device_index(self), {}, 0, grad_output.scalar_type())));
-  return grad_input;
-}
-
 at::Tensor& gelu_out(const at::Tensor& self, c10::string_view approximate, at::Tensor& out) {
   OpScope s;
   write(out, unary(approximate == "tanh" ? "gelu_tanh" : "gelu", read(self)));
   return out;
-}
-
-at::Tensor& gelu_backward_out(const at::Tensor& grad_output, const at::Tensor& self, c10::string_view approximate,
-                              at::Tensor& grad_input) {
-  OpScope s;
-  Handle x = read(self);
-  Handle d;
-  if (approximate == "tanh") {
-    // u = c (x + k x^3); d = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) c (1 + 3k x^2)
-    const double c = std::sqrt(2.0 / M_PI), k = 0.044715;
-    Handle x2 = mul(x, x);
-    Handle u = mul(add(x, mul(mul(x2, x), k)), c);
-    Handle t = unary("tanh", u);
-    Handle left = mul(binary_scalar("add", t, 1.0), 0.5);
-    Handle sech2 = binary_scalar("sub", mul(t, t), 1.0, /*reversed=*/true);
-    Handle inner = mul(binary_scalar("add", mul(x2, 3 * k), 1.0), c);
-    d = add(left, mul(mul(mul(x, sech2), inner), 0.5));
-  } else {
-    // d = Phi(x) + x phi(x)
-    Handle cdf = mul(binary_scalar("add", unary("erf", mul(x, M_SQRT1_2)), 1.0), 0.5);
-    Handle pdf = mul(unary("exp", mul(mul(x, x), -0.5)), 1.0 / std::sqrt(2.0 * M_PI));
-    d = add(cdf, mul(x, pdf));
-  }
-  write(grad_input, mul(read(grad_output), d));
-  return grad_input;
-}
-
-at::Tensor& sigmoid_backward_out(const at::Tensor& grad_output, const at::Tensor& output, at::Tensor& grad_input) {
-  OpScope s;
-  Handle y = read(output);
-  write(grad_input, mul(read(grad_output), mul(y, binary_scalar("sub", y, 1.0, true))));
-  return grad_input;
-}
-
-at::Tensor& tanh_backward_out(const at::Tensor& grad_output, const at::Tensor& output, at::Tensor& grad_input) {
-  OpScope s;
-  Handle y = read(output);
-  write(grad_input, mul(read(grad_output), binary_scalar("sub", mul(y, y), 1.0, true)));
-  return grad_input;
 }
 
 }  // namespace
@@ -478,9 +422,5 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("lerp.Tensor_out", lerp_tensor_out);
   m.impl("masked_fill_.Scalar", masked_fill_scalar);
   m.impl("masked_fill_.Tensor", masked_fill_tensor);
-  m.impl("threshold_backward.grad_input", threshold_backward_out);
   m.impl("gelu.out", gelu_out);
-  m.impl("gelu_backward.grad_input", gelu_backward_out);
-  m.impl("sigmoid_backward.grad_input", sigmoid_backward_out);
-  m.impl("tanh_backward.grad_input", tanh_backward_out);
 }

@@ -6,9 +6,6 @@
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
-#include <cmath>
-#include <limits>
-
 #include "backend.h"
 
 namespace etpu {
@@ -73,29 +70,24 @@ at::Tensor full_reduce(const char* op, const at::Tensor& self) {
 at::Tensor max_all(const at::Tensor& self) { return full_reduce("max", self); }
 at::Tensor min_all(const at::Tensor& self) { return full_reduce("min", self); }
 
-std::tuple<at::Tensor&, at::Tensor&> dim_reduce(const char* op, const char* arg, const at::Tensor& self, int64_t dim,
-                                                bool keepdim, at::Tensor& values, at::Tensor& indices) {
+std::tuple<at::Tensor&, at::Tensor&> dim_reduce(const char* op, const at::Tensor& self, int64_t dim, bool keepdim,
+                                                at::Tensor& values, at::Tensor& indices) {
   OpScope s;
-  Handle x = read(self);
-  int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
-  if (self.dim() == 0) {
-    write(values, x);
-    write(indices, full(device_index(self), {}, 0, at::kLong));
-  } else {
-    write(values, reduce(op, x, {d}, keepdim));
-    write(indices, argreduce(arg, x, d, keepdim));
-  }
+  Handle v, i;
+  check(etpu_extreme_dim(op, read(self).get(), dim, keepdim, origin(), v.out(), i.out()));
+  write(values, v);
+  write(indices, i);
   return {values, indices};
 }
 
 std::tuple<at::Tensor&, at::Tensor&> max_dim_out(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& max,
                                                  at::Tensor& max_values) {
-  return dim_reduce("max", "argmax", self, dim, keepdim, max, max_values);
+  return dim_reduce("max", self, dim, keepdim, max, max_values);
 }
 
 std::tuple<at::Tensor&, at::Tensor&> min_dim_out(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& min,
                                                  at::Tensor& min_indices) {
-  return dim_reduce("min", "argmin", self, dim, keepdim, min, min_indices);
+  return dim_reduce("min", self, dim, keepdim, min, min_indices);
 }
 
 at::Tensor& arg_out(const char* op, const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
@@ -141,6 +133,14 @@ Handle var_of(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::op
   return var(read(self), wrapped(self, dim), correction_of(correction), keepdim);
 }
 
+Handle std_of(const Handle& x, const at::Tensor& self, at::OptionalIntArrayRef dim,
+              const std::optional<at::Scalar>& correction, bool keepdim) {
+  Handle h;
+  auto dims = wrapped(self, dim);
+  check(etpu_std(x.get(), dims.data(), dims.size(), correction_of(correction), keepdim, origin(), h.out()));
+  return h;
+}
+
 at::Tensor var_fn(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
                   bool keepdim) {
   OpScope s;
@@ -150,7 +150,7 @@ at::Tensor var_fn(const at::Tensor& self, at::OptionalIntArrayRef dim, const std
 at::Tensor std_fn(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
                   bool keepdim) {
   OpScope s;
-  return materialize(self, unary("sqrt", var_of(self, dim, correction, keepdim)), float_result(self, "std"));
+  return materialize(self, std_of(read(self), self, dim, correction, keepdim), float_result(self, "std"));
 }
 
 std::tuple<at::Tensor, at::Tensor> var_mean_fn(const at::Tensor& self, at::OptionalIntArrayRef dim,
@@ -166,7 +166,7 @@ std::tuple<at::Tensor, at::Tensor> std_mean_fn(const at::Tensor& self, at::Optio
                                                const std::optional<at::Scalar>& correction, bool keepdim) {
   OpScope s;
   at::ScalarType t = float_result(self, "std_mean");
-  at::Tensor v = materialize(self, unary("sqrt", var_of(self, dim, correction, keepdim)), t);
+  at::Tensor v = materialize(self, std_of(read(self), self, dim, correction, keepdim), t);
   at::Tensor m = materialize(self, reduce("mean", read(self), wrapped(self, dim), keepdim), t);
   return {v, m};
 }
@@ -183,7 +183,7 @@ at::Tensor& var_out(const at::Tensor& self, at::OptionalIntArrayRef dim, const s
 at::Tensor& std_out(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
                     bool keepdim, at::Tensor& out) {
   OpScope s;
-  Handle v = unary("sqrt", var(read_as(self, out.scalar_type()), wrapped(self, dim), correction_of(correction), keepdim));
+  Handle v = std_of(read_as(self, out.scalar_type()), self, dim, correction, keepdim);
   at::native::resize_output(out, dims_of(v));
   write(out, v);
   return out;
@@ -198,22 +198,19 @@ at::Tensor& logsumexp_out(const at::Tensor& self, at::IntArrayRef dim, bool keep
   return out;
 }
 
-// any/all: a max/min over the input as bool (cast through int32, which the
-// runtime reduces).
 at::Tensor& logical_reduce(const char* op, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                            at::Tensor& out) {
   OpScope s;
-  Handle b = cast(cast(read(self), at::kBool), at::kInt);
-  write(out, reduce(op, b, wrapped(self, dim), keepdim));  // write casts back to bool
+  write(out, reduce(op, read(self), wrapped(self, dim), keepdim));  // write casts to out's dtype (uint8 for uint8)
   return out;
 }
 
 at::Tensor& any_dims_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, at::Tensor& out) {
-  return logical_reduce("max", self, dim, keepdim, out);
+  return logical_reduce("any", self, dim, keepdim, out);
 }
 
 at::Tensor& all_dims_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, at::Tensor& out) {
-  return logical_reduce("min", self, dim, keepdim, out);
+  return logical_reduce("all", self, dim, keepdim, out);
 }
 
 at::Tensor& any_all_out(const at::Tensor& self, at::Tensor& out) { return any_dims_out(self, std::nullopt, false, out); }
@@ -232,21 +229,10 @@ at::Tensor& vector_norm_out(const at::Tensor& self, const at::Scalar& ord, at::O
                             std::optional<at::ScalarType> dtype, at::Tensor& out) {
   OpScope s;
   auto dims = wrapped(self, dim);
-  Handle a = unary("abs", read_as(self, out.scalar_type()));
-  double p = ord.toDouble();
-  Handle r;
-  if (std::isinf(p)) {
-    r = reduce(p > 0 ? "max" : "min", a, dims, keepdim);
-  } else if (p == 0) {
-    r = reduce("sum", cast(binary_scalar("ne", a, 0.0), out.scalar_type()), dims, keepdim);
-  } else if (p == 1) {
-    r = reduce("sum", a, dims, keepdim);
-  } else if (p == 2) {
-    r = unary("sqrt", reduce("sum", mul(a, a), dims, keepdim));
-  } else {
-    r = binary_scalar("pow", reduce("sum", binary_scalar("pow", a, p), dims, keepdim), 1.0 / p);
-  }
-  write(out, r);
+  Handle h;
+  check(etpu_vector_norm(read_as(self, out.scalar_type()).get(), ord.toDouble(), dims.data(), dims.size(), keepdim,
+                         origin(), h.out()));
+  write(out, h);
   return out;
 }
 

@@ -354,3 +354,25 @@ def test_every_binary_op_of_the_table_through_its_aten_overloads(row):
         check(lambda x, y: fn(x, y, out=torch.empty(shape, dtype=dtype, device=x.device)), a, b)
     if scalar_out != "none":
         check(lambda x: fn(x, 3), a)
+
+
+def test_rounded_division_of_int64_is_exact_beyond_2_53():
+    # Through a float, the quotient of these would be off by thousands.
+    a = torch.tensor([2**60 + 3, -(2**53) - 1, 7, -7, 6, 2**62 + 1])
+    b = torch.tensor([2, 3, -2, 2, -3, -5])
+    for mode in ("floor", "trunc"):
+        assert_same(torch.div(a.to("tpu"), b.to("tpu"), rounding_mode=mode), torch.div(a, b, rounding_mode=mode))
+        assert_same(torch.div(a.to("tpu"), -3, rounding_mode=mode), torch.div(a, -3, rounding_mode=mode))
+    assert_same(a.to("tpu") // b.to("tpu"), a // b)
+    assert_same(torch.floor_divide(a.to("tpu"), 7), torch.floor_divide(a, 7))
+
+
+def test_threshold_and_the_activation_backwards_run_on_the_device():
+    # F.threshold (forward and backward), silu, gelu (both forms), sigmoid
+    # and tanh backwards: one runtime call each, no CPU fallback.
+    check(lambda x: F.threshold(x, 0.3, -2.0), rand(4, 5))
+    check(lambda x: F.threshold(x, 1, 7), rand(4, 5, dtype=torch.int64))
+    check_grad(lambda x: F.threshold(x, 0.3, -2.0).pow(2), rand(4, 5))
+    check_grad(lambda x: F.silu(x) * 2, rand(4, 5))
+    check_grad(lambda x: F.gelu(x) + F.gelu(x, approximate="tanh"), rand(4, 5))
+    check_grad(lambda x: torch.sigmoid(x) * torch.tanh(x), rand(4, 5))

@@ -465,3 +465,16 @@ pub fn assert_err<T: std::fmt::Debug>(r: eagertpu::Result<T>, op: &str, words: &
         );
     }
 }
+
+/// The error function, by its Maclaurin series: to ~1e-13 for |x| <= 3.5
+/// (a reference for host computations; it refuses larger inputs).
+pub fn erf(x: f64) -> f64 {
+    assert!(x.abs() <= 3.5, "erf reference used outside its range: {x}");
+    let mut term = x;
+    let mut sum = x;
+    for n in 1..120 {
+        term *= -x * x / n as f64;
+        sum += term / (2 * n + 1) as f64;
+    }
+    sum * 2.0 / std::f64::consts::PI.sqrt()
+}

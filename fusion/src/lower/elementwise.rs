@@ -118,6 +118,7 @@ pub(super) fn binary(e: &mut Emitter, b: BinaryOp, l: &V, r: &V, out: TensorType
         Minimum => e.minimum(&a, &c),
         Atan2 => e.binary("stablehlo.atan2", &a, &c),
         Remainder => remainder(e, &a, &c),
+        FloorDivide => floor_divide(e, &a, &c),
         Eq => e.compare(Cmp::Eq, &a, &c),
         Ne => e.compare(Cmp::Ne, &a, &c),
         Lt => e.compare(Cmp::Lt, &a, &c),
@@ -145,6 +146,52 @@ fn remainder(e: &mut Emitter, a: &V, b: &V) -> V {
     let fix = e.binary("stablehlo.and", &r_nonzero, &differ);
     let shifted = e.add(&r, b);
     e.select(&fix, &shifted, &r)
+}
+
+/// `floor(a / b)`. Integers: the truncating quotient, one less where the
+/// division is inexact and the operands' signs differ (exact for every
+/// int64). Floats, as PyTorch computes them: from `fmod`, so that
+/// `a - b * q` stays the remainder; `a / b` where `b` is 0.
+fn floor_divide(e: &mut Emitter, a: &V, b: &V) -> V {
+    let q = e.div(a, b);
+    let d = a.ty.dtype;
+    if d == DType::U8 {
+        return q;
+    }
+    let zero = e.splat(0, &q);
+    let one = e.splat(1, &q);
+    if !d.is_float() {
+        let r = e.binary("stablehlo.remainder", a, b);
+        let inexact = e.compare(Cmp::Ne, &r, &zero);
+        let r_neg = e.compare(Cmp::Lt, &r, &zero);
+        let b_neg = e.compare(Cmp::Lt, b, &zero);
+        let differ = e.binary("stablehlo.xor", &r_neg, &b_neg);
+        let fix = e.binary("stablehlo.and", &inexact, &differ);
+        let lower = e.sub(&q, &one);
+        return e.select(&fix, &lower, &q);
+    }
+    let m = e.binary("stablehlo.remainder", a, b);
+    let a_minus_m = e.sub(a, &m);
+    let div = e.div(&a_minus_m, b);
+    let m_nonzero = e.compare(Cmp::Ne, &m, &zero);
+    let m_neg = e.compare(Cmp::Lt, &m, &zero);
+    let b_neg = e.compare(Cmp::Lt, b, &zero);
+    let differ = e.binary("stablehlo.xor", &m_neg, &b_neg);
+    let fix = e.binary("stablehlo.and", &m_nonzero, &differ);
+    let lowered = e.sub(&div, &one);
+    let div = e.select(&fix, &lowered, &div);
+    let floored = e.unary("stablehlo.floor", &div);
+    let frac = e.sub(&div, &floored);
+    let half = e.splat(0.5, &q);
+    let above_half = e.compare(Cmp::Gt, &frac, &half);
+    let raised = e.add(&floored, &one);
+    let rounded = e.select(&above_half, &raised, &floored);
+    // A zero quotient keeps the sign of a / b.
+    let signed_zero = e.mul(&q, &zero);
+    let div_is_zero = e.compare(Cmp::Eq, &div, &zero);
+    let r = e.select(&div_is_zero, &signed_zero, &rounded);
+    let b_zero = e.compare(Cmp::Eq, b, &zero);
+    e.select(&b_zero, &q, &r)
 }
 
 pub(super) fn where_(e: &mut Emitter, inputs: &[V], out: TensorType) -> V {

@@ -650,6 +650,11 @@ fn write_type_list(out: &mut String, tys: &[&TensorType]) {
 
 /// Emits one op.
 fn lower_op(e: &mut Emitter, op: &Op, inputs: &[V], out: TensorType) -> V {
+    if out.shape.contains(&0) {
+        // No elements to compute: some ops (a gather from an empty operand)
+        // would not even verify.
+        return e.constant(Scalar::Int(0), out);
+    }
     match op {
         Op::Full { value, ty } => e.constant(*value, ty.clone()),
         Op::Arange {

@@ -70,10 +70,25 @@ pub enum Activation {
         posinf: Option<f64>,
         neginf: Option<f64>,
     },
+    /// `x sigmoid(x)`.
+    Silu,
+    /// `x Phi(x)` (the unary op `gelu`; here for its backward).
+    Gelu,
+    /// The tanh approximation of gelu (the unary op `gelu_tanh`).
+    GeluTanh,
+    /// The unary op `sigmoid`; its backward takes the input or the result.
+    Sigmoid,
+    /// The unary op `tanh`; its backward takes the input or the result.
+    Tanh,
+    /// `x` where `x > threshold`, else `value` (any dtype; `torch.threshold`).
+    Threshold {
+        threshold: f64,
+        value: f64,
+    },
 }
 
 /// Names and the fewest and most parameters: what the C ABI parses.
-const NAMES: [(&str, usize, usize); 24] = [
+const NAMES: [(&str, usize, usize); 30] = [
     ("expm1", 0, 0),
     ("exp2", 0, 0),
     ("log2", 0, 0),
@@ -98,6 +113,12 @@ const NAMES: [(&str, usize, usize); 24] = [
     ("logit", 0, 1),
     ("signbit", 0, 0),
     ("nan_to_num", 3, 3),
+    ("silu", 0, 0),
+    ("gelu", 0, 0),
+    ("gelu_tanh", 0, 0),
+    ("sigmoid", 0, 0),
+    ("tanh", 0, 0),
+    ("threshold", 2, 2),
 ];
 
 impl Activation {
@@ -162,6 +183,15 @@ impl Activation {
                 eps: params.first().copied(),
             },
             "signbit" => Signbit,
+            "silu" => Silu,
+            "gelu" => Gelu,
+            "gelu_tanh" => GeluTanh,
+            "sigmoid" => Sigmoid,
+            "tanh" => Tanh,
+            "threshold" => Threshold {
+                threshold: p(0),
+                value: p(1),
+            },
             _ => NanToNum {
                 nan: p(0),
                 posinf: unless_nan(p(1)),
@@ -198,6 +228,12 @@ impl Activation {
             Logit { .. } => "logit",
             Signbit => "signbit",
             NanToNum { .. } => "nan_to_num",
+            Silu => "silu",
+            Gelu => "gelu",
+            GeluTanh => "gelu_tanh",
+            Sigmoid => "sigmoid",
+            Tanh => "tanh",
+            Threshold { .. } => "threshold",
         }
     }
 }
@@ -308,6 +344,9 @@ impl Tensor {
     #[track_caller]
     pub fn activation(&self, a: Activation) -> Result<Tensor> {
         use Activation::*;
+        if let Threshold { threshold, value } = a {
+            return Tensor::where_(&self.gt(threshold)?, self, value)?.to_dtype(self.dtype());
+        }
         if !self.dtype().is_float() {
             match a {
                 Trunc | NanToNum { .. } => return Ok(self.clone()),
@@ -368,6 +407,12 @@ impl Tensor {
                 let r = Tensor::where_(&x.eq(f64::INFINITY)?, posinf.unwrap_or(big), &r)?;
                 Tensor::where_(&x.eq(f64::NEG_INFINITY)?, neginf.unwrap_or(-big), &r)
             }
+            Silu => x.mul(&x.sigmoid()?),
+            Gelu => x.gelu(),
+            GeluTanh => x.gelu_tanh(),
+            Sigmoid => x.sigmoid(),
+            Tanh => x.tanh(),
+            Threshold { .. } => unreachable!("computed above in the input's dtype"),
         }
     }
 
@@ -386,10 +431,10 @@ impl Tensor {
         let op = a.name();
         self.expect_float(op, "a floating-point gradient")?;
         saved.expect_float(op, "a floating-point input")?;
-        if saved_is_result && !matches!(a, Elu { .. } | LeakyRelu { .. }) {
+        if saved_is_result && !matches!(a, Elu { .. } | LeakyRelu { .. } | Sigmoid | Tanh) {
             return Err(fusion::Error::Invalid {
                 op,
-                message: "the backward takes the input, not the result (only elu and leaky_relu take the result)"
+                message: "the backward takes the input, not the result (only elu, leaky_relu, sigmoid and tanh take the result)"
                     .into(),
             }
             .into());
@@ -448,6 +493,52 @@ impl Tensor {
                 };
                 g.mul(&Tensor::where_(&x.gt(0.0)?, scale, &negative)?)
             }
+            Silu => {
+                // s (1 + x (1 - s))
+                let s = x.sigmoid()?;
+                g.mul(&s.mul(&x.mul(&rsub(&s, 1.0)?)?.add(1.0)?)?)
+            }
+            Gelu => {
+                // Phi(x) + x phi(x)
+                let cdf = x
+                    .mul(std::f64::consts::FRAC_1_SQRT_2)?
+                    .erf()?
+                    .add(1.0)?
+                    .mul(0.5)?;
+                let pdf = x
+                    .mul(x)?
+                    .mul(-0.5)?
+                    .exp()?
+                    .mul(1.0 / (2.0 * std::f64::consts::PI).sqrt())?;
+                g.mul(&cdf.add(&x.mul(&pdf)?)?)
+            }
+            GeluTanh => {
+                // u = c (x + k x^3): 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) c (1 + 3 k x^2)
+                let (c, k) = ((2.0 / std::f64::consts::PI).sqrt(), 0.044715);
+                let x2 = x.mul(x)?;
+                let t = x.add(&x2.mul(x)?.mul(k)?)?.mul(c)?.tanh()?;
+                let left = t.add(1.0)?.mul(0.5)?;
+                let inner = x2.mul(3.0 * k)?.add(1.0)?.mul(c)?;
+                let right = x.mul(&rsub(&t.mul(&t)?, 1.0)?)?.mul(&inner)?.mul(0.5)?;
+                g.mul(&left.add(&right)?)
+            }
+            Sigmoid => {
+                let y = if saved_is_result {
+                    x.clone()
+                } else {
+                    x.sigmoid()?
+                };
+                g.mul(&y.mul(&rsub(&y, 1.0)?)?)
+            }
+            Tanh => {
+                let y = if saved_is_result {
+                    x.clone()
+                } else {
+                    x.tanh()?
+                };
+                g.mul(&rsub(&y.mul(&y)?, 1.0)?)
+            }
+            Threshold { threshold, .. } => Tensor::where_(&x.gt(threshold)?, g, &g.zeros_like()?),
             _ => Err(fusion::Error::Invalid {
                 op,
                 message: "has no backward of its own (autograd composes its derivative)".into(),

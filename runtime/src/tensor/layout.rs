@@ -268,6 +268,35 @@ impl Tensor {
         )
     }
 
+    /// The elements on and above diagonal `k` of the last two dims, zeros
+    /// elsewhere (`torch.triu`; `k` > 0 is above the main diagonal).
+    #[track_caller]
+    pub fn triu(&self, k: i64) -> Result<Tensor> {
+        self.triangle("triu", k, true)
+    }
+
+    /// The elements on and below diagonal `k` of the last two dims, zeros
+    /// elsewhere (`torch.tril`).
+    #[track_caller]
+    pub fn tril(&self, k: i64) -> Result<Tensor> {
+        self.triangle("tril", k, false)
+    }
+
+    #[track_caller]
+    fn triangle(&self, op: &'static str, k: i64, upper: bool) -> Result<Tensor> {
+        let &[.., rows, cols] = self.shape() else {
+            return Err(invalid(
+                op,
+                format!("expected at least 2 dims, got {}", self.ty()),
+            ));
+        };
+        let device = self.device();
+        let row = device.arange(0, rows, 1)?.reshape(&[rows, 1])?;
+        let offset = device.arange(0, cols, 1)?.sub(&row)?;
+        let keep = if upper { offset.ge(k)? } else { offset.le(k)? };
+        Tensor::where_(&keep, self, &self.device().zeros(&[], self.dtype())?)
+    }
+
     /// Reversed along `dims`.
     #[track_caller]
     pub fn flip(&self, dims: &[i64]) -> Result<Tensor> {

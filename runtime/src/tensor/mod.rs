@@ -35,6 +35,7 @@ pub use activation::Activation;
 pub use device::{Device, default_device};
 pub use elementwise::Operand;
 pub use loss::PointwiseLoss;
+pub use norm::BatchNormOutput;
 pub use order::OrderStatistic;
 pub use random::Distribution;
 pub use resample::{Interpolation, PadMode};

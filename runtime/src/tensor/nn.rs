@@ -25,6 +25,24 @@ impl Tensor {
         self.op(Op::LogSoftmax { dim }, &[])
     }
 
+    /// The gradient of `softmax` along `dim` given its result `output`:
+    /// `output * (grad - sum(grad * output))`; with `log`, the gradient of
+    /// `log_softmax`: `grad - exp(output) * sum(grad)`.
+    #[track_caller]
+    pub fn softmax_backward(grad: &Tensor, output: &Tensor, dim: i64, log: bool) -> Result<Tensor> {
+        let name = if log {
+            "log_softmax_backward"
+        } else {
+            "softmax_backward"
+        };
+        let dim = normalize_dim(name, dim, output.rank())? as i64;
+        if log {
+            grad.sub(&output.exp()?.mul(&grad.sum(&[dim], true)?)?)
+        } else {
+            output.mul(&grad.sub(&grad.mul(output)?.sum(&[dim], true)?)?)
+        }
+    }
+
     /// Layer normalization over the trailing `normalized_shape` dims, with an
     /// optional elementwise `weight` and `bias` of that shape.
     #[track_caller]

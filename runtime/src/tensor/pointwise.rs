@@ -3,7 +3,7 @@
 //! moment in the foreach kernels), `hypot`, `xlogy` and `fmod`. Each records
 //! its few ops in one call, so a foreign caller reaches it in one C ABI call.
 
-use fusion::{BinaryOp, Scalar};
+use fusion::{BinaryOp, DType, Scalar};
 
 use super::{Operand, Tensor};
 use crate::error::Result;
@@ -120,6 +120,57 @@ impl Tensor {
         let moved = r.sub(other)?;
         let differ = r.ne(0.0)?.logical_and(&r.lt(0.0)?.ne(&self.lt(0.0)?)?)?;
         Tensor::where_(&differ, &moved, &r)
+    }
+
+    /// Whether each element is +inf or -inf (`torch.isinf`); false for
+    /// integers and bools.
+    #[track_caller]
+    pub fn isinf(&self) -> Result<Tensor> {
+        self.infinity_test(0)
+    }
+
+    /// Whether each element is +inf (`torch.isposinf`).
+    #[track_caller]
+    pub fn isposinf(&self) -> Result<Tensor> {
+        self.infinity_test(1)
+    }
+
+    /// Whether each element is -inf (`torch.isneginf`).
+    #[track_caller]
+    pub fn isneginf(&self) -> Result<Tensor> {
+        self.infinity_test(-1)
+    }
+
+    /// `sign` 0: either infinity; 1: +inf; -1: -inf.
+    #[track_caller]
+    fn infinity_test(&self, sign: i32) -> Result<Tensor> {
+        if !self.dtype().is_float() {
+            return self.device().full(self.shape(), false, DType::Bool);
+        }
+        match sign {
+            0 => self.abs()?.eq(f64::INFINITY),
+            1 => self.eq(f64::INFINITY),
+            _ => self.eq(f64::NEG_INFINITY),
+        }
+    }
+
+    /// Division rounded toward zero (`torch.div(rounding_mode="trunc")`):
+    /// integers stay exact (the floor quotient moved up by one where the
+    /// division is inexact and the signs differ); floats truncate `a / b`.
+    #[track_caller]
+    pub fn div_trunc<'a>(&self, other: impl Into<Operand<'a>>) -> Result<Tensor> {
+        let other = other.into();
+        if other.promoted_with(self).is_float() {
+            return self.div(other)?.activation(super::Activation::Trunc);
+        }
+        let floor = self.floor_divide(other)?;
+        let inexact = self.remainder(other)?.ne(0)?;
+        let signs_differ = match other {
+            Operand::Tensor(t) => self.lt(0)?.ne(&t.lt(0)?)?,
+            Operand::Scalar(s) => self.lt(0)?.ne(s.as_f64() < 0.0)?,
+        };
+        let up = inexact.logical_and(&signs_differ)?;
+        Tensor::where_(&up, &floor.add(1)?, &floor)
     }
 }
 
