@@ -138,14 +138,20 @@ fn remainder(e: &mut Emitter, a: &V, b: &V) -> V {
     if a.ty.dtype == DType::U8 {
         return r;
     }
-    let zero = e.splat(0, &r);
-    let r_nonzero = e.compare(Cmp::Ne, &r, &zero);
-    let r_neg = e.compare(Cmp::Lt, &r, &zero);
-    let b_neg = e.compare(Cmp::Lt, b, &zero);
-    let differ = e.binary("stablehlo.xor", &r_neg, &b_neg);
-    let fix = e.binary("stablehlo.and", &r_nonzero, &differ);
+    let fix = sign_differs(e, &r, b);
     let shifted = e.add(&r, b);
     e.select(&fix, &shifted, &r)
+}
+
+/// Where a truncated division's remainder `r` is not zero and its sign
+/// differs from the divisor `b`'s: where floor and truncation part.
+fn sign_differs(e: &mut Emitter, r: &V, b: &V) -> V {
+    let zero = e.splat(0, r);
+    let r_nonzero = e.compare(Cmp::Ne, r, &zero);
+    let r_neg = e.compare(Cmp::Lt, r, &zero);
+    let b_neg = e.compare(Cmp::Lt, b, &zero);
+    let differ = e.binary("stablehlo.xor", &r_neg, &b_neg);
+    e.binary("stablehlo.and", &r_nonzero, &differ)
 }
 
 /// `floor(a / b)`. Integers: the truncating quotient, one less where the
@@ -162,22 +168,14 @@ fn floor_divide(e: &mut Emitter, a: &V, b: &V) -> V {
     let one = e.splat(1, &q);
     if !d.is_float() {
         let r = e.binary("stablehlo.remainder", a, b);
-        let inexact = e.compare(Cmp::Ne, &r, &zero);
-        let r_neg = e.compare(Cmp::Lt, &r, &zero);
-        let b_neg = e.compare(Cmp::Lt, b, &zero);
-        let differ = e.binary("stablehlo.xor", &r_neg, &b_neg);
-        let fix = e.binary("stablehlo.and", &inexact, &differ);
+        let fix = sign_differs(e, &r, b);
         let lower = e.sub(&q, &one);
         return e.select(&fix, &lower, &q);
     }
     let m = e.binary("stablehlo.remainder", a, b);
     let a_minus_m = e.sub(a, &m);
     let div = e.div(&a_minus_m, b);
-    let m_nonzero = e.compare(Cmp::Ne, &m, &zero);
-    let m_neg = e.compare(Cmp::Lt, &m, &zero);
-    let b_neg = e.compare(Cmp::Lt, b, &zero);
-    let differ = e.binary("stablehlo.xor", &m_neg, &b_neg);
-    let fix = e.binary("stablehlo.and", &m_nonzero, &differ);
+    let fix = sign_differs(e, &m, b);
     let lowered = e.sub(&div, &one);
     let div = e.select(&fix, &lowered, &div);
     let floored = e.unary("stablehlo.floor", &div);

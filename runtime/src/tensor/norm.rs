@@ -73,6 +73,19 @@ pub struct BatchNormOutput {
     pub running_var: Option<Tensor>,
 }
 
+/// An error naming `op` unless the gradient `grad_out` has `input`'s shape.
+fn expect_grad_like(op: &'static str, grad_out: &Tensor, input: &Tensor) -> Result<()> {
+    if grad_out.shape() == input.shape() {
+        return Ok(());
+    }
+    Err(fusion::Error::ShapeMismatch {
+        op,
+        got: format!("grad_out {}", grad_out.ty()),
+        expected: format!("the input's shape {:?}", input.shape()),
+    }
+    .into())
+}
+
 /// The number of channels of a batch norm input (dim 1) and the dims its
 /// statistics are taken over (every other dim), with the per-channel tensors
 /// checked against them.
@@ -264,14 +277,7 @@ impl Tensor {
             [("running_mean", running_mean), ("running_var", running_var)]
         };
         let (_, dims) = batch_norm_dims(op, input, &[("weight", weight), stats[0], stats[1]])?;
-        if self.shape() != input.shape() {
-            return Err(fusion::Error::ShapeMismatch {
-                op,
-                got: format!("grad_out {}", self.ty()),
-                expected: format!("the input's shape {:?}", input.shape()),
-            }
-            .into());
-        }
+        expect_grad_like(op, self, input)?;
         let (rank, st) = (input.rank(), stat_dtype(input.dtype()));
         let (mean, invstd) = if training {
             let (m, i) = both(
@@ -366,14 +372,7 @@ impl Tensor {
     ) -> Result<[Option<Tensor>; 3]> {
         let op = "layer_norm_backward";
         let dims = normalized_dims(op, input, normalized_shape, [weight, bias])?;
-        if self.shape() != input.shape() {
-            return Err(fusion::Error::ShapeMismatch {
-                op,
-                got: format!("grad_out {}", self.ty()),
-                expected: format!("the input's shape {:?}", input.shape()),
-            }
-            .into());
-        }
+        expect_grad_like(op, self, input)?;
         let leading: Vec<i64> = (0..dims[0]).collect();
         let st = stat_dtype(input.dtype());
         let dy = self.to_dtype(st)?;
