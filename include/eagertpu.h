@@ -212,7 +212,8 @@ etpu_status etpu_pointwise(const char* op, const etpu_operand* args, size_t narg
   X(sign, SAME, out) \
   X(erf, FLOAT, out) \
   X(logical_not, BOOL, out) \
-  X(isnan, BOOL, none)
+  X(isnan, BOOL, none) \
+  X(bitwise_not, INTEGRAL, out)
 #define ETPU_BINARY_OPS(X) \
   X(add, PROMOTED, none, none) \
   X(sub, PROMOTED_NUMERIC, none, none) \
@@ -292,6 +293,27 @@ etpu_status etpu_softmax_backward(etpu_tensor grad, etpu_tensor output, int64_t 
 /* torch.triu(x, k) when `upper`, else torch.tril(x, k): the elements on one side of diagonal k of
    the last two dims, zeros elsewhere. */
 etpu_status etpu_triangle(etpu_tensor x, int64_t k, bool upper, const char* origin, etpu_tensor* out);
+/* Advanced indexing, x[indices[0], ..., indices[n - 1]]: each entry an integer index tensor, or 0 for a
+   full slice (a bool mask goes as its true positions, one index tensor per dim). The index tensors
+   broadcast together and negative indices count from the end; when the indexed dims are not adjacent,
+   the broadcast dims go first in the result. */
+etpu_status etpu_index(etpu_tensor x, const etpu_tensor* indices, size_t n, const char* origin,
+                       etpu_tensor* out);
+/* x with values (cast to x's dtype, broadcast to the shape x[indices] has) written at x[indices], or
+   added there when `accumulate` (repeated positions sum). */
+etpu_status etpu_index_put(etpu_tensor x, const etpu_tensor* indices, size_t n, etpu_tensor values,
+                           bool accumulate, const char* origin, etpu_tensor* out);
+/* x.index_add(dim, index, source, alpha=alpha): alpha * source added along dim at index (0-d or 1-d). */
+etpu_status etpu_index_add(etpu_tensor x, int64_t dim, etpu_tensor index, etpu_tensor source,
+                           etpu_scalar alpha, const char* origin, etpu_tensor* out);
+/* x.index_fill(dim, index, value); negative indices count from the end. */
+etpu_status etpu_index_fill(etpu_tensor x, int64_t dim, etpu_tensor index, etpu_scalar value,
+                            const char* origin, etpu_tensor* out);
+/* torch.take(x, index): the flattened x at index (negative positions count from the end). */
+etpu_status etpu_take(etpu_tensor x, etpu_tensor index, const char* origin, etpu_tensor* out);
+/* Tensor.put_: x with source written (or added, when `accumulate`) at the flat positions index. */
+etpu_status etpu_put(etpu_tensor x, etpu_tensor index, etpu_tensor source, bool accumulate,
+                     const char* origin, etpu_tensor* out);
 /* The sum of the main diagonal of a matrix (ints and bools sum to int64). */
 etpu_status etpu_trace(etpu_tensor x, const char* origin, etpu_tensor* out);
 /* PyTorch's native_layer_norm over the trailing dims normalized_shape[0..n]: y (x's dtype), mean and

@@ -75,6 +75,7 @@ fn apply_unary(name: &str, t: &Tensor) -> eagertpu::Result<Tensor> {
         "erf" => t.erf(),
         "logical_not" => t.logical_not(),
         "isnan" => t.isnan(),
+        "bitwise_not" => t.bitwise_not(),
         other => panic!("unknown op {other}"),
     }
 }
@@ -650,5 +651,24 @@ fn edge_values_follow_pytorch() {
         &i.tensor().div(2).unwrap(),
         &Host::new(DType::F32, &[2], vec![3.5, -3.5]),
     );
+}
+}
+
+all_modes! {
+fn bitwise_not_flips_every_bit_of_integers_and_negates_bools() {
+    for dtype in [DType::I8, DType::I16, DType::I32, DType::I64] {
+        // ~x = -x - 1 in two's complement, exact at the ends of the range.
+        let x = Host::new(dtype, &[4], vec![0.0, -1.0, 5.0, -128.0]);
+        let got = x.tensor().bitwise_not().unwrap();
+        assert_eq!(Host::of(&got), x.map(dtype, |v| -v - 1.0), "{dtype}");
+    }
+    let big = Tensor::from_slice(&[i64::MAX, i64::MIN, 1 << 60], &[3]).unwrap();
+    assert_eq!(big.bitwise_not().unwrap().to_vec::<i64>().unwrap(), [i64::MIN, i64::MAX, !(1i64 << 60)]);
+    let bytes = Host::new(DType::U8, &[3], vec![0.0, 1.0, 200.0]);
+    assert_eq!(Host::of(&bytes.tensor().bitwise_not().unwrap()), bytes.map(DType::U8, |v| 255.0 - v));
+    let bools = Host::new(DType::Bool, &[2], vec![0.0, 1.0]);
+    assert_eq!(Host::of(&bools.tensor().bitwise_not().unwrap()), Host::new(DType::Bool, &[2], vec![1.0, 0.0]));
+    let e = err_text(Host::random(DType::F32, &[2], 1).tensor().bitwise_not());
+    assert!(e.contains("bitwise_not") && e.contains("float32") && e.contains("integer"), "{e}");
 }
 }

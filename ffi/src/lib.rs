@@ -15,6 +15,7 @@
 
 mod conv_pool;
 mod handles;
+mod index;
 mod op_lists;
 mod ops;
 mod pointwise;
@@ -258,6 +259,7 @@ pub fn all_signatures() -> Vec<Signature> {
     v.extend(handles::signatures());
     v.extend(ops::signatures());
     v.extend(conv_pool::signatures());
+    v.extend(index::signatures());
     v.extend(random::signatures());
     v.extend(resample::signatures());
     v.extend(rnn::signatures());

@@ -29,6 +29,8 @@ pub enum UnaryResult {
     Same,
     /// Bool (logical_not, isnan).
     Bool,
+    /// The input's dtype, which must be an integer or bool (bitwise_not).
+    Integral,
 }
 
 /// How a binary op's result dtype follows its operands' promoted dtype.
@@ -86,6 +88,8 @@ macro_rules! for_each_unary_op {
             Erf erf Float out,
             LogicalNot logical_not Bool out,
             IsNan isnan Bool none,
+            /// `~x`: each bit flipped; for bools, logical not.
+            BitwiseNot bitwise_not Integral out,
         }
     };
 }

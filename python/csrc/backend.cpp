@@ -5,6 +5,8 @@
 #include <c10/core/AutogradState.h>
 #include <torch/library.h>
 
+#include <array>
+
 #include <Python.h>
 #include <frameobject.h>
 
@@ -40,17 +42,29 @@ namespace {
 constexpr at::ScalarType kTypes[] = {
     at::kBool, at::kByte, at::kChar, at::kShort, at::kInt, at::kLong, at::kHalf, at::kBFloat16, at::kFloat, at::kDouble,
 };
+constexpr int kScalarTypes = static_cast<int>(at::ScalarType::NumOptions);
+
+// The etpu_dtype code of each torch dtype, -1 for those not supported: every
+// operand of every op asks.
+constexpr std::array<int8_t, kScalarTypes> codes_by_type() {
+  std::array<int8_t, kScalarTypes> codes{};
+  for (auto& c : codes) c = -1;
+  for (int8_t i = 0; i < 10; i++) codes[static_cast<int>(kTypes[i])] = i;
+  return codes;
+}
+constexpr std::array<int8_t, kScalarTypes> kCodes = codes_by_type();
+
+int8_t code_of(at::ScalarType t) {
+  int i = static_cast<int>(t);
+  return i >= 0 && i < kScalarTypes ? kCodes[i] : -1;
+}
 }  // namespace
 
-bool supported(at::ScalarType t) {
-  for (auto k : kTypes)
-    if (k == t) return true;
-  return false;
-}
+bool supported(at::ScalarType t) { return code_of(t) >= 0; }
 
 int32_t dtype_code(at::ScalarType t) {
-  for (int32_t i = 0; i < 10; i++)
-    if (kTypes[i] == t) return i;
+  int8_t code = code_of(t);
+  if (code >= 0) return code;
   TORCH_CHECK(false, "dtype ", t,
               " is not supported on tpu (expected bool, uint8, int8, int16, int32, int64, float16, bfloat16, "
               "float32 or float64)");

@@ -1,8 +1,8 @@
-// Advanced indexing (`x[idx]`, `x[idx] = v`, `index_put_`, `index_add`),
-// arange, trace, index_copy, take/put_ and tril/triu_indices. Integer index tensors become one linear index into the indexed
-// dims, flattened, so every form is one index_select or one scatter. Boolean
-// masks need their true positions on the host first (`nonzero`, a counted
-// CPU fallback): their result's shape depends on the data.
+// Advanced indexing (`x[idx]`, `x[idx] = v`, `index_put_`, `index_add`,
+// `index_fill_`), arange, trace, index_copy, take/put_ and tril/triu_indices.
+// The indexing ops are the runtime's (runtime/src/tensor/index.rs), one call
+// each. Boolean masks need their true positions on the host first
+// (`nonzero`): their result's shape depends on the data.
 #include <ATen/ExpandUtils.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
@@ -20,121 +20,53 @@ namespace {
 
 using Indices = c10::List<std::optional<at::Tensor>>;
 
-// The indexing of `self` by `indices`, as PyTorch defines it: index tensors
-// (broadcast to `batch`) on dims `dims`; when those dims are not adjacent,
-// the batch dims go first in the result.
-struct Plan {
-  std::vector<int64_t> dims;     // indexed dims of self, ascending
-  std::vector<at::Tensor> index; // integer index per indexed dim
-  std::vector<int64_t> batch;    // the broadcast shape of the index tensors
-  bool adjacent = true;
+// The index tensors of `x[indices]` as runtime handles, one per dim (0: a
+// full slice), for etpu_index and etpu_index_put. A bool (or byte) mask
+// becomes its true positions, one index tensor per dim it covers: `nonzero`
+// reads it on the host, as its result's shape depends on the data. Index
+// tensors may live on the CPU, as with CUDA tensors: they are uploaded.
+struct IndexList {
+  std::vector<Handle> owned;
+  std::vector<etpu_tensor> handles;
 };
 
-Plan plan(const at::Tensor& self, const Indices& indices) {
-  Plan p;
-  TORCH_CHECK(static_cast<int64_t>(indices.size()) <= self.dim(), "index: too many indices (", indices.size(),
-              ") for a tensor of shape ", self.sizes());
+IndexList index_list(const at::Tensor& self, const Indices& indices) {
+  IndexList l;
+  int64_t dev = device_index(self);
+  auto add = [&](const at::Tensor& t) {
+    l.owned.push_back(t.device().is_cpu() ? upload(t, dev) : read(t));
+    l.handles.push_back(l.owned.back().get());
+  };
   int64_t d = 0;
   for (size_t i = 0; i < indices.size(); i++) {
     std::optional<at::Tensor> t = indices.get(i);
     if (!t.has_value() || !t->defined()) {
+      l.handles.push_back(0);
       d++;
       continue;
     }
     if (t->scalar_type() == at::kBool || t->scalar_type() == at::kByte) {
-      // A mask over t.dim() dims: its true positions, one index per dim.
       for (int64_t k = 0; k < t->dim(); k++)
-        TORCH_CHECK(t->size(k) == self.size(d + k), "index: the mask of shape ", t->sizes(),
+        TORCH_CHECK(d + k < self.dim() && t->size(k) == self.size(d + k), "index: the mask of shape ", t->sizes(),
                     " does not match the indexed tensor's shape ", self.sizes(), " at dim ", d + k);
       at::Tensor nz = at::nonzero(*t);
-      for (int64_t k = 0; k < t->dim(); k++) {
-        p.dims.push_back(d + k);
-        p.index.push_back(nz.select(1, k));
-      }
+      for (int64_t k = 0; k < t->dim(); k++) add(nz.select(1, k));
       d += t->dim();
       continue;
     }
-    TORCH_CHECK(at::isIntegralType(t->scalar_type(), false), "index: tensors used as indices must be long, int, byte ",
-                "or bool, got ", t->scalar_type());
-    p.dims.push_back(d);
-    p.index.push_back(*t);
+    add(*t);
     d++;
-  }
-  TORCH_CHECK(!p.dims.empty(), "index: expected at least one index tensor");
-  for (size_t i = 1; i < p.dims.size(); i++) p.adjacent &= p.dims[i] == p.dims[i - 1] + 1;
-  p.batch = p.index[0].sizes().vec();
-  for (size_t i = 1; i < p.index.size(); i++) p.batch = at::infer_size(p.batch, p.index[i].sizes());
-  return p;
-}
-
-// self's values with the indexed dims moved first when they are not adjacent.
-struct Layout {
-  Handle x;                    // self, permuted
-  std::vector<int64_t> sizes;  // its shape
-  std::vector<int64_t> perm;   // permutation applied (empty: none)
-  int64_t first;               // where the indexed dims start
-};
-
-Layout layout(const at::Tensor& self, const Plan& p) {
-  Layout l{read(self), self.sizes().vec(), {}, p.dims[0]};
-  if (!p.adjacent) {
-    l.perm = p.dims;
-    for (int64_t d = 0; d < self.dim(); d++)
-      if (std::find(p.dims.begin(), p.dims.end(), d) == p.dims.end()) l.perm.push_back(d);
-    l.x = permute(l.x, l.perm);
-    for (size_t i = 0; i < l.perm.size(); i++) l.sizes[i] = self.size(l.perm[i]);
-    l.first = 0;
   }
   return l;
 }
 
-// The linear index into the indexed dims (flattened, row-major), of shape
-// [numel(batch)]; negative indices count from the end.
-Handle linear_index(const Layout& l, const Plan& p, int64_t device) {
-  Handle linear;
-  int64_t stride = 1;
-  for (int64_t j = static_cast<int64_t>(p.dims.size()) - 1; j >= 0; j--) {
-    int64_t size = l.sizes[l.first + j];
-    // Index tensors may live on the CPU, as with CUDA tensors.
-    const at::Tensor& i = p.index[j];
-    Handle idx = cast(i.device().is_cpu() ? upload(i, device) : read(i), at::kLong);
-    idx = where(binary_scalar("lt", idx, 0), binary_scalar("add", idx, size), idx);
-    if (dims_of(idx) != p.batch) idx = expand(idx, p.batch);
-    Handle term = stride == 1 ? std::move(idx) : mul(idx, at::Scalar(stride));
-    linear = linear.get() == 0 ? std::move(term) : add(linear, term);
-    stride *= size;
-  }
-  return reshape(linear, {c10::multiply_integers(p.batch)});
-}
-
-// [pre..., prod(indexed), post...]
-std::vector<int64_t> flat_shape(const Layout& l, const Plan& p) {
-  std::vector<int64_t> s(l.sizes.begin(), l.sizes.begin() + l.first);
-  int64_t n = 1;
-  for (size_t j = 0; j < p.dims.size(); j++) n *= l.sizes[l.first + j];
-  s.push_back(n);
-  s.insert(s.end(), l.sizes.begin() + l.first + p.dims.size(), l.sizes.end());
-  return s;
-}
-
-// [pre..., batch..., post...]
-std::vector<int64_t> result_shape(const Layout& l, const Plan& p) {
-  std::vector<int64_t> s(l.sizes.begin(), l.sizes.begin() + l.first);
-  s.insert(s.end(), p.batch.begin(), p.batch.end());
-  s.insert(s.end(), l.sizes.begin() + l.first + p.dims.size(), l.sizes.end());
-  return s;
-}
-
 at::Tensor& index_out(const at::Tensor& self, const Indices& indices, at::Tensor& out) {
   OpScope s;
-  Plan p = plan(self, indices);
-  Layout l = layout(self, p);
-  auto shape = result_shape(l, p);
-  at::native::resize_output(out, shape);
-  if (out.numel() == 0) return out;
-  Handle flat = reshape(l.x, flat_shape(l, p));
-  Handle picked = index_select(flat, l.first, linear_index(l, p, device_index(self)));
-  write(out, reshape(picked, shape));
+  IndexList l = index_list(self, indices);
+  Handle h;
+  check(etpu_index(read(self).get(), l.handles.data(), l.handles.size(), origin(), h.out()));
+  at::native::resize_output(out, dims_of(h));
+  write(out, h);
   return out;
 }
 
@@ -142,76 +74,30 @@ at::Tensor& index_out(const at::Tensor& self, const Indices& indices, at::Tensor
 at::Tensor& index_put(at::Tensor& self, const Indices& indices, const at::Tensor& values, bool accumulate,
                       bool unsafe) {
   OpScope s;
-  Plan p = plan(self, indices);
-  Layout l = layout(self, p);
-  auto shape = result_shape(l, p);
-  int64_t n = c10::multiply_integers(p.batch);
-  if (n == 0 || self.numel() == 0) return self;
-  auto fshape = flat_shape(l, p);
-  // values broadcast to the result's shape, then flattened like the result.
-  Handle v = cast(read_operand(values, device_index(self)), self.scalar_type());
-  if (dims_of(v) != shape) v = expand(v, shape);
-  std::vector<int64_t> vflat(fshape);
-  vflat[l.first] = n;
-  v = reshape(v, vflat);
-  // The linear index along the flattened dim, broadcast over the others.
-  std::vector<int64_t> ishape(fshape.size(), 1);
-  ishape[l.first] = n;
-  Handle idx = expand(reshape(linear_index(l, p, device_index(self)), ishape), vflat);
-  Handle updated = scatter(reshape(l.x, fshape), l.first, idx, v, accumulate);
-  updated = reshape(updated, l.sizes);
-  if (!l.perm.empty()) {
-    std::vector<int64_t> inverse(l.perm.size());
-    for (size_t i = 0; i < l.perm.size(); i++) inverse[l.perm[i]] = static_cast<int64_t>(i);
-    updated = permute(updated, inverse);
-  }
-  write(self, updated);
+  IndexList l = index_list(self, indices);
+  Handle v = read_operand(values, device_index(self)), h;
+  check(etpu_index_put(read(self).get(), l.handles.data(), l.handles.size(), v.get(), accumulate, origin(),
+                       h.out()));
+  write(self, h);
   return self;
 }
 
 at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
                           const at::Scalar& alpha, at::Tensor& out) {
   OpScope s;
-  int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
-  Handle x = read(self);
-  if (source.numel() == 0) {
-    write(out, x);
-    return out;
-  }
-  Handle src = cast(read(source), self.scalar_type());
-  bool one = alpha.isIntegral(true) ? alpha.toLong() == 1 : alpha.toDouble() == 1.0;
-  if (!one) src = mul(src, alpha);
-  if (self.dim() == 0) {
-    write(out, add(x, reshape(src, {})));
-    return out;
-  }
-  std::vector<int64_t> ishape(self.dim(), 1);
-  ishape[d] = index.numel();
-  Handle idx = cast(reshape(read(index), ishape), at::kLong);
-  idx = expand(idx, source.sizes());
-  write(out, scatter(x, d, idx, src, /*add=*/true));
+  Handle h;
+  check(etpu_index_add(read(self).get(), dim, read(index).get(), read(source).get(), scalar_arg(alpha), origin(),
+                       h.out()));
+  write(out, h);
   return out;
 }
 
 // self[..., index, ...] = value along `dim`, in place.
 at::Tensor& index_fill_scalar(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value) {
   OpScope s;
-  TORCH_CHECK(index.dim() <= 1, "index_fill_: index must be 0-D or 1-D, got shape ", index.sizes());
-  if (index.numel() == 0 || self.numel() == 0) return self;
-  int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
-  int64_t dev = device_index(self);
-  if (self.dim() == 0) {
-    write(self, full(dev, {}, value, self.scalar_type()));
-    return self;
-  }
-  int64_t size = self.size(d);
-  Handle idx = cast(index.device().is_cpu() ? upload(index, dev) : read(index), at::kLong);
-  idx = where(binary_scalar("lt", idx, 0), binary_scalar("add", idx, size), idx);
-  std::vector<int64_t> ishape(self.dim(), 1), shape = self.sizes().vec();
-  ishape[d] = shape[d] = index.numel();
-  idx = expand(reshape(idx, ishape), shape);
-  Handle src = full(dev, shape, value, self.scalar_type());
-  write(self, scatter(read(self), d, idx, src, /*add=*/false));
+  Handle i = index.device().is_cpu() ? upload(index, device_index(self)) : read(index), h;
+  check(etpu_index_fill(read(self).get(), dim, i.get(), scalar_arg(value), origin(), h.out()));
+  write(self, h);
   return self;
 }
 
@@ -307,22 +193,14 @@ at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor
   return out;
 }
 
-// Flat positions into a tensor of `numel` elements, negative ones from the end.
-Handle flat_positions(const at::Tensor& index, int64_t numel) {
-  Handle i = reshape(cast(read(index), at::kLong), {index.numel()});
-  return where(binary_scalar("lt", i, 0), binary_scalar("add", i, numel), i);
-}
-
 at::Tensor& take_out(const at::Tensor& self, const at::Tensor& index, at::Tensor& out) {
   OpScope s;
   TORCH_CHECK(index.scalar_type() == at::kLong, "take(): Expected a long tensor for index, but got ",
               index.scalar_type());
   at::native::resize_output(out, index.sizes());
-  if (index.numel() == 0) return out;
-  TORCH_CHECK(self.numel() > 0, "take(): tried to take from an empty tensor (of shape ", self.sizes(), ") with ",
-              index.numel(), " indices");
-  Handle flat = reshape(read(self), {self.numel()});
-  write(out, reshape(index_select(flat, 0, flat_positions(index, self.numel())), index.sizes()));
+  Handle h;
+  check(etpu_take(read(self).get(), read(index).get(), origin(), h.out()));
+  write(out, h);
   return out;
 }
 
@@ -337,14 +215,9 @@ at::Tensor& put_(at::Tensor& self, const at::Tensor& index, const at::Tensor& so
   OpScope s;
   TORCH_CHECK(index.scalar_type() == at::kLong, "put_(): Expected a long tensor for index, but got ",
               index.scalar_type());
-  TORCH_CHECK(index.numel() == source.numel(), "put_(): Expected source and index to have the same number of ",
-              "elements, but got source.numel() = ", source.numel(), ", index.numel() = ", index.numel());
-  if (index.numel() == 0) return self;
-  TORCH_CHECK(self.numel() > 0, "put_(): Tried to put elements into an empty tensor (of shape ", self.sizes(), ")");
-  Handle flat = reshape(read(self), {self.numel()});
-  Handle src = reshape(cast(read(source), self.scalar_type()), {source.numel()});
-  Handle r = scatter(flat, 0, flat_positions(index, self.numel()), src, accumulate);
-  write(self, reshape(r, self.sizes()));
+  Handle h;
+  check(etpu_put(read(self).get(), read(index).get(), read(source).get(), accumulate, origin(), h.out()));
+  write(self, h);
   return self;
 }
 

@@ -85,21 +85,6 @@ at::Tensor& isneginf_out(const at::Tensor& self, at::Tensor& out) {
   return out;
 }
 
-at::Tensor& bitwise_not_out(const at::Tensor& self, at::Tensor& out) {
-  OpScope s;
-  at::native::resize_output(out, self.sizes());
-  TORCH_CHECK(!at::isFloatingType(self.scalar_type()), "bitwise_not: expected an integer or bool tensor, got ",
-              self.scalar_type());
-  Handle x = read(self);
-  if (self.scalar_type() == at::kBool) {
-    write(out, unary("logical_not", x));
-  } else {
-    int64_t ones = self.scalar_type() == at::kByte ? 255 : -1;
-    write(out, binary("bitwise_xor", x, full(device_index(self), {}, ones, self.scalar_type())));
-  }
-  return out;
-}
-
 at::Tensor& triangle(const at::Tensor& self, int64_t k, bool upper, at::Tensor& out) {
   OpScope s;
   Handle h;
@@ -381,6 +366,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 #define FUNCTIONAL_NUMERIC(name)
 #define FUNCTIONAL_SAME(name)
 #define FUNCTIONAL_BOOL(name)
+#define FUNCTIONAL_INTEGRAL(name)
 #define REGISTER_UNARY(name, rule, aten_out)                         \
   table::register_overload(m, #name, #aten_out, table::name##_out); \
   if (std::strcmp(#aten_out, "none") != 0) {                        \
@@ -397,7 +383,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("isinf", isinf);
   m.impl("isposinf.out", isposinf_out);
   m.impl("isneginf.out", isneginf_out);
-  m.impl("bitwise_not.out", bitwise_not_out);
   m.impl("triu.out", triu_out);
   m.impl("tril.out", tril_out);
   m.impl("relu", relu);

@@ -20,7 +20,10 @@ pub(super) fn unary(op: &'static str, u: UnaryOp, inputs: &[TensorType]) -> Resu
         UnaryResult::Numeric if d.is_bool() => {
             return Err(unsupported(op, d, "a numeric dtype (not bool)"));
         }
-        UnaryResult::Numeric | UnaryResult::Same => d,
+        UnaryResult::Integral if d.is_float() => {
+            return Err(unsupported(op, d, "an integer or bool dtype"));
+        }
+        UnaryResult::Numeric | UnaryResult::Same | UnaryResult::Integral => d,
         UnaryResult::Bool => DType::Bool,
     };
     Ok(x.with_dtype(out))

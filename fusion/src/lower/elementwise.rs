@@ -73,6 +73,8 @@ pub(super) fn unary(e: &mut Emitter, u: UnaryOp, x: &V, out: TensorType) -> V {
         }
         IsNan if d.is_float() => e.is_nan(x),
         IsNan => e.constant(Scalar::Bool(false), out),
+        // On i1, stablehlo.not is logical not; on integers, bitwise.
+        BitwiseNot => e.unary("stablehlo.not", x),
     }
 }
 
