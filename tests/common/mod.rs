@@ -478,3 +478,91 @@ pub fn erf(x: f64) -> f64 {
     }
     sum * 2.0 / std::f64::consts::PI.sqrt()
 }
+
+// ------------------------------------------------ reductions on the host ----
+
+/// Which dims of a rank-`rank` tensor `dims` reduces (all when empty);
+/// normalized here, independently of the runtime.
+pub fn reduced_mask(dims: &[i64], rank: usize) -> Vec<bool> {
+    let r = rank.max(1) as i64;
+    let mut mask = vec![dims.is_empty(); rank];
+    for &d in dims {
+        let d = if d < 0 { d + r } else { d };
+        assert!((0..r).contains(&d), "bad dim in a test case");
+        if rank > 0 {
+            mask[d as usize] = true;
+        }
+    }
+    mask
+}
+
+/// Reduces `x` over `dims` with `f`, which gets each group's elements in
+/// increasing index order; the result is rounded to `out`.
+pub fn host_reduce(
+    x: &Host,
+    dims: &[i64],
+    keepdim: bool,
+    out: DType,
+    f: impl Fn(&[f64]) -> f64,
+) -> Host {
+    let mask = reduced_mask(dims, x.rank());
+    let kept =
+        |v: &[i64]| -> Vec<i64> { (0..x.rank()).filter(|&d| !mask[d]).map(|d| v[d]).collect() };
+    let out_shape: Vec<i64> = (0..x.rank())
+        .filter(|&d| !mask[d] || keepdim)
+        .map(|d| if mask[d] { 1 } else { x.shape[d] })
+        .collect();
+    let mut groups = vec![vec![]; numel(&kept(&x.shape))];
+    for (i, &v) in x.data.iter().enumerate() {
+        groups[ravel(&kept(&unravel(i, &x.shape)), &kept(&x.shape))].push(v);
+    }
+    Host::new(out, &out_shape, groups.iter().map(|g| f(g)).collect())
+}
+
+/// amax: NaN propagates.
+pub fn r_max(v: &[f64]) -> f64 {
+    if v.iter().any(|x| x.is_nan()) {
+        return f64::NAN;
+    }
+    v.iter().fold(f64::NEG_INFINITY, |m, &x| m.max(x))
+}
+
+pub fn check_tol(what: &str, got: eagertpu::Result<Tensor>, want: &Host, tol: (f64, f64)) {
+    let got = got.unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_close_tol(what, &got, want, tol);
+}
+
+pub fn r_sum(v: &[f64]) -> f64 {
+    v.iter().sum()
+}
+
+pub fn r_mean(v: &[f64]) -> f64 {
+    r_sum(v) / v.len() as f64
+}
+
+pub fn r_var(v: &[f64], correction: f64) -> f64 {
+    let m = r_mean(v);
+    let ss: f64 = v.iter().map(|x| (x - m) * (x - m)).sum();
+    ss / (v.len() as f64 - correction).max(0.0)
+}
+
+pub fn r_logsumexp(v: &[f64]) -> f64 {
+    let m = r_max(v);
+    if m.is_infinite() || m.is_nan() {
+        return m;
+    }
+    m + v.iter().map(|x| (x - m).exp()).sum::<f64>().ln()
+}
+
+/// Tolerance for a long sum in `out`: each step rounds in the accumulator
+/// (f32 for 16-bit floats), so that error scales with `scale` = sum |x|, not
+/// with the result, which can cancel to ~0; then the result rounds once to
+/// `out`, which tolerance() covers. 16-bit sums accumulated in 16 bits fail it.
+pub fn acc_tol(out: DType, scale: f64) -> (f64, f64) {
+    let acc = match out {
+        DType::F16 | DType::BF16 => DType::F32,
+        d => d,
+    };
+    let (rtol, atol) = tolerance(out);
+    (rtol, atol + tolerance(acc).0 * scale)
+}
