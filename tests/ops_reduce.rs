@@ -346,21 +346,26 @@ fn reductions_of_empty_tensors_follow_pytorch() {
 }
 }
 
+/// Small integers, about a third of them zero; a float tensor's first
+/// element is NaN (which is not zero).
+fn some_zeros(dtype: DType, shape: &[i64], seed: u64) -> Host {
+    let mut x = Host::random_in(dtype, shape, seed, -1.4, 1.4);
+    if dtype.is_float() {
+        for v in x.data.iter_mut() {
+            *v = v.round();
+        }
+        if let Some(first) = x.data.first_mut() {
+            *first = f64::NAN;
+        }
+    }
+    x
+}
+
 all_modes! {
 fn count_nonzero_counts_what_is_not_zero_as_int64() {
     for (c, &(shape, dims, _)) in CASES.iter().enumerate() {
         for dtype in [DType::F32, DType::I64, DType::Bool, DType::U8] {
-            // Small integers: about a third of them zero.
-            let mut x = Host::random_in(dtype, shape, 70 + c as u64, -1.4, 1.4);
-            if dtype.is_float() {
-                for v in x.data.iter_mut() {
-                    *v = v.round();
-                }
-                // NaN is not zero.
-                if let Some(first) = x.data.first_mut() {
-                    *first = f64::NAN;
-                }
-            }
+            let x = some_zeros(dtype, shape, 70 + c as u64);
             let got = Host::of(&x.tensor().count_nonzero(dims).unwrap());
             let want = host_reduce(&x, dims, false, DType::I64, |g| {
                 g.iter().filter(|v| **v != 0.0).count() as f64
@@ -382,16 +387,7 @@ all_modes! {
 fn any_and_all_reduce_truthiness_to_bool() {
     for (c, &(shape, dims, keepdim)) in CASES.iter().enumerate() {
         for dtype in [DType::F32, DType::I64, DType::Bool, DType::U8] {
-            // Small integers, about a third of them zero; NaN is not zero.
-            let mut x = Host::random_in(dtype, shape, 90 + c as u64, -1.4, 1.4);
-            if dtype.is_float() {
-                for v in x.data.iter_mut() {
-                    *v = v.round();
-                }
-                if let Some(first) = x.data.first_mut() {
-                    *first = f64::NAN;
-                }
-            }
+            let x = some_zeros(dtype, shape, 90 + c as u64);
             let w = format!("{dtype}{shape:?} {dims:?} keepdim={keepdim}");
             let any = |g: &[f64]| g.iter().any(|v| *v != 0.0) as i32 as f64;
             let all = |g: &[f64]| g.iter().all(|v| *v != 0.0) as i32 as f64;
