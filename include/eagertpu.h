@@ -278,8 +278,9 @@ etpu_status etpu_slice(etpu_tensor x, int64_t dim, int64_t start, int64_t end, i
                        const char* origin, etpu_tensor* out);
 etpu_status etpu_cat(const etpu_tensor* xs, size_t n, int64_t dim, const char* origin,
                      etpu_tensor* out);
-/* op: sum mean prod max min logsumexp, any all (bool), count_nonzero (int64; keepdim false);
-   no dims (ndims 0) reduces every dim. */
+/* op (the runtime's Reduce table): sum mean prod max min logsumexp, any all (bool),
+   count_nonzero (int64; keepdim false); no dims (ndims 0) reduces every dim. An unknown op is
+   an error listing the table's names. */
 etpu_status etpu_reduce(const char* op, etpu_tensor x, const int64_t* dims, size_t ndims,
                         bool keepdim, const char* origin, etpu_tensor* out);
 etpu_status etpu_matmul(etpu_tensor a, etpu_tensor b, const char* origin, etpu_tensor* out);
@@ -290,6 +291,13 @@ etpu_status etpu_softmax(etpu_tensor x, int64_t dim, bool log, const char* origi
    `grad` and the result `output`. */
 etpu_status etpu_softmax_backward(etpu_tensor grad, etpu_tensor output, int64_t dim, bool log,
                                   const char* origin, etpu_tensor* out);
+/* The gradient of an embedding lookup (embedding_dense_backward), [num_weights, D]: the rows of
+   `grad` (indices' shape then D) summed into the rows their integer `indices` name; rows looked up
+   at padding_idx (negative: none, as ATen passes it) give none; with scale_grad_by_freq, each row
+   is divided by how often its index occurs. */
+etpu_status etpu_embedding_backward(etpu_tensor grad, etpu_tensor indices, int64_t num_weights,
+                                    int64_t padding_idx, bool scale_grad_by_freq, const char* origin,
+                                    etpu_tensor* out);
 /* torch.triu(x, k) when `upper`, else torch.tril(x, k): the elements on one side of diagonal k of
    the last two dims, zeros elsewhere. */
 etpu_status etpu_triangle(etpu_tensor x, int64_t k, bool upper, const char* origin, etpu_tensor* out);
@@ -515,6 +523,13 @@ etpu_status etpu_avg_pool(etpu_tensor x, const int64_t* kernel, const int64_t* s
                           const int64_t* padding, size_t nspatial, bool ceil_mode,
                           bool count_include_pad, int64_t divisor_override /* 0: none */,
                           const char* origin, etpu_tensor* out);
+/* The gradient of etpu_avg_pool with respect to its input, of sizes input_sizes[0..rank], from
+ * the gradient of its output `grad_out` and the pooling's attributes (divisor_override 0: none). */
+etpu_status etpu_avg_pool_backward(etpu_tensor grad_out, const int64_t* input_sizes, size_t rank,
+                                   const int64_t* kernel, const int64_t* stride,
+                                   const int64_t* padding, size_t nspatial, bool ceil_mode,
+                                   bool count_include_pad, int64_t divisor_override /* 0: none */,
+                                   const char* origin, etpu_tensor* out);
 
 #ifdef __cplusplus
 }

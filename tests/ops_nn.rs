@@ -1,5 +1,6 @@
-//! Matmul, softmax and its backward, layer norm and cross entropy against
-//! host references computed here with plain loops in f64, in every mode.
+//! Matmul, softmax and its backward, layer norm, cross entropy and the
+//! embedding backward against host references computed here with plain
+//! loops in f64, in every mode.
 
 mod common;
 
@@ -300,5 +301,99 @@ fn softmax_backward_matches_the_host_reference() {
     }
     let x = Host::random(DType::F32, &[2, 3], 1).tensor();
     assert_err(Tensor::softmax_backward(&x, &x, 2, false), "softmax_backward", &["2"]);
+}
+}
+
+/// The embedding backward on the host: each row of `grad` added to the
+/// weight row its index names, skipping `padding_idx` (already counted from
+/// the front), divided by its index's count with `scale_grad_by_freq`.
+fn host_embedding_backward(
+    grad: &Host,
+    indices: &[i64],
+    num_weights: i64,
+    padding_idx: Option<i64>,
+    scale_grad_by_freq: bool,
+) -> Host {
+    let width = *grad.shape.last().unwrap() as usize;
+    let mut count = vec![0.0; num_weights as usize];
+    for &i in indices {
+        count[i as usize] += 1.0;
+    }
+    let mut data = vec![0.0; num_weights as usize * width];
+    for (r, &i) in indices.iter().enumerate() {
+        if Some(i) == padding_idx {
+            continue;
+        }
+        let scale = if scale_grad_by_freq {
+            count[i as usize]
+        } else {
+            1.0
+        };
+        for c in 0..width {
+            data[i as usize * width + c] += grad.data[r * width + c] / scale;
+        }
+    }
+    Host::new(grad.dtype, &[num_weights, width as i64], data)
+}
+
+all_modes! {
+fn embedding_backward_sums_rows_into_their_indices() {
+    // Repeated indices (3 three times, 1 twice), the padding row among them.
+    let indices: [i64; 8] = [1, 3, 3, 9, 0, 1, 3, 7];
+    // (indices' shape, padding_idx, scale_grad_by_freq)
+    let cases: [(&[i64], Option<i64>, bool); 6] = [
+        (&[8], None, false),
+        (&[2, 4], Some(3), false),
+        (&[2, 4], None, true),
+        (&[4, 2], Some(1), true),
+        // A negative padding_idx counts from the end: -1 is row 9.
+        (&[8], Some(-1), true),
+        (&[2, 2, 2], Some(0), false),
+    ];
+    for (c, &(shape, padding_idx, scale)) in cases.iter().enumerate() {
+        let padding_row = padding_idx.map(|p| if p < 0 { p + 10 } else { p });
+        for (dtype, index_dtype) in [(DType::F32, DType::I64), (DType::F64, DType::I32), (DType::BF16, DType::I64)] {
+            let mut grad_shape = shape.to_vec();
+            grad_shape.push(5);
+            let grad = Host::random(dtype, &grad_shape, 40 + c as u64);
+            let index = Host::new(index_dtype, shape, indices.iter().map(|&i| i as f64).collect());
+            let want = host_embedding_backward(&grad, &indices, 10, padding_row, scale);
+            let what = format!("embedding_backward {dtype} indices {index_dtype}{shape:?} padding_idx {padding_idx:?} scale {scale}");
+            check(&what, grad.tensor().embedding_backward(&index.tensor(), 10, padding_idx, scale), &want);
+        }
+    }
+    // No indices: a gradient of zeros.
+    let grad = Host::new(DType::F32, &[0, 5], vec![]);
+    let index = Host::new(DType::I64, &[0], vec![]);
+    let want = Host::new(DType::F32, &[4, 5], vec![0.0; 20]);
+    check("embedding_backward of no indices", grad.tensor().embedding_backward(&index.tensor(), 4, Some(2), true), &want);
+    // A NaN gradient looked up at the padding row stays out.
+    let grad = Host::new(DType::F32, &[2, 1], vec![f64::NAN, 2.0]);
+    let index = Host::new(DType::I64, &[2], vec![0.0, 1.0]);
+    let want = Host::new(DType::F32, &[2, 1], vec![0.0, 2.0]);
+    check("embedding_backward NaN at padding_idx", grad.tensor().embedding_backward(&index.tensor(), 2, Some(0), false), &want);
+}
+}
+
+all_modes! {
+fn bad_embedding_backward_is_an_error_naming_the_shapes() {
+    let grad = Tensor::zeros(&[2, 3, 4], DType::F32).unwrap();
+    let index = Tensor::zeros(&[2, 3], DType::I64).unwrap();
+    assert_err(
+        grad.embedding_backward(&Tensor::zeros(&[2, 3], DType::F32).unwrap(), 5, None, false),
+        "embedding_backward",
+        &["integer indices", "float32[2, 3]"],
+    );
+    assert_err(
+        grad.embedding_backward(&Tensor::zeros(&[4], DType::I64).unwrap(), 5, None, false),
+        "embedding_backward",
+        &["float32[2, 3, 4]", "int64[4]"],
+    );
+    assert_err(
+        grad.embedding_backward(&index, 5, Some(5), false),
+        "embedding_backward",
+        &["padding_idx 5", "[-5, 4]"],
+    );
+    assert_err(grad.embedding_backward(&index, -1, None, false), "embedding_backward", &["num_weights -1"]);
 }
 }

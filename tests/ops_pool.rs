@@ -6,7 +6,8 @@
 //! padding, dilation, ceil mode (including a dropped last window), ties, NaN
 //! and -inf, unbatched input, every float dtype and an integer one; the
 //! backward of max pooling as the caller does it (a scatter_add at the
-//! indices); all three modes.
+//! indices); the backward of average pooling against a host loop that
+//! spreads each output's gradient over its window; all three modes.
 
 mod common;
 
@@ -96,24 +97,20 @@ fn max_pool_ref(x: &Host, pool: &Pool, ceil_mode: bool) -> (Host, Host) {
     )
 }
 
-/// Average pooling by PyTorch's CPU algorithm, in f64.
-fn avg_pool_ref(
-    x: &Host,
+/// Each output window of an average pooling: its input positions (inside
+/// the input) as flat plane indices, and its divisor (PyTorch's CPU rule).
+fn avg_windows(
+    plane: &[i64],
+    out: &[i64],
     pool: &Pool,
-    ceil_mode: bool,
     include_pad: bool,
     divisor: Option<i64>,
-) -> Host {
-    let (lead, plane, out) = planes(&x.shape, pool, ceil_mode);
-    let (plane_n, out_n) = (numel(&plane), numel(&out));
-    let mut values = vec![];
-    for l in 0..numel(&lead) {
-        let base = &x.data[l * plane_n..(l + 1) * plane_n];
-        for o in 0..out_n {
-            let oi = unravel(o, &out);
+) -> Vec<(Vec<usize>, i64)> {
+    (0..numel(out))
+        .map(|o| {
+            let oi = unravel(o, out);
             let (mut padded, mut inside) = (1, 1);
-            let mut lo = vec![];
-            let mut hi = vec![];
+            let (mut lo, mut hi) = (vec![], vec![]);
             for d in 0..plane.len() {
                 let start = oi[d] * pool.stride[d] - pool.padding[d];
                 let end = (start + pool.kernel[d]).min(plane[d] + pool.padding[d]);
@@ -124,17 +121,65 @@ fn avg_pool_ref(
                 hi.push(e);
             }
             let extent: Vec<i64> = lo.iter().zip(&hi).map(|(s, e)| e - s).collect();
-            let mut sum = 0.0;
-            for k in 0..numel(&extent) {
-                let pos: Vec<i64> = unravel(k, &extent)
-                    .iter()
-                    .zip(&lo)
-                    .map(|(a, b)| a + b)
-                    .collect();
-                sum += base[ravel(&pos, &plane)];
-            }
+            let positions = (0..numel(&extent))
+                .map(|k| {
+                    let pos: Vec<i64> = unravel(k, &extent)
+                        .iter()
+                        .zip(&lo)
+                        .map(|(a, b)| a + b)
+                        .collect();
+                    ravel(&pos, plane)
+                })
+                .collect();
             let count = divisor.unwrap_or(if include_pad { padded } else { inside });
-            values.push(sum / count as f64);
+            (positions, count)
+        })
+        .collect()
+}
+
+/// The backward of average pooling on the host: each output's gradient,
+/// divided by its window's divisor, added to every input element of the
+/// window.
+fn avg_pool_backward_ref(
+    grad: &Host,
+    input: &[i64],
+    pool: &Pool,
+    ceil_mode: bool,
+    include_pad: bool,
+    divisor: Option<i64>,
+) -> Host {
+    let (lead, plane, out) = planes(input, pool, ceil_mode);
+    let (plane_n, out_n) = (numel(&plane), numel(&out));
+    let windows = avg_windows(&plane, &out, pool, include_pad, divisor);
+    let mut data = vec![0.0; numel(input)];
+    for l in 0..numel(&lead) {
+        for (o, (positions, count)) in windows.iter().enumerate() {
+            let g = grad.data[l * out_n + o] / *count as f64;
+            for &p in positions {
+                data[l * plane_n + p] += g;
+            }
+        }
+    }
+    Host::new(grad.dtype, input, data)
+}
+
+/// Average pooling by PyTorch's CPU algorithm, in f64.
+fn avg_pool_ref(
+    x: &Host,
+    pool: &Pool,
+    ceil_mode: bool,
+    include_pad: bool,
+    divisor: Option<i64>,
+) -> Host {
+    let (lead, plane, out) = planes(&x.shape, pool, ceil_mode);
+    let plane_n = numel(&plane);
+    let windows = avg_windows(&plane, &out, pool, include_pad, divisor);
+    let mut values = vec![];
+    for l in 0..numel(&lead) {
+        let base = &x.data[l * plane_n..(l + 1) * plane_n];
+        for (positions, count) in &windows {
+            let sum: f64 = positions.iter().map(|&p| base[p]).sum();
+            values.push(sum / *count as f64);
         }
     }
     let mut shape = lead;
@@ -426,5 +471,110 @@ all_modes! {
         // The runtime is still usable.
         let (v, _) = x.max_pool(&[2, 2], &[], &[], &[], false).unwrap();
         assert_eq!(v.shape(), &[1, 2, 3, 3]);
+    }
+}
+
+fn run_avg_backward(
+    c: usize,
+    ceil_mode: bool,
+    include_pad: bool,
+    divisor: Option<i64>,
+    dtype: DType,
+) {
+    let (shape, pool) = &AVG_CASES[c];
+    let what = format!(
+        "avg_pool_backward {shape:?} {pool:?} ceil {ceil_mode} include_pad {include_pad} divisor {divisor:?} {dtype}"
+    );
+    let (lead, _, out) = planes(shape, pool, ceil_mode);
+    let out_shape: Vec<i64> = lead.iter().chain(&out).copied().collect();
+    let grad = Host::random(dtype, &out_shape, 300 + c as u64);
+    let want = avg_pool_backward_ref(&grad, shape, pool, ceil_mode, include_pad, divisor);
+    let got = grad
+        .tensor()
+        .avg_pool_backward(
+            shape,
+            pool.kernel,
+            pool.stride,
+            pool.padding,
+            ceil_mode,
+            include_pad,
+            divisor,
+        )
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_close(&what, &got, &want);
+}
+
+all_modes! {
+    fn avg_pool_backward_spreads_each_gradient_over_its_window() {
+        for c in 0..AVG_CASES.len() {
+            for ceil_mode in [false, true] {
+                for include_pad in [false, true] {
+                    run_avg_backward(c, ceil_mode, include_pad, None, DType::F32);
+                }
+            }
+            run_avg_backward(c, true, false, Some(5), DType::F64);
+            run_avg_backward(c, false, true, Some(-2), DType::F32);
+        }
+        run_avg_backward(1, true, false, None, DType::BF16);
+    }
+}
+
+all_modes! {
+    fn avg_pool_backward_with_overhanging_ceil_mode_windows() {
+        // 7 by windows of 3, stride 2, no padding, ceil mode: the last window
+        // starts at 6 and overhangs by 2; 8 with padding 1: one more.
+        let pool = Pool {
+            kernel: &[3],
+            stride: &[2],
+            padding: &[0],
+            dilation: &[1],
+        };
+        for (size, padding) in [(7, 0), (8, 1), (6, 1)] {
+            let pool = Pool {
+                padding: if padding == 0 { &[0] } else { &[1] },
+                ..pool
+            };
+            let shape = [2, 3, size];
+            for (include_pad, divisor) in [(true, None), (false, None), (false, Some(4))] {
+                let (_, _, out) = planes(&shape, &pool, true);
+                let grad = Host::random(DType::F64, &[2, 3, out[0]], size as u64);
+                let want = avg_pool_backward_ref(&grad, &shape, &pool, true, include_pad, divisor);
+                let got = grad.tensor().avg_pool_backward(
+                    &shape,
+                    pool.kernel,
+                    pool.stride,
+                    pool.padding,
+                    true,
+                    include_pad,
+                    divisor,
+                );
+                let what = format!("avg_pool_backward [2, 3, {size}] padding {padding} include_pad {include_pad} divisor {divisor:?}");
+                common::builders::check(&what, got, &want);
+            }
+        }
+    }
+}
+
+all_modes! {
+    fn bad_avg_pool_backward_is_an_error_naming_the_shapes() {
+        let grad = Tensor::zeros(&[1, 2, 3, 3], DType::F32).unwrap();
+        check_err(
+            grad.avg_pool_backward(&[1, 2, 8, 8], &[2, 2], &[], &[], false, true, None),
+            &["avg_pool_backward", "float32[1, 2, 3, 3]", "[1, 2, 8, 8]", "[1, 2, 4, 4]"],
+        );
+        check_err(
+            grad.avg_pool_backward(&[6, 6], &[2, 2], &[], &[], false, true, None),
+            &["avg_pool_backward", "[6, 6]", "4 or 3 input dims"],
+        );
+        let ints = Tensor::zeros(&[1, 2, 3, 3], DType::I32).unwrap();
+        check_err(
+            ints.avg_pool_backward(&[1, 2, 6, 6], &[2, 2], &[], &[], false, true, None),
+            &["avg_pool_backward", "int32"],
+        );
+        // The runtime is still usable.
+        let dx = grad
+            .avg_pool_backward(&[1, 2, 6, 6], &[2, 2], &[], &[], false, true, None)
+            .unwrap();
+        assert_eq!(dx.shape(), &[1, 2, 6, 6]);
     }
 }

@@ -1,14 +1,16 @@
 //! Reductions (and the ones built from them: std, any, all, vector_norm,
 //! max/min along a dim, trace) against host references computed here with
 //! plain loops in f64: every op, every dtype it supports, keepdim, negative
-//! and multiple dims, PyTorch's dtype rules and edge values. Matmul and the
-//! nn ops are in ops_nn.rs; the shared host reductions in common/.
+//! and multiple dims, PyTorch's dtype rules and edge values; the op tables
+//! (`Reduce`, `ArgReduce`, `Extreme`): their PyTorch names, and each name
+//! reaching the reduction it names. Matmul and the nn ops are in ops_nn.rs;
+//! the shared host reductions in common/.
 
 mod common;
 
-use common::builders::check;
+use common::builders::{check, check_err};
 use common::*;
-use eagertpu::DType;
+use eagertpu::{ArgReduce, DType, Extreme, Reduce};
 
 fn r_prod(v: &[f64]) -> f64 {
     v.iter().product()
@@ -517,5 +519,95 @@ fn trace_sums_the_main_diagonal() {
         }
     }
     assert_err(Host::random(DType::F32, &[2, 2, 2], 1).tensor().trace(), "trace", &["matrix", "dim 3", "[2, 2, 2]"]);
+}
+}
+
+/// A reduction of one group on the host.
+type HostReduction = fn(&[f64]) -> f64;
+
+/// PyTorch's name of each reduction, with its host reference and result
+/// dtype for a float32 input: what the `Reduce` table must hold.
+fn reduce_names() -> Vec<(&'static str, HostReduction, DType)> {
+    vec![
+        ("sum", r_sum, DType::F32),
+        ("mean", r_mean, DType::F32),
+        ("prod", r_prod, DType::F32),
+        ("max", r_max, DType::F32),
+        ("min", r_min, DType::F32),
+        ("logsumexp", r_logsumexp, DType::F32),
+        (
+            "any",
+            |g| g.iter().any(|v| *v != 0.0) as i32 as f64,
+            DType::Bool,
+        ),
+        (
+            "all",
+            |g| g.iter().all(|v| *v != 0.0) as i32 as f64,
+            DType::Bool,
+        ),
+        (
+            "count_nonzero",
+            |g| g.iter().filter(|v| **v != 0.0).count() as f64,
+            DType::I64,
+        ),
+    ]
+}
+
+all_modes! {
+fn each_reduction_name_reaches_the_reduction_it_names() {
+    let names: Vec<&str> = Reduce::ALL.iter().map(|r| r.name()).collect();
+    let want: Vec<&str> = reduce_names().iter().map(|(n, _, _)| *n).collect();
+    assert_eq!(names, want, "the Reduce table's names");
+    let x = some_zeros(DType::F32, &[3, 4, 5], 700);
+    for (name, f, out) in reduce_names() {
+        let op = Reduce::from_name(name).unwrap_or_else(|| panic!("{name} is not in the table"));
+        assert_eq!(op.name(), name);
+        // count_nonzero has no keepdim.
+        let keepdims: &[bool] = if name == "count_nonzero" { &[false] } else { &[false, true] };
+        for &keepdim in keepdims {
+            for dims in [&[1][..], &[0, -1], &[]] {
+                let what = format!("reduce({name}, {dims:?}, keepdim={keepdim})");
+                let want = host_reduce(&x, dims, keepdim, out, f);
+                check_tol(&what, x.tensor().reduce(op, dims, keepdim), &want, tolerance(DType::F32));
+            }
+        }
+    }
+    check_err(
+        x.tensor().reduce(Reduce::CountNonzero, &[1], true),
+        &["count_nonzero", "keepdim", "float32[3, 4, 5]"],
+    );
+    for unknown in ["median", "amax", "Sum", ""] {
+        assert_eq!(Reduce::from_name(unknown), None, "{unknown:?}");
+    }
+}
+}
+
+all_modes! {
+fn each_arg_reduction_and_extreme_name_reaches_its_op() {
+    let names: Vec<&str> = ArgReduce::ALL.iter().map(|r| r.name()).collect();
+    assert_eq!(names, ["argmax", "argmin"]);
+    let names: Vec<&str> = Extreme::ALL.iter().map(|r| r.name()).collect();
+    assert_eq!(names, ["max", "min"]);
+    // Few distinct values: ties, whose first index wins.
+    let x = Host::random_in(DType::F32, &[3, 5], 710, -2.4, 2.4).map(DType::F32, f64::round);
+    for (name, max) in [("argmax", true), ("argmin", false)] {
+        let op = ArgReduce::from_name(name).unwrap();
+        for keepdim in [false, true] {
+            let want = host_reduce(&x, &[1], keepdim, DType::I64, |g| r_arg(g, max));
+            check(name, x.tensor().arg_reduce(op, Some(1), keepdim), &want);
+        }
+        let want = host_reduce(&x, &[], false, DType::I64, |g| r_arg(g, max));
+        check(name, x.tensor().arg_reduce(op, None, false), &want);
+    }
+    for (name, max) in [("max", true), ("min", false)] {
+        let op = Extreme::from_name(name).unwrap();
+        let (v, i) = x.tensor().extreme_dim(op, -1, true).unwrap();
+        let f: fn(&[f64]) -> f64 = if max { r_max } else { r_min };
+        assert_eq!(Host::of(&v), host_reduce(&x, &[1], true, DType::F32, f), "{name} values");
+        let want = host_reduce(&x, &[1], true, DType::I64, |g| r_arg(g, max));
+        assert_eq!(Host::of(&i), want, "{name} indices");
+    }
+    assert_eq!(ArgReduce::from_name("max"), None);
+    assert_eq!(Extreme::from_name("argmax"), None);
 }
 }

@@ -2,14 +2,15 @@
 //! references computed here: running sums and products in plain f64 loops,
 //! sorts with the standard library's stable `sort_by`. Every dtype family,
 //! negative dims, dims of size 1, 0-d and empty tensors, ties (stability),
-//! NaN placement and the errors for a bad dim or k.
+//! NaN placement and the errors for a bad dim or k; the `Cumulative` table:
+//! PyTorch's names, each reaching the scan it names.
 
 mod common;
 
 use std::cmp::Ordering;
 
 use common::*;
-use eagertpu::{DType, Tensor};
+use eagertpu::{Cumulative, DType, Tensor};
 
 /// `dim` of a rank-`rank` tensor normalized here, independently of the runtime.
 fn norm_dim(dim: i64, rank: usize) -> usize {
@@ -345,5 +346,24 @@ fn a_bad_dim_or_k_is_an_error_naming_the_op_and_the_shape() {
     assert_err(x.topk(1, 2, true, true), "topk", &["float32[3, 4]", "dim 2"]);
     let s = Tensor::from_slice(&[2.5f32], &[]).unwrap();
     assert_err(s.topk(2, 0, true, true), "topk", &["[0, 1]"]);
+}
+}
+
+all_modes! {
+fn each_cumulative_name_reaches_the_scan_it_names() {
+    let names: Vec<&str> = Cumulative::ALL.iter().map(|c| c.name()).collect();
+    assert_eq!(names, ["cumsum", "cumprod"]);
+    let x = Host::random_in(DType::F32, &[3, 4], 30, 0.6, 1.5);
+    for (name, is_sum) in [("cumsum", true), ("cumprod", false)] {
+        let f = if is_sum { running_sum } else { running_prod };
+        let op = Cumulative::from_name(name).unwrap_or_else(|| panic!("{name} is not in the table"));
+        for d in [0, -1] {
+            let w = format!("cumulative({name}, {d})");
+            let want = host_lines(&x, norm_dim(d, 2), DType::F32, f);
+            let got = x.tensor().cumulative(op, d).unwrap_or_else(|e| panic!("{w}: {e}"));
+            assert_close(&w, &got, &want);
+        }
+    }
+    assert_eq!(Cumulative::from_name("cummax"), None);
 }
 }

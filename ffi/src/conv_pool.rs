@@ -213,6 +213,35 @@ c_api! {
         }
     }
 
+    /// The gradient of `etpu_avg_pool` with respect to its input, whose sizes
+    /// are `input_sizes[0..rank]`, from the gradient of its output
+    /// `grad_out` and the pooling's attributes (`divisor_override` 0: none).
+    fn etpu_avg_pool_backward(
+        grad_out: TensorHandle,
+        input_sizes: *const i64,
+        rank: usize,
+        kernel: *const i64,
+        stride: *const i64,
+        padding: *const i64,
+        nspatial: usize,
+        ceil_mode: bool,
+        count_include_pad: bool,
+        divisor_override: i64,
+        origin: *const c_char,
+        out: *mut TensorHandle,
+    ) {
+        let g = get(grad_out, "grad_out")?;
+        let divisor = (divisor_override != 0).then_some(divisor_override);
+        // SAFETY: pointers and strings as documented.
+        unsafe {
+            let sizes = dims(input_sizes, rank, "input_sizes")?;
+            let k = dims(kernel, nspatial, "kernel")?;
+            let (s, p) = (pool_stride(stride, nspatial), list(padding, nspatial, 0));
+            let t = at(origin, || g.avg_pool_backward(sizes, k, &s, &p, ceil_mode, count_include_pad, divisor))?;
+            put_tensor(out, t)
+        }
+    }
+
     /// PyTorch's `native_batch_norm` of `x` `[N, C, ...]` over every dim
     /// but 1 (`Tensor::batch_norm_with_stats`): `y`, and in training the
     /// batch's `save_mean` and `save_invstd` (`[C]`, float32 for 16-bit `x`;
@@ -549,6 +578,26 @@ mod tests {
                 })
                 .collect();
             close(&read::<f64>(out, 4), &sums);
+            // Its backward: each input is in one window, whose gradient is
+            // divided by 4 (the override).
+            let grad = upload(&[1.0, 2.0, 3.0, 4.0], &[1, 1, 4]);
+            let sizes = [1i64, 1, 6];
+            ok(etpu_avg_pool_backward(
+                grad,
+                sizes.as_ptr(),
+                3,
+                kernel.as_ptr(),
+                stride.as_ptr(),
+                padding.as_ptr(),
+                1,
+                true,
+                false,
+                4,
+                ORIGIN,
+                &mut out,
+            ));
+            close(&read::<f64>(out, 6), &[0.25, 0.5, 0.5, 0.75, 0.75, 1.0]);
+            ok(etpu_tensor_free(grad));
         }
 
         for t in [x, w, g, p] {

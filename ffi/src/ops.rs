@@ -5,7 +5,10 @@
 
 use std::ffi::c_char;
 
-use eagertpu::{BinaryOp, OrderStatistic, PointwiseLoss, Reduction, Scalar, Tensor, UnaryOp};
+use eagertpu::{
+    ArgReduce, BinaryOp, Cumulative, Extreme, OrderStatistic, PointwiseLoss, Reduce, Reduction,
+    Scalar, Tensor, UnaryOp,
+};
 
 use crate::handles::{device, dims, dtype_from, get, get_optional, put_all, put_pair, put_tensor};
 use crate::types::{ETPU_SCALAR_BOOL, ETPU_SCALAR_FLOAT, ETPU_SCALAR_INT, ScalarArg, TensorHandle};
@@ -17,18 +20,26 @@ fn unknown(family: &str, op: &str, known: &str) -> Failure {
     ))
 }
 
-pub(crate) fn unary_op(op: &str) -> FfiResult<UnaryOp> {
-    UnaryOp::from_name(op).ok_or_else(|| {
-        let names: Vec<&str> = UnaryOp::ALL.iter().map(|u| u.name()).collect();
-        unknown("unary", op, &names.join(", "))
+/// The op of a table (`all`, each with its `name`) called `op`, or an error
+/// naming the `family` and listing the table's names.
+fn from_table<T: Copy>(
+    family: &str,
+    op: &str,
+    all: &[T],
+    name: fn(T) -> &'static str,
+) -> FfiResult<T> {
+    all.iter().copied().find(|&t| name(t) == op).ok_or_else(|| {
+        let names: Vec<&str> = all.iter().map(|&t| name(t)).collect();
+        unknown(family, op, &names.join(", "))
     })
 }
 
+pub(crate) fn unary_op(op: &str) -> FfiResult<UnaryOp> {
+    from_table("unary", op, UnaryOp::ALL, UnaryOp::name)
+}
+
 pub(crate) fn binary_op(op: &str) -> FfiResult<BinaryOp> {
-    BinaryOp::from_name(op).ok_or_else(|| {
-        let names: Vec<&str> = BinaryOp::ALL.iter().map(|b| b.name()).collect();
-        unknown("binary", op, &names.join(", "))
-    })
+    from_table("binary", op, BinaryOp::ALL, BinaryOp::name)
 }
 
 /// Decodes a tagged scalar argument (`what` names it in the error).
@@ -250,30 +261,17 @@ c_api! {
         }
     }
 
-    /// `out = op(x, dims[0..ndims], keepdim)` for `"sum"`, `"mean"`, `"prod"`,
-    /// `"max"`, `"min"`, `"logsumexp"`, `"any"`, `"all"` (no dims: all dims).
+    /// `out = op(x, dims[0..ndims], keepdim)` for a reduction of
+    /// `Reduce`'s table: `"sum"`, `"mean"`, `"prod"`, `"max"`, `"min"`,
+    /// `"logsumexp"`, `"any"`, `"all"`, `"count_nonzero"` (without keepdim);
+    /// no dims: all dims.
     fn etpu_reduce(op: *const c_char, x: TensorHandle, dims_ptr: *const i64, ndims: usize, keepdim: bool, origin: *const c_char, out: *mut TensorHandle) {
         let x = get(x, "x")?;
         // SAFETY: strings and pointers as documented.
         unsafe {
-            let op = c_str(op, "op")?;
+            let op = from_table("reduction", c_str(op, "op")?, Reduce::ALL, Reduce::name)?;
             let d = dims(dims_ptr, ndims, "dims")?;
-            let t = match op {
-                "sum" => at(origin, || x.sum(d, keepdim)),
-                "mean" => at(origin, || x.mean(d, keepdim)),
-                "prod" => at(origin, || x.prod(d, keepdim)),
-                "max" => at(origin, || x.max(d, keepdim)),
-                "min" => at(origin, || x.min(d, keepdim)),
-                "logsumexp" => at(origin, || x.logsumexp(d, keepdim)),
-                "any" => at(origin, || x.any(d, keepdim)),
-                "all" => at(origin, || x.all(d, keepdim)),
-                "count_nonzero" if !keepdim => at(origin, || x.count_nonzero(d)),
-                _ => Err(unknown(
-                    "reduction",
-                    op,
-                    "sum mean prod max min logsumexp any all count_nonzero (without keepdim)",
-                )),
-            }?;
+            let t = at(origin, || x.reduce(op, d, keepdim))?;
             put_tensor(out, t)
         }
     }
@@ -305,6 +303,29 @@ c_api! {
         // SAFETY: pointers as documented.
         unsafe {
             let t = at(origin, || Tensor::softmax_backward(&grad, &output, dim, log))?;
+            put_tensor(out, t)
+        }
+    }
+
+    /// The gradient of an embedding lookup (`embedding_dense_backward`),
+    /// `[num_weights, D]`: the rows of `grad` (`indices`' shape then `D`)
+    /// summed into the rows their integer `indices` name; rows looked up at
+    /// `padding_idx` (negative: none, as ATen passes it) give none; with
+    /// `scale_grad_by_freq`, each row is divided by its index's count.
+    fn etpu_embedding_backward(
+        grad: TensorHandle,
+        indices: TensorHandle,
+        num_weights: i64,
+        padding_idx: i64,
+        scale_grad_by_freq: bool,
+        origin: *const c_char,
+        out: *mut TensorHandle,
+    ) {
+        let (grad, indices) = (get(grad, "grad")?, get(indices, "indices")?);
+        let padding_idx = (padding_idx >= 0).then_some(padding_idx);
+        // SAFETY: pointers as documented.
+        unsafe {
+            let t = at(origin, || grad.embedding_backward(&indices, num_weights, padding_idx, scale_grad_by_freq))?;
             put_tensor(out, t)
         }
     }
@@ -561,34 +582,27 @@ c_api! {
         }
     }
 
-    /// `argmax`/`argmin` (`op`) along `dim` (the flattened tensor unless `has_dim`).
+    /// `argmax`/`argmin` (`op`, of `ArgReduce`'s table) along `dim` (the
+    /// flattened tensor unless `has_dim`).
     fn etpu_argreduce(op: *const c_char, x: TensorHandle, dim: i64, has_dim: bool, keepdim: bool, origin: *const c_char, out: *mut TensorHandle) {
         let x = get(x, "x")?;
         // SAFETY: strings and pointers as documented.
         unsafe {
-            let op = c_str(op, "op")?;
-            let d = has_dim.then_some(dim);
-            let t = match op {
-                "argmax" => at(origin, || x.argmax(d, keepdim)),
-                "argmin" => at(origin, || x.argmin(d, keepdim)),
-                _ => Err(unknown("arg-reduction", op, "argmax argmin")),
-            }?;
+            let op = from_table("arg-reduction", c_str(op, "op")?, ArgReduce::ALL, ArgReduce::name)?;
+            let t = at(origin, || x.arg_reduce(op, has_dim.then_some(dim), keepdim))?;
             put_tensor(out, t)
         }
     }
 
-    /// `out = op(x, dim)` for `"cumsum"` and `"cumprod"`: running sums or
-    /// products along `dim` (ints and bools accumulate in int64).
+    /// `out = op(x, dim)` for `"cumsum"` and `"cumprod"` (`Cumulative`'s
+    /// table): running sums or products along `dim` (ints and bools
+    /// accumulate in int64).
     fn etpu_cumulative(op: *const c_char, x: TensorHandle, dim: i64, origin: *const c_char, out: *mut TensorHandle) {
         let x = get(x, "x")?;
         // SAFETY: strings and pointers as documented.
         unsafe {
-            let op = c_str(op, "op")?;
-            let t = match op {
-                "cumsum" => at(origin, || x.cumsum(dim)),
-                "cumprod" => at(origin, || x.cumprod(dim)),
-                _ => Err(unknown("cumulative", op, "cumsum cumprod")),
-            }?;
+            let op = from_table("cumulative", c_str(op, "op")?, Cumulative::ALL, Cumulative::name)?;
+            let t = at(origin, || x.cumulative(op, dim))?;
             put_tensor(out, t)
         }
     }
@@ -695,18 +709,15 @@ c_api! {
         }
     }
 
-    /// `torch.max(x, dim)` or `torch.min(x, dim)` (`op`: `"max"`, `"min"`):
-    /// the extremes along `dim` to `values` and, unless `indices` is NULL,
-    /// the int64 index of the first of each to `indices`.
+    /// `torch.max(x, dim)` or `torch.min(x, dim)` (`op`: `"max"`, `"min"`,
+    /// `Extreme`'s table): the extremes along `dim` to `values` and, unless
+    /// `indices` is NULL, the int64 index of the first of each to `indices`.
     fn etpu_extreme_dim(op: *const c_char, x: TensorHandle, dim: i64, keepdim: bool, origin: *const c_char, values: *mut TensorHandle, indices: *mut TensorHandle) {
         let x = get(x, "x")?;
         // SAFETY: strings and pointers as documented.
         unsafe {
-            let pair = match c_str(op, "op")? {
-                "max" => at(origin, || x.max_dim(dim, keepdim)),
-                "min" => at(origin, || x.min_dim(dim, keepdim)),
-                op => Err(unknown("extreme", op, "max min")),
-            }?;
+            let op = from_table("extreme", c_str(op, "op")?, Extreme::ALL, Extreme::name)?;
+            let pair = at(origin, || x.extreme_dim(op, dim, keepdim))?;
             put_pair(values, indices, pair)
         }
     }
@@ -731,4 +742,69 @@ fn pointwise_loss(name: &str, parameter: f64) -> FfiResult<PointwiseLoss> {
             "unknown loss {name:?} (expected mse_loss, smooth_l1_loss, huber_loss or binary_cross_entropy)"
         ))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    //! An op name not in its family's table is an error listing the table's
+    //! names, and the next call works.
+
+    use std::ffi::c_void;
+
+    use super::*;
+    use crate::handles::{etpu_tensor_free, etpu_tensor_from_host};
+    use crate::{ETPU_INVALID_ARGUMENT, ETPU_OK, Status, last_error};
+
+    const ORIGIN: *const c_char = c"ops.rs:test".as_ptr();
+
+    /// The call failed as an unknown `family` op named "median", listing `names`.
+    #[track_caller]
+    fn unknown_median(status: Status, family: &str, names: impl Iterator<Item = &'static str>) {
+        assert_eq!(status, ETPU_INVALID_ARGUMENT, "{family}");
+        let names: Vec<&str> = names.collect();
+        let want = format!(
+            "unknown {family} op \"median\" (expected one of: {})",
+            names.join(", ")
+        );
+        let e = last_error();
+        assert!(e.contains(&want), "{e:?} lacks {want:?}");
+    }
+
+    #[test]
+    fn an_unknown_op_name_is_an_error_listing_the_table() {
+        let (v, shape) = ([1.0f64, 2.0, 3.0, 4.0], [2i64, 2]);
+        let (mut x, mut out, mut indices) = (TensorHandle(0), TensorHandle(0), TensorHandle(0));
+        let (dims, op) = ([1i64], c"median".as_ptr());
+        // SAFETY: every pointer is valid for the lengths passed; `x` and
+        // `out` are handles this test owns, freed once.
+        unsafe {
+            let (data, bytes) = (v.as_ptr().cast::<c_void>(), size_of_val(&v));
+            assert_eq!(
+                etpu_tensor_from_host(0, 9, shape.as_ptr(), 2, data, bytes, &mut x),
+                ETPU_OK
+            );
+            let status = etpu_reduce(op, x, dims.as_ptr(), 1, false, ORIGIN, &mut out);
+            unknown_median(status, "reduction", Reduce::ALL.iter().map(|r| r.name()));
+            let status = etpu_argreduce(op, x, 1, true, false, ORIGIN, &mut out);
+            unknown_median(
+                status,
+                "arg-reduction",
+                ArgReduce::ALL.iter().map(|r| r.name()),
+            );
+            let status = etpu_cumulative(op, x, 1, ORIGIN, &mut out);
+            unknown_median(
+                status,
+                "cumulative",
+                Cumulative::ALL.iter().map(|c| c.name()),
+            );
+            let status = etpu_extreme_dim(op, x, 1, false, ORIGIN, &mut out, &mut indices);
+            unknown_median(status, "extreme", Extreme::ALL.iter().map(|e| e.name()));
+            // The next call works.
+            let sum = c"sum".as_ptr();
+            let status = etpu_reduce(sum, x, dims.as_ptr(), 1, false, ORIGIN, &mut out);
+            assert_eq!(status, ETPU_OK, "{}", last_error());
+            assert_eq!(etpu_tensor_free(out), ETPU_OK);
+            assert_eq!(etpu_tensor_free(x), ETPU_OK);
+        }
+    }
 }

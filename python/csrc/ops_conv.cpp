@@ -179,10 +179,8 @@ at::Tensor& avg_pool2d_out(const at::Tensor& self, at::IntArrayRef kernel_size, 
   return out;
 }
 
-// Each output's gradient, divided by its window's divisor, is spread over the
-// window: a transposed depthwise convolution with a kernel of ones. The
-// divisors come from pooling ones: avg(ones) = count / divisor, and a sum
-// pool (divisor 1) of ones gives the count.
+// The runtime's Tensor::avg_pool_backward (divisors from pooling ones, a
+// transposed convolution of ones, ceil mode's overhang cropped): one call.
 at::Tensor& avg_pool2d_backward_out(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef kernel_size,
                                     at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode,
                                     bool count_include_pad, std::optional<int64_t> divisor_override,
@@ -191,24 +189,11 @@ at::Tensor& avg_pool2d_backward_out(const at::Tensor& grad_output, const at::Ten
   auto k = pool_arg(kernel_size, 2, {}, "kernel_size");
   auto st = pool_arg(stride, 2, k, "stride");
   auto p = pool_arg(padding, 2, {0, 0}, "padding");
-  int64_t dev = device_index(self), h = self.size(-2), w = self.size(-1);
-  int64_t planes = self.numel() / (h * w);
-  Handle ones = full(dev, {1, 1, h, w}, 1, self.scalar_type());
-  Handle avg = avg_pool(ones, k, st, p, ceil_mode, count_include_pad, divisor_override.value_or(0));
-  Handle count = avg_pool(ones, k, st, p, ceil_mode, count_include_pad, 1);
-  Handle scale = div(avg, binary("maximum", count, full(dev, {}, 1, self.scalar_type())));
-  int64_t oh = grad_output.size(-2), ow = grad_output.size(-1);
-  Handle g = mul(reshape(read(grad_output), {planes, 1, oh, ow}), scale);
-  Handle kernel = full(dev, {1, 1, k[0], k[1]}, 1, self.scalar_type());
-  ConvArgs a{st, p, {1, 1}, 1};
-  // ceil_mode adds windows that overhang the input: spread over an input
-  // extended to hold them, then cropped.
-  int64_t eh = std::max(h, (oh - 1) * st[0] + k[0] - 2 * p[0]), ew = std::max(w, (ow - 1) * st[1] + k[1] - 2 * p[1]);
-  int64_t sizes[4] = {planes, 1, eh, ew};
-  Handle spread = conv_grad_input(g, kernel, at::IntArrayRef(sizes, 4), a);
-  if (eh != h) spread = slice(spread, 2, 0, h, 1);
-  if (ew != w) spread = slice(spread, 3, 0, w, 1);
-  write(grad_input, reshape(spread, self.sizes()));
+  Handle h;
+  check(etpu_avg_pool_backward(read(grad_output).get(), self.sizes().data(), self.dim(), k.data(), st.data(), p.data(),
+                               k.size(), ceil_mode, count_include_pad, divisor_override.value_or(0), origin(),
+                               h.out()));
+  write(grad_input, h);
   return grad_input;
 }
 

@@ -19,10 +19,6 @@ Handle read_as(const at::Tensor& t, at::ScalarType dtype) {
   return t.scalar_type() == dtype ? std::move(h) : cast(h, dtype);
 }
 
-Handle zeros(const at::Tensor& like, at::IntArrayRef sizes, at::ScalarType t) {
-  return full(device_index(like), sizes, 0, t);
-}
-
 // ---------------------------------------------------------------- matmul ----
 
 at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
@@ -228,29 +224,17 @@ at::Tensor& scatter_value_out(const at::Tensor& self, int64_t dim, const at::Ten
   return out;
 }
 
-// The gradient of an embedding lookup: rows of `grad` summed into the rows
-// their indices name.
+// The gradient of an embedding lookup: the runtime's
+// Tensor::embedding_backward (padding_idx, scale_grad_by_freq, the
+// scatter-add of rows), one call.
 at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& indices, int64_t num_weights,
                                     int64_t padding_idx, bool scale_grad_by_freq) {
   OpScope s;
-  int64_t dim = grad.size(-1), n = indices.numel();
-  at::Tensor out = at::empty({num_weights, dim}, grad.options());
-  if (n == 0) {
-    write(out, zeros(grad, {}, grad.scalar_type()));
-    return out;
-  }
-  Handle idx = reshape(read_as(indices, at::kLong), {n, 1});
-  Handle g = reshape(read(grad), {n, dim});
-  if (padding_idx >= 0) {
-    g = where(binary_scalar("ne", idx, padding_idx), g, zeros(grad, {}, grad.scalar_type()));
-  }
-  if (scale_grad_by_freq) {
-    Handle ones = full(device_index(grad), {n, 1}, 1, grad.scalar_type());
-    Handle counts = scatter(zeros(grad, {num_weights, 1}, grad.scalar_type()), 0, idx, ones, true);
-    g = div(g, gather(counts, 0, idx));
-  }
-  Handle wide = expand(idx, {n, dim});
-  write(out, scatter(zeros(grad, {num_weights, dim}, grad.scalar_type()), 0, wide, g, /*add=*/true));
+  Handle h;
+  check(etpu_embedding_backward(read(grad).get(), read(indices).get(), num_weights, padding_idx, scale_grad_by_freq,
+                                origin(), h.out()));
+  at::Tensor out = at::empty({num_weights, grad.size(-1)}, grad.options());
+  write(out, h);
   return out;
 }
 

@@ -58,6 +58,21 @@ def test_avg_pool2d(kw):
     check_grad(lambda x: F.avg_pool2d(x, **kw), rand(2, 3, 9, 8), **TOL)
 
 
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(kernel_size=3, stride=2, ceil_mode=True, divisor_override=4),
+        dict(kernel_size=(3, 2), stride=(2, 3), padding=1, ceil_mode=True, count_include_pad=False, divisor_override=5),
+    ],
+    ids=str,
+)
+def test_avg_pool2d_backward_ceil_mode_with_divisor_override(kw):
+    # The runtime's avg_pool_backward: overhanging ceil-mode windows, each
+    # divided by the override; also unbatched.
+    check_grad(lambda x: F.avg_pool2d(x, **kw), rand(2, 3, 8, 9), **TOL)
+    check_grad(lambda x: F.avg_pool2d(x, **kw), rand(3, 7, 8), **TOL)
+
+
 def test_adaptive_avg_pool_to_one():
     check_grad(lambda x: F.adaptive_avg_pool2d(x, 1), rand(2, 3, 5, 4), **TOL)
 

@@ -84,6 +84,16 @@ def test_embedding():
     check_grad(lambda w: F.embedding(idx.to(w.device), w, scale_grad_by_freq=True), w)
 
 
+def test_embedding_backward_padding_and_frequency_together():
+    # The runtime's embedding_backward: padding_idx (negative counts from the
+    # end) with scale_grad_by_freq, repeated indices, int32 indices.
+    w = rand(10, 4)
+    idx = torch.tensor([[1, 3, 3, 9], [9, 0, 1, 3]])
+    check_grad(lambda w: F.embedding(idx.to(w.device), w, padding_idx=3, scale_grad_by_freq=True), w)
+    check_grad(lambda w: F.embedding(idx.to(w.device), w, padding_idx=-1, scale_grad_by_freq=True), w)
+    check_grad(lambda w: F.embedding(idx.to(w.device, torch.int32), w, padding_idx=0), w)
+
+
 def test_index_ops():
     x = rand(5, 6)
     i = torch.tensor([4, 0, 0, 2])

@@ -25,8 +25,9 @@ pub use host::Element;
 pub use metrics::Metrics;
 pub use origin::with_origin;
 pub use tensor::{
-    Activation, BatchNormOutput, Device, Distribution, GruCellGrad, Interpolation, LstmCell,
-    LstmCellGrad, Operand, OrderStatistic, PadMode, PointwiseLoss, Tensor, default_device, sync,
+    Activation, ArgReduce, BatchNormOutput, Cumulative, Device, Distribution, Extreme, GruCellGrad,
+    Interpolation, LstmCell, LstmCellGrad, Operand, OrderStatistic, PadMode, PointwiseLoss, Reduce,
+    Tensor, default_device, sync,
 };
 
 /// The run manifest: plugin, platform, API versions, devices (starts the runtime).

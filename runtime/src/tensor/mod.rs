@@ -38,8 +38,10 @@ pub use loss::PointwiseLoss;
 pub use norm::BatchNormOutput;
 pub use order::OrderStatistic;
 pub use random::Distribution;
+pub use reduce::{ArgReduce, Extreme, Reduce};
 pub use resample::{Interpolation, PadMode};
 pub use rnn::{GruCellGrad, LstmCell, LstmCellGrad};
+pub use scan::Cumulative;
 
 use crate::context::{self, Runtime};
 use crate::error::{Error, Result};

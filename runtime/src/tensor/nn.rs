@@ -1,7 +1,7 @@
 //! Matmul and the composite nn ops.
 
 use fusion::shape::normalize_dim;
-use fusion::{F64, Op, Reduction};
+use fusion::{DType, F64, Op, Reduction};
 
 use super::Tensor;
 use crate::error::Result;
@@ -88,5 +88,80 @@ impl Tensor {
     #[track_caller]
     pub fn cross_entropy_with(&self, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
         self.op(Op::CrossEntropy { reduction }, &[target])
+    }
+
+    /// The gradient of an embedding lookup (`embedding_dense_backward`):
+    /// `[num_weights, D]`, the rows of `self` (the gradient of the lookup's
+    /// result, `indices`' shape then `D`) summed into the rows their
+    /// `indices` name. Rows looked up at `padding_idx` give no gradient (a
+    /// negative `padding_idx` counts from the end, as in
+    /// `torch.nn.functional.embedding`); with `scale_grad_by_freq`, each row
+    /// is divided by how often its index occurs in `indices`.
+    #[track_caller]
+    pub fn embedding_backward(
+        &self,
+        indices: &Tensor,
+        num_weights: i64,
+        padding_idx: Option<i64>,
+        scale_grad_by_freq: bool,
+    ) -> Result<Tensor> {
+        let op = "embedding_backward";
+        let invalid = |message: String| -> crate::error::Error {
+            fusion::Error::Invalid { op, message }.into()
+        };
+        if !indices.dtype().is_int() {
+            return Err(invalid(format!(
+                "expected integer indices, got {} (with a gradient {})",
+                indices.ty(),
+                self.ty()
+            )));
+        }
+        let n = indices.numel();
+        let width = self.shape().last().copied().unwrap_or(0);
+        if self.rank() == 0 || self.numel() != n * width {
+            return Err(invalid(format!(
+                "a gradient {} for indices {} (expected the indices' shape then the embedding width)",
+                self.ty(),
+                indices.ty()
+            )));
+        }
+        if num_weights < 0 {
+            return Err(invalid(format!(
+                "num_weights {num_weights} (expected at least 0)"
+            )));
+        }
+        let padding_idx = match padding_idx {
+            Some(p) if !(-num_weights..num_weights).contains(&p) => {
+                return Err(invalid(format!(
+                    "padding_idx {p} for {num_weights} weights (expected a row in [{}, {}])",
+                    -num_weights,
+                    num_weights - 1
+                )));
+            }
+            Some(p) => Some(p.rem_euclid(num_weights.max(1))),
+            None => None,
+        };
+        let zeros = self.device().zeros(&[num_weights, width], self.dtype())?;
+        if n == 0 {
+            return Ok(zeros);
+        }
+        let index = indices.to_dtype(DType::I64)?.reshape(&[n])?;
+        let mut rows = self.reshape(&[n, width])?;
+        if let Some(p) = padding_idx {
+            // A row at padding_idx is dropped, not scaled by zero: a NaN or
+            // inf gradient there stays out, as on PyTorch's CPU.
+            let kept = index.ne(p)?.reshape(&[n, 1])?;
+            rows = Tensor::where_(&kept, &rows, 0)?;
+        }
+        if scale_grad_by_freq {
+            let ones = self.device().ones(&[n], self.dtype())?;
+            let counts = self
+                .device()
+                .zeros(&[num_weights], self.dtype())?
+                .index_add(0, &index, &ones, 1)?;
+            let freq = counts.index_select(0, &index)?.reshape(&[n, 1])?;
+            rows = rows.div(&freq)?;
+        }
+        zeros.index_add(0, &index, &rows, 1)
     }
 }

@@ -1,4 +1,12 @@
 //! Reductions over dims, with `keepdim`. An empty `dims` reduces every dim.
+//!
+//! The reductions a caller names (the C ABI's `etpu_reduce`, `etpu_argreduce`
+//! and `etpu_extreme_dim` take PyTorch's names) are tables declared once with
+//! `named_ops!`: one line per op gives the variant and its name, and the
+//! enum, `ALL`, `name()` and `from_name()` come from it; one `Tensor` method
+//! per table ([`Tensor::reduce`], [`Tensor::arg_reduce`],
+//! [`Tensor::extreme_dim`]) takes the op. The graph's own reductions are
+//! fusion's `ReduceOp` and `ArgReduceOp`, which the ops here record.
 
 use fusion::shape::{normalize_dim, normalize_dims};
 use fusion::{ArgReduceOp, DType, Op, ReduceOp};
@@ -6,9 +14,113 @@ use fusion::{ArgReduceOp, DType, Op, ReduceOp};
 use super::Tensor;
 use crate::error::Result;
 
+/// An enum of ops a caller names, from a table: per op, its doc comment, then
+/// `Variant name,` (the name is PyTorch's). Gives `ALL`, `name()` and
+/// `from_name()`, as fusion's elementwise tables do.
+macro_rules! named_ops {
+    ($(#[$meta:meta])* $enum:ident { $($(#[$doc:meta])* $variant:ident $name:ident,)* }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $enum {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl $enum {
+            pub const ALL: &'static [$enum] = &[$($enum::$variant),*];
+
+            /// PyTorch's name for the op.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($enum::$variant => stringify!($name),)*
+                }
+            }
+
+            /// The op by its name.
+            pub fn from_name(name: &str) -> Option<$enum> {
+                match name {
+                    $(stringify!($name) => Some($enum::$variant),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+pub(crate) use named_ops;
+
+named_ops! {
+    /// A reduction over dims ([`Tensor::reduce`]).
+    Reduce {
+        /// [`Tensor::sum`].
+        Sum sum,
+        /// [`Tensor::mean`].
+        Mean mean,
+        /// [`Tensor::prod`].
+        Prod prod,
+        /// [`Tensor::max`] (`torch.amax`).
+        Max max,
+        /// [`Tensor::min`] (`torch.amin`).
+        Min min,
+        /// [`Tensor::logsumexp`].
+        LogSumExp logsumexp,
+        /// [`Tensor::any`].
+        Any any,
+        /// [`Tensor::all`].
+        All all,
+        /// [`Tensor::count_nonzero`]: no `keepdim` (PyTorch has none).
+        CountNonzero count_nonzero,
+    }
+}
+
+named_ops! {
+    /// The index of an extreme along a dim ([`Tensor::arg_reduce`]).
+    ArgReduce {
+        /// [`Tensor::argmax`].
+        ArgMax argmax,
+        /// [`Tensor::argmin`].
+        ArgMin argmin,
+    }
+}
+
+named_ops! {
+    /// The extremes along a dim with their indices ([`Tensor::extreme_dim`]).
+    Extreme {
+        /// [`Tensor::max_dim`] (`torch.max(x, dim)`).
+        Max max,
+        /// [`Tensor::min_dim`] (`torch.min(x, dim)`).
+        Min min,
+    }
+}
+
 impl Tensor {
+    /// The reduction `op` over `dims` (all of them when empty): the one
+    /// entry for a reduction by name. `count_nonzero` takes no `keepdim`:
+    /// asking for it is an error.
     #[track_caller]
-    fn reduce(&self, op: ReduceOp, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+    pub fn reduce(&self, op: Reduce, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+        match op {
+            Reduce::Sum => self.sum(dims, keepdim),
+            Reduce::Mean => self.mean(dims, keepdim),
+            Reduce::Prod => self.prod(dims, keepdim),
+            Reduce::Max => self.max(dims, keepdim),
+            Reduce::Min => self.min(dims, keepdim),
+            Reduce::LogSumExp => self.logsumexp(dims, keepdim),
+            Reduce::Any => self.any(dims, keepdim),
+            Reduce::All => self.all(dims, keepdim),
+            Reduce::CountNonzero if keepdim => Err(fusion::Error::Invalid {
+                op: "count_nonzero",
+                message: format!(
+                    "keepdim was asked for over dims {dims:?} of a tensor {}; count_nonzero takes no keepdim (expected keepdim false)",
+                    self.ty()
+                ),
+            }
+            .into()),
+            Reduce::CountNonzero => self.count_nonzero(dims),
+        }
+    }
+
+    /// Records the graph's reduction `op` over `dims`.
+    #[track_caller]
+    fn record_reduce(&self, op: ReduceOp, dims: &[i64], keepdim: bool) -> Result<Tensor> {
         let name = Op::Reduce {
             op,
             dims: Default::default(),
@@ -22,29 +134,29 @@ impl Tensor {
     /// Sum over `dims` (ints and bools sum to int64).
     #[track_caller]
     pub fn sum(&self, dims: &[i64], keepdim: bool) -> Result<Tensor> {
-        self.reduce(ReduceOp::Sum, dims, keepdim)
+        self.record_reduce(ReduceOp::Sum, dims, keepdim)
     }
 
     /// Sum of every element.
     #[track_caller]
     pub fn sum_all(&self) -> Result<Tensor> {
-        self.reduce(ReduceOp::Sum, &[], false)
+        self.record_reduce(ReduceOp::Sum, &[], false)
     }
 
     /// Mean over `dims` (floating-point tensors only, as in PyTorch).
     #[track_caller]
     pub fn mean(&self, dims: &[i64], keepdim: bool) -> Result<Tensor> {
-        self.reduce(ReduceOp::Mean, dims, keepdim)
+        self.record_reduce(ReduceOp::Mean, dims, keepdim)
     }
 
     #[track_caller]
     pub fn mean_all(&self) -> Result<Tensor> {
-        self.reduce(ReduceOp::Mean, &[], false)
+        self.record_reduce(ReduceOp::Mean, &[], false)
     }
 
     #[track_caller]
     pub fn prod(&self, dims: &[i64], keepdim: bool) -> Result<Tensor> {
-        self.reduce(ReduceOp::Prod, dims, keepdim)
+        self.record_reduce(ReduceOp::Prod, dims, keepdim)
     }
 
     /// How many elements are not zero over `dims` (all of them when empty),
@@ -67,19 +179,19 @@ impl Tensor {
     /// Maximum over `dims` (`torch.amax`; NaN propagates).
     #[track_caller]
     pub fn max(&self, dims: &[i64], keepdim: bool) -> Result<Tensor> {
-        self.reduce(ReduceOp::Max, dims, keepdim)
+        self.record_reduce(ReduceOp::Max, dims, keepdim)
     }
 
     /// Minimum over `dims` (`torch.amin`).
     #[track_caller]
     pub fn min(&self, dims: &[i64], keepdim: bool) -> Result<Tensor> {
-        self.reduce(ReduceOp::Min, dims, keepdim)
+        self.record_reduce(ReduceOp::Min, dims, keepdim)
     }
 
     /// Variance over `dims` with Bessel's `correction` (1 is PyTorch's default).
     #[track_caller]
     pub fn var(&self, dims: &[i64], correction: i64, keepdim: bool) -> Result<Tensor> {
-        self.reduce(ReduceOp::Var { correction }, dims, keepdim)
+        self.record_reduce(ReduceOp::Var { correction }, dims, keepdim)
     }
 
     /// Standard deviation over `dims`: the square root of [`Tensor::var`].
@@ -138,31 +250,31 @@ impl Tensor {
     /// the first of each (a 0-d tensor is its own maximum, at index 0).
     #[track_caller]
     pub fn max_dim(&self, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
-        self.extreme_dim(ReduceOp::Max, ArgReduceOp::ArgMax, dim, keepdim)
+        self.extreme_dim(Extreme::Max, dim, keepdim)
     }
 
     /// `torch.min(x, dim)`: as [`Tensor::max_dim`], for the smallest.
     #[track_caller]
     pub fn min_dim(&self, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
-        self.extreme_dim(ReduceOp::Min, ArgReduceOp::ArgMin, dim, keepdim)
+        self.extreme_dim(Extreme::Min, dim, keepdim)
     }
 
+    /// The extremes `op` along `dim` and the index of the first of each:
+    /// (values, int64 indices), the one entry for [`Tensor::max_dim`] and
+    /// [`Tensor::min_dim`] by name.
     #[track_caller]
-    fn extreme_dim(
-        &self,
-        op: ReduceOp,
-        arg: ArgReduceOp,
-        dim: i64,
-        keepdim: bool,
-    ) -> Result<(Tensor, Tensor)> {
+    pub fn extreme_dim(&self, op: Extreme, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
         if self.rank() == 0 {
-            let name = if op == ReduceOp::Max { "max" } else { "min" };
-            normalize_dim(name, dim, 0)?;
+            normalize_dim(op.name(), dim, 0)?;
             let index = self.device().zeros(&[], DType::I64)?;
             return Ok((self.clone(), index));
         }
-        let values = self.reduce(op, &[dim], keepdim)?;
-        Ok((values, self.arg_reduce(arg, Some(dim), keepdim)?))
+        let (values, indices) = match op {
+            Extreme::Max => (ReduceOp::Max, ArgReduce::ArgMax),
+            Extreme::Min => (ReduceOp::Min, ArgReduce::ArgMin),
+        };
+        let values = self.record_reduce(values, &[dim], keepdim)?;
+        Ok((values, self.arg_reduce(indices, Some(dim), keepdim)?))
     }
 
     /// `torch.trace`: the sum of a matrix's main diagonal (ints and bools sum
@@ -192,11 +304,18 @@ impl Tensor {
     /// `log(sum(exp(x)))` over `dims`, computed stably.
     #[track_caller]
     pub fn logsumexp(&self, dims: &[i64], keepdim: bool) -> Result<Tensor> {
-        self.reduce(ReduceOp::LogSumExp, dims, keepdim)
+        self.record_reduce(ReduceOp::LogSumExp, dims, keepdim)
     }
 
+    /// The index of the first extreme `op` along `dim` (of the flattened
+    /// tensor when `None`), as int64: the one entry for [`Tensor::argmax`]
+    /// and [`Tensor::argmin`] by name.
     #[track_caller]
-    fn arg_reduce(&self, op: ArgReduceOp, dim: Option<i64>, keepdim: bool) -> Result<Tensor> {
+    pub fn arg_reduce(&self, op: ArgReduce, dim: Option<i64>, keepdim: bool) -> Result<Tensor> {
+        let op = match op {
+            ArgReduce::ArgMax => ArgReduceOp::ArgMax,
+            ArgReduce::ArgMin => ArgReduceOp::ArgMin,
+        };
         let name = Op::ArgReduce {
             op,
             dim: None,
@@ -213,11 +332,12 @@ impl Tensor {
     /// `None`); NaN counts as the maximum, as in PyTorch.
     #[track_caller]
     pub fn argmax(&self, dim: Option<i64>, keepdim: bool) -> Result<Tensor> {
-        self.arg_reduce(ArgReduceOp::ArgMax, dim, keepdim)
+        self.arg_reduce(ArgReduce::ArgMax, dim, keepdim)
     }
 
+    /// Index of the first minimum, as [`Tensor::argmax`].
     #[track_caller]
     pub fn argmin(&self, dim: Option<i64>, keepdim: bool) -> Result<Tensor> {
-        self.arg_reduce(ArgReduceOp::ArgMin, dim, keepdim)
+        self.arg_reduce(ArgReduce::ArgMin, dim, keepdim)
     }
 }

@@ -1,5 +1,7 @@
 //! Cumulative sums and products, sorting and top-k along one dim, with
 //! PyTorch's semantics: a 0-d tensor is one element along dim 0 (or -1).
+//! The cumulative ops a caller names (`etpu_cumulative`) are the table
+//! [`Cumulative`].
 //!
 //! A sort records two ops, one per result (values, int64 indices), as max
 //! pooling does; top-k is a sort then a slice of the first `k` along the dim.
@@ -8,7 +10,18 @@ use fusion::shape::normalize_dim;
 use fusion::{Op, ScanOp, SortOutput};
 
 use super::Tensor;
+use super::reduce::named_ops;
 use crate::error::Result;
+
+named_ops! {
+    /// A running reduction along a dim ([`Tensor::cumulative`]).
+    Cumulative {
+        /// [`Tensor::cumsum`].
+        CumSum cumsum,
+        /// [`Tensor::cumprod`].
+        CumProd cumprod,
+    }
+}
 
 impl Tensor {
     /// `dim` normalized; out of range is an error naming `op` and the shape.
@@ -29,6 +42,16 @@ impl Tensor {
         let name = Op::Scan { op, dim: 0 }.name();
         let dim = self.scan_dim(name, dim)?;
         self.op(Op::Scan { op, dim }, &[])
+    }
+
+    /// The running reduction `op` along `dim`: the one entry for
+    /// [`Tensor::cumsum`] and [`Tensor::cumprod`] by name.
+    #[track_caller]
+    pub fn cumulative(&self, op: Cumulative, dim: i64) -> Result<Tensor> {
+        match op {
+            Cumulative::CumSum => self.scan(ScanOp::Sum, dim),
+            Cumulative::CumProd => self.scan(ScanOp::Prod, dim),
+        }
     }
 
     /// Running sums along `dim` (`torch.cumsum`): element i is the sum of
