@@ -111,3 +111,64 @@ fn in_range_loops_do_not_recompile() {
         assert_eq!(eagertpu::metrics().unwrap().compiles, before, "{mode:?}");
     }
 }
+
+/// A loop whose step holds two checked index ops and that reads its result
+/// every third step: prints the ops each step recorded, and the chunk keys
+/// the last steps added.
+#[test]
+fn child_logging_loop() {
+    if !is_child("child_logging_loop") {
+        return;
+    }
+    let _m = in_mode(Mode::Fused);
+    let mut acc = Tensor::full(&[2, 2], 0.0, eagertpu::DType::F32).unwrap();
+    let mut ops = vec![];
+    let mut keys = 0;
+    for i in 0..24i64 {
+        if i == 18 {
+            eagertpu::wait_for_compiles().unwrap();
+            keys = eagertpu::metrics().unwrap().chunk_keys;
+        }
+        let before = eagertpu::metrics().unwrap().ops_recorded;
+        let idx = Tensor::from_slice(&[i % 3, (i + 2) % 3], &[2]).unwrap();
+        let rows = table().index_select(0, &idx).unwrap();
+        let cols = Tensor::from_slice(&[1i64, 0, 0, 1], &[2, 2]).unwrap();
+        let picked = rows.gather(1, &cols).unwrap();
+        acc = (&acc + &picked).unwrap();
+        ops.push(eagertpu::metrics().unwrap().ops_recorded - before);
+        if i % 3 == 2 {
+            // The host reference: rows i%3 and (i+2)%3 of `table`, each row
+            // `[2r+1, 2r+2]`, columns swapped in the first.
+            let mut want = [0.0f32; 4];
+            for s in 0..=i {
+                let (a, b) = ((s % 3) as f32, ((s + 2) % 3) as f32);
+                let step = [2.0 * a + 2.0, 2.0 * a + 1.0, 2.0 * b + 1.0, 2.0 * b + 2.0];
+                for (w, v) in want.iter_mut().zip(step) {
+                    *w += v;
+                }
+            }
+            assert_eq!(acc.to_vec::<f32>().unwrap(), want, "step {i}");
+        }
+    }
+    eagertpu::sync().unwrap();
+    println!(
+        "OPS {ops:?} NEW_KEYS {}",
+        eagertpu::metrics().unwrap().chunk_keys - keys
+    );
+}
+
+#[test]
+fn a_step_records_the_same_checks_whether_or_not_the_host_read_before_it() {
+    let (ok, out) = child("child_logging_loop", &[("EAGERTPU_COMPILE_THREADS", "1")]);
+    assert!(ok, "{out}");
+    let at = out.find("OPS [").unwrap_or_else(|| panic!("{out}"));
+    let line = out[at..].lines().next().unwrap_or_default();
+    let ops: Vec<u64> = line["OPS [".len()..line.find(']').unwrap()]
+        .split(", ")
+        .map(|n| n.parse().unwrap())
+        .collect();
+    // Every step records the same ops (a read folds nothing into the next
+    // step's first check), so the loop keeps one period and its keys.
+    assert!(ops.iter().all(|n| *n == ops[0]), "{line}");
+    assert!(line.ends_with("NEW_KEYS 0"), "{line}");
+}

@@ -181,10 +181,11 @@ fn out_of_range(
     let key = rec.key(number)?;
     let key = rec.node(Op::Cast(DType::I32), &[&key])?;
     let flagged = rec.node(Op::Binary(BinaryOp::Mul), &[&any, &key])?;
-    let Some(previous) = previous else {
-        return Ok(flagged);
-    };
+    // The first check after a read folds into a clean flag too: a step
+    // records the same ops whether or not the host read before it, so a
+    // loop that logs every N steps still repeats every step (`policy`).
     let none = rec.scalar(Scalar::Int(0), DType::I32)?;
+    let previous = previous.unwrap_or(&none);
     let clean = rec.node(Op::Binary(BinaryOp::Eq), &[previous, &none])?;
     rec.node(Op::Where, &[&clean, &flagged, previous])
 }
