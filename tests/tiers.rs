@@ -453,3 +453,73 @@ fn a_chunk_run_op_by_op_runs_the_programs_strict_mode_compiled() {
     assert!(ok, "{out}");
     assert!(out.contains("OP_BY_OP 1 COMPILES 0"), "{out}");
 }
+
+/// A `generate()`-like call run four times: 24 decode steps, each slicing
+/// the last entry of a tensor that grows by one entry per step, running a
+/// 100-op fixed-shape body on it and reading a scalar back; a call is 2,600
+/// ops, more than four windows. Prints, per call, [op by op, background
+/// compiles, promotions, new keys, executions], and checks the values
+/// against a host reference.
+#[test]
+fn child_decode_calls() {
+    if !is_child("child_decode_calls") {
+        return;
+    }
+    let _m = in_mode(Mode::Fused);
+    let w = Host::random(DType::F32, &[8, 8], 41);
+    let wt = (&w.tensor() * 0.5).unwrap();
+    let h0 = Host::random(DType::F32, &[1, 8], 42);
+    for call in 0..4 {
+        let before = metrics().unwrap();
+        let mut ids = Tensor::full(&[1], 0.5, DType::F32).unwrap();
+        let mut last = 0.5f64;
+        for n in 1..=24i64 {
+            let tail = ids.slice(0, n - 1, n, 1).unwrap();
+            let mut y = (&h0.tensor() + &tail).unwrap();
+            let mut yr: Vec<f64> = h0
+                .data
+                .iter()
+                .map(|v| round(DType::F32, v + last))
+                .collect();
+            for _ in 0..50 {
+                y = y.matmul(&wt).unwrap().tanh().unwrap();
+                yr = (0..8)
+                    .map(|c| {
+                        let dot: f64 = (0..8).map(|i| yr[i] * w.data[i * 8 + c] * 0.5).sum();
+                        round(DType::F32, round(DType::F32, dot).tanh())
+                    })
+                    .collect();
+            }
+            let s = y.sum_all().unwrap();
+            ids = Tensor::cat(&[&ids, &s.reshape(&[1]).unwrap()], 0).unwrap();
+            let got = s.item::<f32>().unwrap() as f64;
+            let want: f64 = yr.iter().sum();
+            assert!(
+                (got - want).abs() <= 1e-3 * want.abs().max(1.0),
+                "call {call} step {n}: {got} vs {want}"
+            );
+            last = round(DType::F32, got);
+        }
+        eagertpu::wait_for_compiles().unwrap();
+        println!("CALL{call} {:?}", delta(&metrics().unwrap(), &before));
+    }
+}
+
+#[test]
+fn a_decode_loop_called_again_keeps_its_chunks() {
+    let (ok, out) = child("child_decode_calls", POOL);
+    assert!(ok, "{out}");
+    // The step is the period whatever the growing sizes, and a call's start
+    // does not move where the next call cuts: from the third call on, no new
+    // key; the fourth finds every chunk compiled and runs three programs a
+    // step (the growing slice and cat alone, the body as one chunk).
+    let third = counts(&out, "CALL2");
+    assert_eq!(third[3], 0, "new keys in the third call: {out}");
+    let fourth = counts(&out, "CALL3");
+    assert_eq!(fourth[0], 0, "chunks op by op in the fourth call: {out}");
+    assert_eq!(fourth[3], 0, "new keys in the fourth call: {out}");
+    assert!(
+        fourth[4] <= 24 * 3,
+        "programs run in the fourth call: {out}"
+    );
+}

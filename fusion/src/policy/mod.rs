@@ -16,7 +16,10 @@
 //!   step's own period keeps matching across step boundaries), except that a
 //!   confirmed period short enough for one chunk wins over one longer than
 //!   four windows (a decode step over the whole `generate()` call that
-//!   repeats it). Periods
+//!   repeats it), and the long one does not cut either in the gap where the
+//!   short one stopped matching and is not yet found again (the next call's
+//!   first steps). Signatures hold ops, dtypes and ranks, not sizes
+//!   (`stream::record`): a decode step whose mask grows is one period. Periods
 //!   of 2 to `MAX_PERIOD` ops are found.
 //! - **Phase.** Where in the period chunks start is a property of the ops
 //!   alone: the rotation of one period that is smallest in signature order.
@@ -185,6 +188,9 @@ pub struct Window {
     phase: Option<Phase>,
     /// The latest host reads, oldest first.
     reads: std::collections::VecDeque<Read>,
+    /// A period that fit in one chunk and stopped matching: its length and
+    /// where it stopped (see `update_phase`).
+    lost_short: Option<(usize, u64)>,
 }
 
 impl Window {
@@ -200,6 +206,7 @@ impl Window {
             candidates: Vec::with_capacity(CANDIDATES + 1),
             phase: None,
             reads: std::collections::VecDeque::with_capacity(READS),
+            lost_short: None,
         }
     }
 
@@ -412,12 +419,33 @@ impl Window {
         // repeats too once a second call has begun, and matches longer. (A
         // training step of a few windows keeps its own period: its layers
         // repeat only within a step.)
+        // Nor does a long period take over in the gap where a short one
+        // stopped matching and has not been found again (the start of the
+        // next generate() call, whose first step differs a little): its
+        // cuts would fall at other offsets of the step at every call. For
+        // three short periods (one to differ, one to propose it again, one to
+        // confirm it) the reads cut, as before it was found.
+        let long = LONG_PERIOD_WINDOWS * self.limits.max_ops;
+        let in_gap = self
+            .lost_short
+            .is_some_and(|(p, at)| self.seen - at <= 3 * p as u64);
         let best = match longest(false) {
-            Some(c) if c.period > LONG_PERIOD_WINDOWS * self.limits.max_ops => {
-                longest(true).or(Some(c))
-            }
+            Some(c) if c.period > long => match longest(true) {
+                Some(fits) => Some(fits),
+                None if in_gap => None,
+                None => Some(c),
+            },
             best => best,
         };
+        // (A shorter period found and lost inside the gap, the layers of the
+        // step, does not end it.)
+        if let Some(phase) = self.phase
+            && phase.period <= self.limits.max_ops
+            && best.is_none_or(|c| c.period != phase.period)
+            && !(in_gap && self.lost_short.is_some_and(|(p, _)| p >= phase.period))
+        {
+            self.lost_short = Some((phase.period, self.seen));
+        }
         match (best, self.phase) {
             (None, _) => self.phase = None,
             (Some(c), Some(phase)) if phase.period == c.period => {}

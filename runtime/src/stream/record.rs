@@ -41,7 +41,14 @@ impl TraceNode {
         }
     }
 
-    /// Op and input types: what the window compares to find the loop.
+    /// What the window compares to find the loop: the op's name, its
+    /// result's and inputs' dtypes and ranks, not their sizes. A decode step
+    /// whose attention mask grows by a token is the same step every token:
+    /// its period is the step, found while the sizes change (the sizes'
+    /// changes are the tiers' concern: `tiers::Shapes`). With sizes, no step
+    /// repeated, and once a second `generate()` call began, the whole call
+    /// was the period, cut into segments at offsets that fell anywhere in a
+    /// step: new chunk keys at every token.
     pub(super) fn signature(&self) -> u64 {
         let mut h = FxHasher::default();
         match &self.op {
@@ -53,10 +60,15 @@ impl TraceNode {
                 h.write_u8(1);
                 ty.hash(&mut h);
             }
-            op => op.hash(&mut h),
+            op => {
+                op.name().hash(&mut h);
+                self.ty.dtype.hash(&mut h);
+                self.ty.rank().hash(&mut h);
+            }
         }
         for v in &self.inputs {
-            v.ty.hash(&mut h);
+            v.ty.dtype.hash(&mut h);
+            v.ty.rank().hash(&mut h);
         }
         h.finish()
     }
