@@ -84,12 +84,6 @@ class Recompiled(Exception):
     pass
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 9, open: passes in a plain run (7 of 7 with a cold cache, programs per token: prefill 6, then 12, "
-    "4, 0, 0, ...), but with EAGERTPU_CHECK_HAZARDS=1 a part of the decode step still compiles a program of its "
-    "own at token 5 (measured: 6, 12, 4, 0, 1); why the hazard checks change the decode's cuts is not known yet",
-)
 def test_fused_decode_compiles_nothing_strict_mode_does_not_need_after_the_first_tokens():
     """`generate()` grows `input_ids` and `attention_mask` by one token each
     step (`torch.cat`), so programs reading them are new at every token in any

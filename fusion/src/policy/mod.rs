@@ -239,7 +239,12 @@ impl Window {
     /// value is launched there and computes while the rest of the period
     /// records, so the read rarely waits, and the device runs the rest of
     /// the period while the host records the next one.
-    pub fn host_read(&mut self, computed_at: Option<u64>) {
+    ///
+    /// Returns whether the period cuts here: a read that recurs where a
+    /// chunk of the period starts cuts the pending chunk, even if the value
+    /// it reads was launched before (by a lead), since the period waits for
+    /// it to cut (`cuts_after`).
+    pub fn host_read(&mut self, computed_at: Option<u64>) -> bool {
         let lag = computed_at
             .filter(|&c| c <= self.seen)
             .map(|c| self.seen - c);
@@ -248,7 +253,7 @@ impl Window {
         {
             // Two reads at one place: the earlier value leads.
             last.lag = last.lag.max(lag);
-            return;
+            return self.period_cut_at_read();
         }
         if self.reads.len() == READS {
             self.reads.pop_front();
@@ -271,6 +276,15 @@ impl Window {
                 ..phase
             });
         }
+        self.period_cut_at_read()
+    }
+
+    /// Whether the ops seen so far end a period at a read that recurs there
+    /// (the read just made).
+    fn period_cut_at_read(&self) -> bool {
+        self.phase.is_some_and(|phase| {
+            (self.seen - phase.origin) % phase.period as u64 == 0 && self.reads_at_origin(phase)
+        })
     }
 
     /// Whether a read happened at `at`.
@@ -499,6 +513,17 @@ impl Window {
         best.unwrap_or(first)
     }
 
+    /// Whether a read recurring every period at `phase`'s origin came in
+    /// the last two periods.
+    fn reads_at_origin(&self, phase: Phase) -> bool {
+        let p = phase.period as u64;
+        self.reads.iter().rev().any(|r| {
+            r.at % p == phase.origin % p
+                && r.at + 2 * p >= self.seen
+                && self.recurring(r.at, p, phase.began)
+        })
+    }
+
     /// Whether the ops seen so far end a chunk of `phase`'s period, the
     /// pending chunk holding `ops` ops.
     fn cuts_after(&self, phase: Phase, ops: usize) -> bool {
@@ -507,6 +532,14 @@ impl Window {
         let r = (self.seen - phase.origin) % p;
         if phase.lead == Some(r) {
             return true;
+        }
+        if r <= 1 && self.reads_at_origin(phase) {
+            // The loop reads here every period: the read cuts, after the
+            // caller has dropped the step's temporaries, as it cut the
+            // period's first chunks (cut while they were still held, the
+            // chunk would export them: another program). If the read does
+            // not come, the chunk ends one op late.
+            return r == 1 && ops > 1 && !self.read_at(self.seen - 1);
         }
         if p > max {
             // Equal segments of at most `max` ops, at fixed offsets.

@@ -168,14 +168,22 @@ fn given_a_loop_with_host_reads_and_a_fallback_should_cut_every_iteration_the_sa
     for s in &per_step {
         assert_eq!(s, &per_step[0], "{c:?}");
     }
-    assert!(per_step[0].iter().any(|&(_, _, r)| r == CutReason::Period));
+    // The phase starts at a read that recurs every step: the reads cut
+    // (the period's cut is the read's), nothing else does.
+    assert!(
+        per_step[0]
+            .iter()
+            .all(|&(_, _, r)| r == CutReason::HostRead),
+        "{c:?}"
+    );
 }
 
 #[test]
 fn given_a_read_at_the_same_place_every_step_should_cut_once_per_step_there() {
     // A 301-op step that reads its result at op 180 of the step (the
     // smallest rotation starts elsewhere): once the read has recurred,
-    // the period's cut is the read's, and each step is one chunk.
+    // the period's cut is the read's (the read cuts it), and each step is
+    // one chunk.
     let step: Vec<u64> = (0..301).map(sig).collect();
     let stream = loop_stream(19, &step, 20);
     let reads = |i: usize| i >= 19 && (i - 19) % 301 == 180;
@@ -183,7 +191,7 @@ fn given_a_read_at_the_same_place_every_step_should_cut_once_per_step_there() {
     let per_step = cuts_per_step(&c, 19, 301, 4);
     assert!(per_step.len() >= 14, "{c:?}");
     for s in &per_step {
-        assert_eq!(s, &[(181, 301, CutReason::Period)], "{c:?}");
+        assert_eq!(s, &[(181, 301, CutReason::HostRead)], "{c:?}");
     }
 }
 
@@ -218,7 +226,7 @@ fn given_a_second_loop_reading_every_step_should_align_to_its_own_reads() {
     for &&(start, len, reason) in &settled[..settled.len() - 1] {
         assert_eq!(
             ((start - second_at) % 301, len, reason),
-            (0, 301, CutReason::Period),
+            (0, 301, CutReason::HostRead),
             "{settled:?}"
         );
     }
@@ -239,9 +247,27 @@ fn given_a_value_read_long_after_it_is_computed_should_end_a_chunk_where_it_is_c
     for s in &steps {
         assert_eq!(
             s,
-            &vec![(0, 41, CutReason::Period), (41, 193, CutReason::Period)],
+            &vec![(0, 41, CutReason::Period), (41, 193, CutReason::HostRead)],
             "{c:?}"
         );
+    }
+}
+
+#[test]
+fn given_reads_at_the_period_cut_that_stop_should_cut_at_the_period_again() {
+    // A 301-op step read at its end for 10 steps, then never: while it
+    // reads, the reads cut (the period waits for them); once the reads
+    // stop, the period cuts at the same place again within three steps.
+    let step: Vec<u64> = (0..301).map(sig).collect();
+    let stream = loop_stream(19, &step, 24);
+    let reads = |i: usize| i >= 19 && i < 19 + 10 * 301 && (i - 19) % 301 == 300;
+    let c = cuts_with_reads(limits(512), &stream, &reads);
+    let steps = cuts_per_step(&c, 19, 301, 4);
+    for s in &steps[..5] {
+        assert_eq!(s, &vec![(0, 301, CutReason::HostRead)], "{c:?}");
+    }
+    for s in &steps[10..] {
+        assert_eq!(s, &vec![(0, 301, CutReason::Period)], "{c:?}");
     }
 }
 
@@ -253,7 +279,7 @@ fn given_a_value_read_right_after_it_is_computed_should_not_add_a_chunk() {
     let reads = |i: usize| (i >= 11 && (i - 11) % 300 == 299).then(|| i - 3);
     let c = cuts_reading(limits(512), &stream, &reads);
     for s in cuts_per_step(&c, 11, 300, 5) {
-        assert_eq!(s, vec![(0, 300, CutReason::Period)], "{c:?}");
+        assert_eq!(s, vec![(0, 300, CutReason::HostRead)], "{c:?}");
     }
 }
 

@@ -266,9 +266,12 @@ impl Stream {
         st.activate(this_thread_trace());
         // Where the loop reads is part of its stream: a read that recurs every
         // period moves the period's cuts onto it (`fusion::policy`).
+        // The period may cut here even when the value read is no longer
+        // pending (launched by a lead): the policy waits for the read to cut.
+        let mut period_cut = false;
         if rt.effective_mode() == Mode::Fused {
             let computed_at = (value.trace == st.active).then_some(value.computed_at);
-            st.trace.window.host_read(computed_at.filter(|&c| c > 0));
+            period_cut = st.trace.window.host_read(computed_at.filter(|&c| c > 0));
         }
         let mut index = checks::IndexChecks::default();
         if value.trace != st.active && value.is_pending() {
@@ -276,6 +279,8 @@ impl Stream {
         }
         if value.is_pending() || !st.trace.index.is_empty() {
             self.flush(rt, &mut st, CutReason::HostRead, false)?;
+        } else if period_cut {
+            self.flush(rt, &mut st, CutReason::Period, false)?;
         }
         index.merge(std::mem::take(&mut st.trace.index));
         Ok(index)

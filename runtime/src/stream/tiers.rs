@@ -14,9 +14,10 @@
 //! - A chunk whose ops are those of an earlier chunk, some with other sizes
 //!   (a decode step slicing a `input_ids` that grows by a token), is split:
 //!   the calls whose ops changed run one by one, as strict mode runs them, and
-//!   each run of calls between them is a chunk of its own, tiered in turn, so
-//!   the bulk of the step keeps one key and is compiled once. The whole chunk,
-//!   new at every token, is never compiled.
+//!   each run of calls between them is a chunk of its own, tiered in turn
+//!   but hot at first sight (the chunk it is part of has recurred), so the
+//!   bulk of the step keeps one key and is compiled once, as soon as the
+//!   step splits. The whole chunk, new at every token, is never compiled.
 
 use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
@@ -53,6 +54,8 @@ pub(super) struct Tiers {
     /// A chunk's structure (`Shapes::structure`) -> the exact signature of
     /// each of its ops the last time it ran without a program.
     structures: LruCache<u64, Vec<u64>, FxBuild>,
+    /// Launching the parts of a split chunk (`run_parts`).
+    in_split: bool,
 }
 
 /// What a chunk is made of: `structure` hashes its ops without their sizes
@@ -109,6 +112,7 @@ impl Default for Tiers {
                 NonZeroUsize::new(SIGHTINGS).unwrap_or(NonZeroUsize::MIN),
                 FxBuild::default(),
             ),
+            in_split: false,
         }
     }
 }
@@ -228,7 +232,17 @@ impl Stream {
         {
             return Some(p);
         }
-        if seen < rt.hot_threshold || st.tiers.compiling.contains(&key) {
+        // A part of a split chunk is hot at first sight: the chunk it is
+        // part of has recurred already (its structure ran before), and will
+        // again (a decode step whose calls split the same way every token
+        // from its second or third token on: compiled then, not one token
+        // later).
+        let threshold = if st.tiers.in_split {
+            1
+        } else {
+            rt.hot_threshold
+        };
+        if seen < threshold || st.tiers.compiling.contains(&key) {
             if st.tiers.compiling.contains(&key) {
                 Counters::add(&rt.counters.chunks_op_by_op_while_compiling, 1);
             }
@@ -344,7 +358,10 @@ impl Stream {
                 .zip(unit_exits)
                 .map(|(node, (export, from))| Launch { node, export, from })
                 .collect();
-            let failure = match self.launch(rt, st, &unit, false) {
+            let outer = std::mem::replace(&mut st.tiers.in_split, true);
+            let launched = self.launch(rt, st, &unit, false);
+            st.tiers.in_split = outer;
+            let failure = match launched {
                 Ok(failure) => failure,
                 Err(e) => Some(fail(&unit, e)),
             };
