@@ -283,7 +283,8 @@ impl Window {
     /// (the read just made).
     fn period_cut_at_read(&self) -> bool {
         self.phase.is_some_and(|phase| {
-            (self.seen - phase.origin) % phase.period as u64 == 0 && self.reads_at_origin(phase)
+            (self.seen - phase.origin).is_multiple_of(phase.period as u64)
+                && self.reads_at_origin(phase)
         })
     }
 

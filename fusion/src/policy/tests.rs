@@ -260,7 +260,7 @@ fn given_reads_at_the_period_cut_that_stop_should_cut_at_the_period_again() {
     // stop, the period cuts at the same place again within three steps.
     let step: Vec<u64> = (0..301).map(sig).collect();
     let stream = loop_stream(19, &step, 24);
-    let reads = |i: usize| i >= 19 && i < 19 + 10 * 301 && (i - 19) % 301 == 300;
+    let reads = |i: usize| (19..19 + 10 * 301).contains(&i) && (i - 19) % 301 == 300;
     let c = cuts_with_reads(limits(512), &stream, &reads);
     let steps = cuts_per_step(&c, 19, 301, 4);
     for s in &steps[..5] {
