@@ -130,11 +130,13 @@ macro_rules! for_each_binary_op {
     };
 }
 
-/// The enum, its list, its names and its rules, from a table.
-macro_rules! declare_ops {
-    ($(#[$meta:meta])* $enum:ident, $rule:ident, $(
-        $(#[$doc:meta])* $variant:ident $name:ident $result:ident $($aten:ident)+,
-    )*) => {
+/// An enum of ops a caller names, from a table: per op, its doc comment, then
+/// `Variant name,` (the name is PyTorch's). Gives `ALL`, `name()` and
+/// `from_name()`. The elementwise tables below are these and more (a result
+/// rule, ATen overloads); the runtime's reductions and scans are these.
+#[macro_export]
+macro_rules! named_ops {
+    ($(#[$meta:meta])* $enum:ident { $($(#[$doc:meta])* $variant:ident $name:ident,)* }) => {
         $(#[$meta])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         pub enum $enum {
@@ -144,7 +146,7 @@ macro_rules! declare_ops {
         impl $enum {
             pub const ALL: &'static [$enum] = &[$($enum::$variant),*];
 
-            /// PyTorch's name for the op (`"exp"`, `"bitwise_and"`).
+            /// PyTorch's name for the op.
             pub fn name(self) -> &'static str {
                 match self {
                     $($enum::$variant => stringify!($name),)*
@@ -158,7 +160,21 @@ macro_rules! declare_ops {
                     _ => None,
                 }
             }
+        }
+    };
+}
 
+/// The enum, its list, its names and its rules, from a table.
+macro_rules! declare_ops {
+    ($(#[$meta:meta])* $enum:ident, $rule:ident, $(
+        $(#[$doc:meta])* $variant:ident $name:ident $result:ident $($aten:ident)+,
+    )*) => {
+        $crate::named_ops! {
+            $(#[$meta])*
+            $enum { $($(#[$doc])* $variant $name,)* }
+        }
+
+        impl $enum {
             /// How the result's dtype follows the operands'.
             pub fn result(self) -> $rule {
                 match self {

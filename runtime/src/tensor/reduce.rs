@@ -14,38 +14,7 @@ use fusion::{ArgReduceOp, DType, Op, ReduceOp};
 use super::Tensor;
 use crate::error::Result;
 
-/// An enum of ops a caller names, from a table: per op, its doc comment, then
-/// `Variant name,` (the name is PyTorch's). Gives `ALL`, `name()` and
-/// `from_name()`, as fusion's elementwise tables do.
-macro_rules! named_ops {
-    ($(#[$meta:meta])* $enum:ident { $($(#[$doc:meta])* $variant:ident $name:ident,)* }) => {
-        $(#[$meta])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        pub enum $enum {
-            $($(#[$doc])* $variant,)*
-        }
-
-        impl $enum {
-            pub const ALL: &'static [$enum] = &[$($enum::$variant),*];
-
-            /// PyTorch's name for the op.
-            pub fn name(self) -> &'static str {
-                match self {
-                    $($enum::$variant => stringify!($name),)*
-                }
-            }
-
-            /// The op by its name.
-            pub fn from_name(name: &str) -> Option<$enum> {
-                match name {
-                    $(stringify!($name) => Some($enum::$variant),)*
-                    _ => None,
-                }
-            }
-        }
-    };
-}
-pub(crate) use named_ops;
+use fusion::named_ops;
 
 named_ops! {
     /// A reduction over dims ([`Tensor::reduce`]).

@@ -10,8 +10,8 @@ use fusion::shape::normalize_dim;
 use fusion::{Op, ScanOp, SortOutput};
 
 use super::Tensor;
-use super::reduce::named_ops;
 use crate::error::Result;
+use fusion::named_ops;
 
 named_ops! {
     /// A running reduction along a dim ([`Tensor::cumulative`]).
