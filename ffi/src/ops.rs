@@ -6,8 +6,8 @@
 use std::ffi::c_char;
 
 use eagertpu::{
-    ArgReduce, BinaryOp, Cumulative, Extreme, OrderStatistic, PointwiseLoss, Reduce, Reduction,
-    Scalar, Tensor, UnaryOp,
+    ArgReduce, BinaryOp, Cumulative, Extreme, OrderStatistic, OrderStatisticKind, PointwiseLoss,
+    PointwiseLossKind, Reduce, Reduction, Scalar, Tensor, UnaryOp,
 };
 
 use crate::handles::{device, dims, dtype_from, get, get_optional, put_all, put_pair, put_tensor};
@@ -655,11 +655,8 @@ c_api! {
         // SAFETY: strings and pointers as documented.
         unsafe {
             let name = c_str(stat, "stat")?;
-            let stat = OrderStatistic::from_name(name, k).ok_or_else(|| {
-                Failure::invalid(format!(
-                    "unknown order statistic {name:?} (expected median, nanmedian, kthvalue or mode)"
-                ))
-            })?;
+            let kind = from_table("order statistic", name, OrderStatisticKind::ALL, OrderStatisticKind::name)?;
+            let stat = OrderStatistic::of(kind, k);
             let pair = at(origin, || x.order_statistic(stat, dim, keepdim))?;
             put_pair(values, indices, pair)
         }
@@ -737,11 +734,13 @@ fn reduction_from(code: i32) -> FfiResult<Reduction> {
 
 /// A pointwise loss by its PyTorch name.
 fn pointwise_loss(name: &str, parameter: f64) -> FfiResult<PointwiseLoss> {
-    PointwiseLoss::from_name(name, parameter).ok_or_else(|| {
-        Failure::invalid(format!(
-            "unknown loss {name:?} (expected mse_loss, smooth_l1_loss, huber_loss or binary_cross_entropy)"
-        ))
-    })
+    let kind = from_table(
+        "pointwise loss",
+        name,
+        PointwiseLossKind::ALL,
+        PointwiseLossKind::name,
+    )?;
+    Ok(PointwiseLoss::of(kind, parameter))
 }
 
 #[cfg(test)]
@@ -760,10 +759,21 @@ mod tests {
     /// The call failed as an unknown `family` op named "median", listing `names`.
     #[track_caller]
     fn unknown_median(status: Status, family: &str, names: impl Iterator<Item = &'static str>) {
+        unknown_op(status, family, "median", names)
+    }
+
+    /// The call failed as an unknown `family` op named `op`, listing `names`.
+    #[track_caller]
+    fn unknown_op(
+        status: Status,
+        family: &str,
+        op: &str,
+        names: impl Iterator<Item = &'static str>,
+    ) {
         assert_eq!(status, ETPU_INVALID_ARGUMENT, "{family}");
         let names: Vec<&str> = names.collect();
         let want = format!(
-            "unknown {family} op \"median\" (expected one of: {})",
+            "unknown {family} op \"{op}\" (expected one of: {})",
             names.join(", ")
         );
         let e = last_error();
@@ -799,8 +809,22 @@ mod tests {
             );
             let status = etpu_extreme_dim(op, x, 1, false, ORIGIN, &mut out, &mut indices);
             unknown_median(status, "extreme", Extreme::ALL.iter().map(|e| e.name()));
-            // The next call works.
+            // Median is an order statistic: ask those for a reduction's name.
             let sum = c"sum".as_ptr();
+            let status = etpu_order_statistic(sum, 1, x, 1, false, ORIGIN, &mut out, &mut indices);
+            unknown_op(
+                status,
+                "order statistic",
+                "sum",
+                OrderStatisticKind::ALL.iter().map(|k| k.name()),
+            );
+            let status = etpu_pointwise_loss(op, 1.0, x, x, TensorHandle(0), 1, ORIGIN, &mut out);
+            unknown_median(
+                status,
+                "pointwise loss",
+                PointwiseLossKind::ALL.iter().map(|k| k.name()),
+            );
+            // The next call works.
             let status = etpu_reduce(sum, x, dims.as_ptr(), 1, false, ORIGIN, &mut out);
             assert_eq!(status, ETPU_OK, "{}", last_error());
             assert_eq!(etpu_tensor_free(out), ETPU_OK);

@@ -26,8 +26,8 @@ pub use metrics::Metrics;
 pub use origin::with_origin;
 pub use tensor::{
     Activation, ArgReduce, BatchNormOutput, Cumulative, Device, Distribution, Extreme, GruCellGrad,
-    Interpolation, LstmCell, LstmCellGrad, Operand, OrderStatistic, PadMode, PointwiseLoss, Reduce,
-    Tensor, default_device, sync,
+    Interpolation, LstmCell, LstmCellGrad, Operand, OrderStatistic, OrderStatisticKind, PadMode,
+    PointwiseLoss, PointwiseLossKind, Reduce, Tensor, default_device, sync,
 };
 
 /// The run manifest: plugin, platform, API versions, devices (starts the runtime).

@@ -2,7 +2,7 @@
 //! `nll_loss`, which `cross_entropy` calls after `log_softmax`) and its
 //! gradient. (`Tensor::cross_entropy`, one `Op`, takes logits.)
 
-use fusion::{BinaryOp, DType, Reduction};
+use fusion::{BinaryOp, DType, Reduction, named_ops};
 
 use super::Tensor;
 use crate::error::Result;
@@ -150,27 +150,46 @@ pub enum PointwiseLoss {
     BinaryCrossEntropy,
 }
 
+named_ops! {
+    /// The pointwise losses by name, without their parameter
+    /// ([`PointwiseLoss::of`] adds smooth L1's `beta` and Huber's `delta`).
+    PointwiseLossKind {
+        /// [`PointwiseLoss::Mse`].
+        Mse mse_loss,
+        /// [`PointwiseLoss::SmoothL1`].
+        SmoothL1 smooth_l1_loss,
+        /// [`PointwiseLoss::Huber`].
+        Huber huber_loss,
+        /// [`PointwiseLoss::BinaryCrossEntropy`].
+        BinaryCrossEntropy binary_cross_entropy,
+    }
+}
+
 impl PointwiseLoss {
-    /// The loss as PyTorch names it.
-    pub fn name(self) -> &'static str {
-        match self {
-            PointwiseLoss::Mse => "mse_loss",
-            PointwiseLoss::SmoothL1 { .. } => "smooth_l1_loss",
-            PointwiseLoss::Huber { .. } => "huber_loss",
-            PointwiseLoss::BinaryCrossEntropy => "binary_cross_entropy",
+    /// The loss of `kind` with its parameter (`beta` or `delta`; ignored by
+    /// the others).
+    pub fn of(kind: PointwiseLossKind, parameter: f64) -> PointwiseLoss {
+        match kind {
+            PointwiseLossKind::Mse => PointwiseLoss::Mse,
+            PointwiseLossKind::SmoothL1 => PointwiseLoss::SmoothL1 { beta: parameter },
+            PointwiseLossKind::Huber => PointwiseLoss::Huber { delta: parameter },
+            PointwiseLossKind::BinaryCrossEntropy => PointwiseLoss::BinaryCrossEntropy,
         }
     }
 
-    /// The loss PyTorch calls `name`, with its parameter (`beta` or `delta`;
-    /// ignored by the others).
-    pub fn from_name(name: &str, parameter: f64) -> Option<PointwiseLoss> {
-        Some(match name {
-            "mse_loss" => PointwiseLoss::Mse,
-            "smooth_l1_loss" => PointwiseLoss::SmoothL1 { beta: parameter },
-            "huber_loss" => PointwiseLoss::Huber { delta: parameter },
-            "binary_cross_entropy" => PointwiseLoss::BinaryCrossEntropy,
-            _ => return None,
-        })
+    /// Which loss, without its parameter.
+    pub fn kind(self) -> PointwiseLossKind {
+        match self {
+            PointwiseLoss::Mse => PointwiseLossKind::Mse,
+            PointwiseLoss::SmoothL1 { .. } => PointwiseLossKind::SmoothL1,
+            PointwiseLoss::Huber { .. } => PointwiseLossKind::Huber,
+            PointwiseLoss::BinaryCrossEntropy => PointwiseLossKind::BinaryCrossEntropy,
+        }
+    }
+
+    /// The loss as PyTorch names it.
+    pub fn name(self) -> &'static str {
+        self.kind().name()
     }
 
     /// Checks the operands and the parameter, naming the loss.

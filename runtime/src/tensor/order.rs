@@ -8,8 +8,8 @@
 //! values unspecified; stable sorting picks the first of a run for the
 //! median and `Kth`, and the last for the mode, as the CPU tends to.
 
-use fusion::DType;
 use fusion::shape::normalize_dim;
+use fusion::{DType, named_ops};
 
 use super::Tensor;
 use crate::error::Result;
@@ -29,26 +29,45 @@ pub enum OrderStatistic {
     Mode,
 }
 
+named_ops! {
+    /// The order statistics by name, without their parameter
+    /// ([`OrderStatistic::of`] adds kthvalue's `k`).
+    OrderStatisticKind {
+        /// [`OrderStatistic::Median`].
+        Median median,
+        /// [`OrderStatistic::NanMedian`].
+        NanMedian nanmedian,
+        /// [`OrderStatistic::Kth`].
+        Kth kthvalue,
+        /// [`OrderStatistic::Mode`].
+        Mode mode,
+    }
+}
+
 impl OrderStatistic {
-    /// The statistic as PyTorch names it.
-    pub fn name(self) -> &'static str {
-        match self {
-            OrderStatistic::Median => "median",
-            OrderStatistic::NanMedian => "nanmedian",
-            OrderStatistic::Kth(_) => "kthvalue",
-            OrderStatistic::Mode => "mode",
+    /// The statistic of `kind` (`k` used by `Kth` only).
+    pub fn of(kind: OrderStatisticKind, k: i64) -> OrderStatistic {
+        match kind {
+            OrderStatisticKind::Median => OrderStatistic::Median,
+            OrderStatisticKind::NanMedian => OrderStatistic::NanMedian,
+            OrderStatisticKind::Kth => OrderStatistic::Kth(k),
+            OrderStatisticKind::Mode => OrderStatistic::Mode,
         }
     }
 
-    /// The statistic PyTorch calls `name` (`k` used by `kthvalue` only).
-    pub fn from_name(name: &str, k: i64) -> Option<OrderStatistic> {
-        Some(match name {
-            "median" => OrderStatistic::Median,
-            "nanmedian" => OrderStatistic::NanMedian,
-            "kthvalue" => OrderStatistic::Kth(k),
-            "mode" => OrderStatistic::Mode,
-            _ => return None,
-        })
+    /// Which statistic, without its parameter.
+    pub fn kind(self) -> OrderStatisticKind {
+        match self {
+            OrderStatistic::Median => OrderStatisticKind::Median,
+            OrderStatistic::NanMedian => OrderStatisticKind::NanMedian,
+            OrderStatistic::Kth(_) => OrderStatisticKind::Kth,
+            OrderStatistic::Mode => OrderStatisticKind::Mode,
+        }
+    }
+
+    /// The statistic as PyTorch names it.
+    pub fn name(self) -> &'static str {
+        self.kind().name()
     }
 }
 
