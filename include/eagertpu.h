@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-#define EAGERTPU_ABI_VERSION 3
+#define EAGERTPU_ABI_VERSION 4
 
 typedef int32_t etpu_status;
 typedef uint64_t etpu_tensor;
@@ -163,7 +163,9 @@ typedef struct {
 } etpu_operand;
 
 /* `op` over args[0..nargs], broadcast and promoted as PyTorch does: a unary op
- * (x); a binary op (a, b), either of which may be a scalar; where (condition,
+ * (x); a binary op (a, b), either of which may be a scalar; add and sub with
+ * alpha (a, b, alpha: a scalar): a + alpha * b, alpha never changing the
+ * result's dtype (torch.add's alpha); where (condition,
  * x, y); addcmul and addcdiv (self, t1, t2, value: a scalar); lerp (self, end,
  * weight); isinf isposinf isneginf (x); hypot, xlogy, fmod, div_trunc (a, b: b
  * may be a scalar); a composed
@@ -181,6 +183,13 @@ typedef struct {
  * one call. */
 etpu_status etpu_pointwise(const char* op, const etpu_operand* args, size_t nargs, const int64_t* out,
                            const char* origin, etpu_tensor* result);
+/* etpu_pointwise over `count` groups of `nargs` operands in one call (PyTorch's
+ * _foreach_ ops): group i is args[i * nargs .. (i + 1) * nargs] and its result
+ * is written into view outs[i]. The groups run in order, so a group reads what
+ * an earlier one wrote; a failing group stops the call with an error naming
+ * it, the groups before it written. */
+etpu_status etpu_pointwise_foreach(const char* op, const etpu_operand* args, size_t nargs, size_t count,
+                                   const int64_t* const* outs, const char* origin);
 
 /* ---------------------------------------------------------------- ops ---- */
 

@@ -190,3 +190,53 @@ fn isinf_isposinf_and_isneginf_find_infinities() {
     assert_eq!(Host::of(&ints.isneginf().unwrap()), none);
 }
 }
+
+/// `f(a, b)` elementwise over the broadcast shape, rounded to `dtype`.
+fn host2(a: &Host, b: &Host, dtype: DType, f: impl Fn(f64, f64) -> f64) -> Host {
+    host3(a, b, &Host::new(dtype, &[], vec![0.0]), dtype, |x, y, _| {
+        f(x, y)
+    })
+}
+
+all_modes! {
+fn add_and_sub_with_alpha_scale_the_other_operand_without_changing_the_dtype() {
+    for dtype in [DType::F32, DType::BF16, DType::F64] {
+        let a = Host::random(dtype, &[3, 4], 1);
+        let b = Host::random(dtype, &[4], 2);
+        let got = a.tensor().add_scaled(&b.tensor(), -0.25).unwrap();
+        assert_close_tol(&format!("add alpha {dtype}"), &got, &host2(&a, &b, dtype, |x, y| x - 0.25 * y), tolerance(dtype));
+        let got = a.tensor().sub_scaled(&b.tensor(), 3).unwrap();
+        assert_close_tol(&format!("sub alpha {dtype}"), &got, &host2(&a, &b, dtype, |x, y| x - 3.0 * y), tolerance(dtype));
+        // A scalar other: alpha times it, on the host.
+        let got = a.tensor().add_scaled(2.0, 0.5).unwrap();
+        let want = host2(&a, &Host::new(dtype, &[], vec![0.0]), dtype, |x, _| x + 1.0);
+        assert_close_tol(&format!("add scalar alpha {dtype}"), &got, &want, tolerance(dtype));
+    }
+    // Integers stay exact beyond 2^53; an int64 other scaled for a float64
+    // result is scaled in float64.
+    let big = Tensor::from_slice(&[(1i64 << 60) + 3, -7], &[2]).unwrap();
+    let one = Tensor::from_slice(&[1i64, 2], &[2]).unwrap();
+    let got = big.add_scaled(&one, 5).unwrap().to_vec::<i64>().unwrap();
+    assert_eq!(got, vec![(1i64 << 60) + 8, 3]);
+    let got = big.sub_scaled(&one, -2).unwrap().to_vec::<i64>().unwrap();
+    assert_eq!(got, vec![(1i64 << 60) + 5, -3]);
+    let f = Tensor::from_slice(&[0.5f64, 1.0], &[2]).unwrap();
+    let got = f.add_scaled(&one, 2.5).unwrap();
+    assert_eq!(got.dtype(), DType::F64);
+    assert_eq!(got.to_vec::<f64>().unwrap(), vec![3.0, 6.0]);
+    // Alpha 1 is the plain op; bools add as a logical or.
+    let t = Tensor::from_slice(&[true, false, false], &[3]).unwrap();
+    let u = Tensor::from_slice(&[false, false, true], &[3]).unwrap();
+    let got = t.add_scaled(&u, true).unwrap().to_vec::<bool>().unwrap();
+    assert_eq!(got, vec![true, false, true]);
+}
+}
+
+all_modes! {
+fn an_alpha_of_another_kind_than_the_result_is_refused_naming_it() {
+    let ints = Tensor::from_slice(&[1i64, 2], &[2]).unwrap();
+    assert_err(ints.add_scaled(&ints, 0.5), "add", &["alpha 0.5", "int64[2]", "floating-point result"]);
+    let floats = Tensor::from_slice(&[1.0f32, 2.0], &[2]).unwrap();
+    assert_err(floats.sub_scaled(&floats, true), "sub", &["alpha true", "float32[2]", "bool"]);
+}
+}

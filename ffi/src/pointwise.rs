@@ -147,6 +147,7 @@ pub(crate) fn read(arg: Arg) -> eagertpu::Result<Value> {
 
 /// What `op` takes, for errors.
 const SIGNATURES: &str = "a unary op (x), a binary op (a, b: one may be a scalar), \
+    add and sub with alpha (a, b, alpha: a scalar; b may be a scalar), \
     where (condition, x, y), addcmul and addcdiv (self, t1, t2, value: a scalar), lerp (self, end, weight), \
     masked_scale (x, bool mask, scale), isinf isposinf isneginf (x), \
     hypot, xlogy, fmod and div_trunc (a, b: b may be a scalar), \
@@ -259,6 +260,12 @@ fn run(op: &str, args: &[Value]) -> eagertpu::Result<Tensor> {
     match (*kind, args) {
         (Pointwise::Unary(u), [T(x)]) => x.unary_op(u),
         (Pointwise::Binary(b), [T(a), rhs]) => a.binary_op(b, rhs.operand()),
+        (Pointwise::Binary(BinaryOp::Add), [T(a), rhs, S(alpha)]) => {
+            a.add_scaled(rhs.operand(), *alpha)
+        }
+        (Pointwise::Binary(BinaryOp::Sub), [T(a), rhs, S(alpha)]) => {
+            a.sub_scaled(rhs.operand(), *alpha)
+        }
         (Pointwise::Binary(b), [S(s), T(a)]) => a.binary_op_reversed(b, *s),
         (Pointwise::Where, [T(c), x, y]) => Tensor::where_(c, x.operand(), y.operand()),
         (Pointwise::Addcmul, [T(s), T(t1), T(t2), S(v)]) => s.addcmul(t1, t2, *v),
@@ -274,6 +281,22 @@ fn run(op: &str, args: &[Value]) -> eagertpu::Result<Tensor> {
         }
         _ => Err(bad_args(op, args)),
     }
+}
+
+/// Writes `op`'s result into its `out=` or in-place view: refused, as in
+/// PyTorch, when the result's dtype cannot be cast to the view's (a float
+/// result into an integer tensor would otherwise be truncated silently).
+fn write_result(op: &str, out: &View, value: Tensor) -> FfiResult {
+    if !value.dtype().can_cast_to(out.dtype) {
+        return Err(Failure::invalid(format!(
+            "{op}: result type {} can't be cast to the desired output type {} (the result of {} \
+             goes into an out= or in-place tensor of that dtype)",
+            value.dtype(),
+            out.dtype,
+            value.ty()
+        )));
+    }
+    Ok(out.write(value)?)
 }
 
 c_api! {
@@ -307,7 +330,7 @@ c_api! {
                 let value = run(op, &values)?;
                 Ok(match &out {
                     Some(o) => {
-                        o.write(value)?;
+                        write_result(op, o, value)?;
                         None
                     }
                     None => Some(value),
@@ -317,6 +340,51 @@ c_api! {
                 Some(t) => put_tensor(result, t),
                 None => Ok(()),
             }
+        }
+    }
+
+    /// `op` over `count` groups of `nargs` operands (PyTorch's `_foreach_`
+    /// ops: one call for a list of tensors): group `i` is
+    /// `args[i * nargs .. (i + 1) * nargs]`, run as `etpu_pointwise` runs
+    /// it, its result written into view `outs[i]`. The groups run in order,
+    /// so a group reads what an earlier one wrote; a failing group stops the
+    /// call with an error naming it, the groups before it written.
+    fn etpu_pointwise_foreach(
+        op: *const c_char,
+        args: *const OperandArg,
+        nargs: usize,
+        count: usize,
+        outs: *const *const i64,
+        origin: *const c_char,
+    ) {
+        if nargs == 0 || nargs > MAX_OPERANDS || (count > 0 && (args.is_null() || outs.is_null())) {
+            return Err(Failure::invalid(format!(
+                "pointwise_foreach: got {count} groups of {nargs} operands at {args:?}, outs at {outs:?}; \
+                 expected 1 to {MAX_OPERANDS} operands a group and non-NULL arrays"
+            )));
+        }
+        // SAFETY: strings, operands and descriptors as documented.
+        unsafe {
+            let op = c_str(op, "op")?;
+            let raw = std::slice::from_raw_parts(args, nargs * count);
+            let outs = std::slice::from_raw_parts(outs, count);
+            at(origin, || -> FfiResult<()> {
+                for (i, (group, &out)) in raw.chunks_exact(nargs).zip(outs).enumerate() {
+                    let item = |e: Failure| Failure {
+                        message: format!("{op}: item {i} of {count}: {}", e.message),
+                        ..e
+                    };
+                    let out = view(out, "out").map_err(item)?;
+                    let mut values: SmallVec<[Value; 4]> = SmallVec::new();
+                    for (j, a) in group.iter().enumerate() {
+                        let arg = decode(a, j).map_err(item)?;
+                        values.push(read(arg).map_err(|e| item(e.into()))?);
+                    }
+                    let value = run(op, &values).map_err(|e| item(e.into()))?;
+                    write_result(op, &out, value).map_err(item)?;
+                }
+                Ok(())
+            })
         }
     }
 }

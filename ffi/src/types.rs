@@ -80,6 +80,7 @@ c_types! {
     *const c_void => "const void*",
     *mut c_void => "void*",
     *const i64 => "const int64_t*",
+    *const *const i64 => "const int64_t* const*",
     *const f64 => "const double*",
     *mut i64 => "int64_t*",
     *mut i32 => "int32_t*",

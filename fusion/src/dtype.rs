@@ -73,6 +73,13 @@ impl DType {
         self == DType::Bool
     }
 
+    /// Whether a result of this dtype may be written into a tensor of `to`
+    /// (PyTorch's `canCast`, which `out=` and in-place ops obey): never a
+    /// float into an integer tensor, nor anything but a bool into a bool one.
+    pub fn can_cast_to(self, to: DType) -> bool {
+        (!self.is_float() || to.is_float()) && (self.is_bool() || !to.is_bool())
+    }
+
     /// Signed integers and floats.
     pub fn is_signed(self) -> bool {
         !matches!(self, DType::Bool | DType::U8)
@@ -246,6 +253,26 @@ impl ResultType {
 mod tests {
     use super::*;
     use DType::*;
+
+    #[test]
+    fn a_result_casts_to_an_out_tensor_as_pytorchs_can_cast_says() {
+        // Up the ladder bool -> integer -> float, and across within a rung.
+        for (from, to) in [
+            (Bool, I64),
+            (Bool, F16),
+            (U8, I8),
+            (I64, F32),
+            (I64, U8),
+            (F64, BF16),
+            (Bool, Bool),
+        ] {
+            assert!(from.can_cast_to(to), "{from} -> {to}");
+        }
+        // Never down: a float into an integer tensor, anything else into bool.
+        for (from, to) in [(F32, I64), (BF16, U8), (I32, Bool), (F32, Bool)] {
+            assert!(!from.can_cast_to(to), "{from} -> {to}");
+        }
+    }
 
     #[test]
     fn promote_types_matches_pytorch() {

@@ -6,6 +6,7 @@
 #include <torch/library.h>
 
 #include <array>
+#include <deque>
 
 #include <Python.h>
 #include <frameobject.h>
@@ -369,28 +370,29 @@ at::Scalar wrapped_number(const at::Tensor& t) {
 }
 
 namespace {
-// The operands of one call, as the C ABI takes them: a tpu tensor as a view
-// of its storage, a Python number as a weak scalar, a CPU 0-d tensor (or a
-// tensor without elements) uploaded. Built in place and never moved: an
-// operand points into its descriptor.
+// One operand as the C ABI takes it: a tpu tensor as a view of its storage, a
+// Python number as a weak scalar, a CPU 0-d tensor (or a tensor without
+// elements) uploaded. A view's descriptor goes to `views` and an upload's
+// handle to `handles`, whose elements must never move (the operand points
+// into its descriptor).
+template <typename Views, typename Handles>
+etpu_operand encode(const PointwiseArg& a, int64_t device, Views& views, Handles& handles) {
+  const at::Tensor* t = a.tensor;
+  if (t == nullptr || t->unsafeGetTensorImpl()->is_wrapped_number()) {
+    at::Scalar number = t == nullptr ? a.number : wrapped_number(*t);
+    return {ETPU_OPERAND_SCALAR, 0, nullptr, scalar_arg(number)};
+  }
+  if (direct(*t)) return {ETPU_OPERAND_VIEW, 0, views.emplace_back(*t).get(), {}};
+  return {ETPU_OPERAND_HANDLE, handles.emplace_back(read_operand(*t, device)).get(), nullptr, {}};
+}
+
+// The operands of one call. Built in place and never moved.
 class Operands {
  public:
   Operands(const char* op, std::initializer_list<PointwiseArg> args, int64_t device) {
     TORCH_CHECK(args.size() <= kMaxPointwiseArgs, op, ": got ", args.size(), " operands, expected at most ",
                 kMaxPointwiseArgs);
-    for (const PointwiseArg& a : args) {
-      const at::Tensor* t = a.tensor;
-      if (t == nullptr || t->unsafeGetTensorImpl()->is_wrapped_number()) {
-        at::Scalar number = t == nullptr ? a.number : wrapped_number(*t);
-        operands_.push_back({ETPU_OPERAND_SCALAR, 0, nullptr, scalar_arg(number)});
-      } else if (direct(*t)) {
-        views_.emplace_back(*t);
-        operands_.push_back({ETPU_OPERAND_VIEW, 0, views_.back().get(), {}});
-      } else {
-        handles_.push_back(read_operand(*t, device));
-        operands_.push_back({ETPU_OPERAND_HANDLE, handles_.back().get(), nullptr, {}});
-      }
-    }
+    for (const PointwiseArg& a : args) operands_.push_back(encode(a, device, views_, handles_));
   }
   Operands(const Operands&) = delete;
   Operands& operator=(const Operands&) = delete;
@@ -404,6 +406,27 @@ class Operands {
   c10::SmallVector<Handle, kMaxPointwiseArgs> handles_;
 };
 }  // namespace
+
+void pointwise_foreach(const char* op, const std::vector<PointwiseArg>& args, size_t nargs, at::TensorList outs) {
+  TORCH_CHECK(nargs > 0 && nargs <= kMaxPointwiseArgs && args.size() == nargs * outs.size(), op, ": got ",
+              args.size(), " operands for ", outs.size(), " outputs of ", nargs, " operands each");
+  if (outs.empty()) return;
+  int64_t device = device_index(outs[0]);
+  std::vector<etpu_operand> operands;
+  operands.reserve(args.size());
+  std::deque<ViewDesc> views;  // a deque: its elements never move
+  std::deque<Handle> handles;
+  for (const PointwiseArg& a : args) operands.push_back(encode(a, device, views, handles));
+  std::deque<ViewDesc> out_views;
+  std::vector<const int64_t*> out_ptrs;
+  out_ptrs.reserve(outs.size());
+  for (const at::Tensor& o : outs) {
+    TORCH_CHECK(direct(o), op, ": expected tpu outputs with elements, got a ", o.scalar_type(), o.sizes(), " on ",
+                o.device());
+    out_ptrs.push_back(out_views.emplace_back(o).get());
+  }
+  check(etpu_pointwise_foreach(op, operands.data(), nargs, outs.size(), out_ptrs.data(), origin()));
+}
 
 void pointwise(const char* op, std::initializer_list<PointwiseArg> args, const at::Tensor& out) {
   Operands operands(op, args, device_index(out));

@@ -108,6 +108,11 @@ struct PointwiseArg {
 // converted to out's dtype and broadcast to its shape.
 void pointwise(const char* op, std::initializer_list<PointwiseArg> args, const at::Tensor& out);
 
+// `op` over `outs.size()` groups of `nargs` operands in one runtime call (for
+// PyTorch's _foreach_ ops): group i is args[i * nargs .. (i + 1) * nargs] and
+// its result is written into outs[i] (a tpu tensor or view with elements).
+void pointwise_foreach(const char* op, const std::vector<PointwiseArg>& args, size_t nargs, at::TensorList outs);
+
 // Fills `out` (a tpu tensor or view) with samples of `distribution` keyed by
 // `key` (see etpu_sample): `args` are its parameters, or bernoulli's tensor of
 // probabilities.

@@ -119,11 +119,13 @@ at::Tensor& pow_st_out(const at::Scalar& self, const at::Tensor& exponent, at::T
 
 at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha, at::Tensor& out) {
   OpScope s;
-  const at::Tensor& like = self.device().is_cpu() ? other : self;
   bool one = alpha.isIntegral(true) ? alpha.toLong() == 1 : alpha.toDouble() == 1.0;
   if (one) {
     pointwise("add", {self, other}, out);
+  } else if (!is_scalar(self)) {
+    pointwise("add", {self, other, alpha}, out);  // self + alpha * other, in one call
   } else {
+    const at::Tensor& like = self.device().is_cpu() ? other : self;
     write(out, add(operand(self, like), scaled(other, alpha, like)));
   }
   return out;
@@ -131,11 +133,13 @@ at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const at::S
 
 at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha, at::Tensor& out) {
   OpScope s;
-  const at::Tensor& like = self.device().is_cpu() ? other : self;
   bool one = alpha.isIntegral(true) ? alpha.toLong() == 1 : alpha.toDouble() == 1.0;
   if (one) {
     pointwise("sub", {self, other}, out);
+  } else if (!is_scalar(self)) {
+    pointwise("sub", {self, other, alpha}, out);  // self - alpha * other, in one call
   } else {
+    const at::Tensor& like = self.device().is_cpu() ? other : self;
     write(out, sub(operand(self, like), scaled(other, alpha, like)));
   }
   return out;

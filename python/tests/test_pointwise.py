@@ -125,6 +125,33 @@ def test_python_scalars(dtype):
     check(lambda x: x.sub(x * 3, alpha=3), x)
 
 
+def test_alpha_scales_the_other_operand_in_every_dtype_mix():
+    check(lambda a, b: torch.add(a, b, alpha=-0.25), rand(3, 4), rand(4))
+    check(lambda a, b: torch.sub(a, b, alpha=3), rand(3, 4, dtype=torch.bfloat16), rand(3, 4, dtype=torch.bfloat16))
+    check(lambda a, b: torch.add(a, b, alpha=2.5), rand(5, dtype=torch.float64), rand(5, dtype=torch.int64))
+    check(lambda a, b: torch.add(a, b, alpha=7), rand(5, dtype=torch.int64), rand(5, dtype=torch.int32))
+    check(lambda a: torch.add(a, 3, alpha=2), rand(5, dtype=torch.int64))
+    with pytest.raises(RuntimeError, match="alpha"):
+        torch.add(rand(3, dtype=torch.int64).to("tpu"), rand(3, dtype=torch.int64).to("tpu"), alpha=0.5)
+
+
+def test_out_and_in_place_results_are_never_silently_truncated():
+    # A float result into an int tensor, a non-bool one into a bool tensor:
+    # refused as on the CPU (it used to be truncated into the tensor).
+    for dev in ("cpu", "tpu"):
+        x = torch.arange(4).to(dev)
+        with pytest.raises(RuntimeError, match="can't be cast to the desired output type"):
+            torch.mul(x, 0.5, out=x)
+        with pytest.raises(RuntimeError, match="can't be cast to the desired output type"):
+            torch.add(x, torch.ones(4, device=dev), out=x)
+        with pytest.raises(RuntimeError, match="can't be cast to the desired output type"):
+            torch.add(x, x, out=torch.zeros(4, dtype=torch.bool, device=dev))
+    # Casts PyTorch allows still happen: an int result into a float tensor.
+    out = torch.zeros(4, device="tpu")
+    torch.add(torch.arange(4).to("tpu"), 1, out=out)
+    assert out.cpu().tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
 def test_int64_python_numbers_beyond_2_pow_53_stay_exact():
     # 2^60 + 1 is no double: a fill value, a mask value, an offset, a bound or
     # a range end that crossed the C ABI as one came out 2^60.

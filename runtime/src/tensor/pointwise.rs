@@ -13,6 +13,77 @@ fn invalid(op: &'static str, message: String) -> crate::error::Error {
 }
 
 impl Tensor {
+    /// `self + alpha * other` (`torch.add` with `alpha`), broadcast and
+    /// promoted as `self + other` is: alpha never changes the result's
+    /// dtype, and, as in PyTorch, is refused when it is a float and the
+    /// result integral, or a bool and the result not bool.
+    #[track_caller]
+    pub fn add_scaled<'a>(
+        &self,
+        other: impl Into<Operand<'a>>,
+        alpha: impl Into<Scalar>,
+    ) -> Result<Tensor> {
+        self.scaled_op(BinaryOp::Add, other.into(), alpha.into())
+    }
+
+    /// `self - alpha * other` (`torch.sub` with `alpha`), as
+    /// [`Tensor::add_scaled`].
+    #[track_caller]
+    pub fn sub_scaled<'a>(
+        &self,
+        other: impl Into<Operand<'a>>,
+        alpha: impl Into<Scalar>,
+    ) -> Result<Tensor> {
+        self.scaled_op(BinaryOp::Sub, other.into(), alpha.into())
+    }
+
+    #[track_caller]
+    fn scaled_op(&self, op: BinaryOp, other: Operand, alpha: Scalar) -> Result<Tensor> {
+        let dtype = other.promoted_with(self);
+        let refused = match alpha {
+            Scalar::Bool(_) => dtype != DType::Bool,
+            Scalar::Float(_) => !dtype.is_float(),
+            Scalar::Int(_) => false,
+        };
+        if refused {
+            return Err(invalid(
+                op.name(),
+                format!(
+                    "got alpha {alpha} for {} and {}; expected an alpha of the result's kind \
+                     ({dtype}: a float alpha needs a floating-point result, a bool alpha a bool one)",
+                    self.ty(),
+                    describe(&other)
+                ),
+            ));
+        }
+        let unit = match alpha {
+            Scalar::Bool(b) => b,
+            Scalar::Int(i) => i == 1,
+            Scalar::Float(f) => f == 1.0,
+        };
+        if unit {
+            return self.binary_op(op, other);
+        }
+        match other {
+            // In the result's dtype first: an int64 `other` scaled by 2.5 for
+            // a float64 result multiplies in float64, as PyTorch does.
+            Operand::Tensor(t) => {
+                // Back to it after: a bool result scaled by an int alpha.
+                let scaled = t.to_dtype(dtype)?.mul(alpha)?.to_dtype(dtype)?;
+                self.binary_op(op, &scaled)
+            }
+            Operand::Scalar(s) => {
+                let product = match (s, alpha) {
+                    (Scalar::Float(_), _) | (_, Scalar::Float(_)) => {
+                        Scalar::Float(s.as_f64() * alpha.as_f64())
+                    }
+                    _ => Scalar::Int(s.as_i64().wrapping_mul(alpha.as_i64())),
+                };
+                self.binary_op(op, product)
+            }
+        }
+    }
+
     /// `self + value * t1 * t2`, broadcast and promoted over the three
     /// tensors (`torch.addcmul`).
     #[track_caller]
