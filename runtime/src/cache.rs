@@ -23,9 +23,9 @@ use lru::LruCache;
 
 use crate::disk::{DiskCache, DiskConfig, Lookup};
 use crate::error::Result;
+use crate::lock;
 use crate::metrics::Counters;
 use crate::pjrt::{Client, CompileOptions, Executable, Placement, XlaOption};
-use crate::value::lock;
 
 /// A compiled program.
 pub(crate) struct Program {

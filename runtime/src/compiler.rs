@@ -13,8 +13,8 @@ use crossbeam::channel::{Sender, TrySendError, bounded};
 use fusion::Graph;
 
 use crate::error::Error;
+use crate::lock;
 use crate::metrics::Counters;
-use crate::value::lock;
 
 /// Chunks waiting for a compile thread.
 const QUEUE: usize = 64;

@@ -19,7 +19,7 @@ use std::time::SystemTime;
 
 use fusion::hash::checksum64;
 
-use crate::value::lock;
+use crate::lock;
 
 const MAGIC: &[u8; 16] = b"EAGERTPU-CACHE\0\0";
 const FORMAT_VERSION: u32 = 1;

@@ -3,6 +3,7 @@
 
 mod cache;
 mod compiler;
+mod completion;
 pub mod config;
 mod context;
 mod disk;
@@ -29,6 +30,11 @@ pub use tensor::{
     Interpolation, LstmCell, LstmCellGrad, Operand, OrderStatistic, OrderStatisticKind, PadMode,
     PointwiseLoss, PointwiseLossKind, Reduce, Tensor, default_device, sync,
 };
+
+/// Locks a mutex, ignoring poisoning (state is updated atomically under it).
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// The run manifest: plugin, platform, API versions, devices (starts the runtime).
 pub fn manifest() -> Result<Manifest> {
@@ -58,7 +64,7 @@ pub fn note_fallback(op: &str) -> Result<bool> {
     if rt.fallback_is_error {
         return Err(Error::FallbackRefused { op: op.to_string() });
     }
-    let mut counts = value::lock(&rt.counters.fallbacks);
+    let mut counts = lock(&rt.counters.fallbacks);
     let n = counts.entry(op.to_string()).or_default();
     *n += 1;
     Ok(*n == 1)

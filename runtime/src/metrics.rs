@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use fusion::policy::CutReason;
 
+use crate::lock;
 use crate::origin::Origin;
-use crate::value::lock;
 
 #[derive(Default)]
 pub(crate) struct Counters {

@@ -16,11 +16,12 @@ use std::sync::Arc;
 use fusion::{BinaryOp, DType, Op, ReduceOp, Scalar};
 
 use super::{Launch, Recorder, Stream, StreamState};
+use crate::completion::Blame;
 use crate::context::Runtime;
 use crate::error::Result;
 use crate::host;
 use crate::metrics::Counters;
-use crate::value::{Blame, Value};
+use crate::value::Value;
 
 /// Index ops checked between two host reads: beyond this, later ops share
 /// the last number (the error then names the last one recorded).

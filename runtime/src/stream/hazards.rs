@@ -31,10 +31,11 @@ use lru::LruCache;
 
 use super::Param;
 use crate::cache::CompileCache;
+use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::host;
+use crate::lock;
 use crate::pjrt::{Buffer, Device, Executable};
-use crate::value::{Completion, lock};
 
 /// Second executables kept (least recently checked ones are dropped).
 const TWINS: usize = 1024;
@@ -187,8 +188,8 @@ mod tests {
     use fusion::{BinaryOp, DType, Op};
 
     use super::*;
+    use crate::completion::Blame;
     use crate::origin::Origin;
-    use crate::value::Blame;
 
     fn f32s(values: &[f32]) -> Arc<Buffer> {
         let rt = crate::context::get().expect("the XLA CPU plugin (make setup)");

@@ -12,13 +12,14 @@ use smallvec::SmallVec;
 use super::liveness::Launch;
 use super::record::{TraceNode, is_key_constant};
 use super::{HazardChecker, SCALAR_CACHE, Stream, StreamState, checks, tiers};
+use crate::completion::Completion;
 use crate::config::Mode;
 use crate::context::Runtime;
 use crate::error::{Error, Result};
 use crate::host;
 use crate::metrics::Counters;
 use crate::pjrt::Buffer;
-use crate::value::{Completion, Value};
+use crate::value::Value;
 
 /// A parameter of a chunk: an input buffer, and the value it came from
 /// (none for a lifted scalar).

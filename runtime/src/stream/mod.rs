@@ -32,12 +32,14 @@ use fusion::DType;
 use fusion::hash::FxBuild;
 use fusion::policy::{CutReason, Window};
 
+use crate::completion::Completion;
 use crate::config::Mode;
 use crate::context::Runtime;
 use crate::error::{Error, Result};
+use crate::lock;
 use crate::pjrt::{Buffer, Device};
 use crate::timing::{Stage, timed};
-use crate::value::{Completion, Value, lock};
+use crate::value::Value;
 
 pub use crate::origin::Origin;
 

@@ -10,11 +10,12 @@ use smallvec::SmallVec;
 use fusion::policy::CutReason;
 
 use super::{Stream, StreamState};
+use crate::completion::Blame;
 use crate::context::Runtime;
 use crate::error::Result;
 use crate::metrics::Counters;
 use crate::origin::Origin;
-use crate::value::{Blame, Value};
+use crate::value::Value;
 
 pub(super) struct TraceNode {
     pub(super) op: Op,

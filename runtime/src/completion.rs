@@ -1,0 +1,171 @@
+//! The completion of one launched chunk: its PJRT event, what to blame if it
+//! fails (the op, its inputs and the line that recorded it), the chunks it
+//! read from (so a failure names the first op that failed along a chain), and
+//! the input buffers it reads, held until it is known done (the readers half
+//! of the buffer invariant in `value.rs`).
+
+use std::panic::Location;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use fusion::TensorType;
+
+use crate::error::{Error, Result};
+use crate::lock;
+use crate::pjrt::{Buffer, Event};
+
+/// Which op to name when something about a launched chunk fails.
+#[derive(Clone)]
+pub(crate) struct Blame {
+    pub op: &'static str,
+    pub inputs: Vec<TensorType>,
+    pub origin: crate::origin::Origin,
+    /// Ops in the chunk, when more than one.
+    pub chunk_ops: usize,
+}
+
+impl Blame {
+    pub fn error(&self, cause: Error) -> Error {
+        if matches!(cause, Error::AtOp { .. }) {
+            return cause;
+        }
+        let inputs: Vec<String> = self.inputs.iter().map(|t| t.to_string()).collect();
+        let cause = if self.chunk_ops > 1 {
+            Error::Internal(format!(
+                "in a fused chunk of {} ops ending with this one: {cause}",
+                self.chunk_ops
+            ))
+        } else {
+            cause
+        };
+        Error::AtOp {
+            op: self.op,
+            inputs: inputs.join(", "),
+            origin: self.origin.to_string(),
+            cause: Box::new(cause),
+        }
+    }
+}
+
+/// The completion of one launched chunk: its PJRT event, what to blame if it
+/// fails, the chunks it read from (to name the first failure in a chain), and
+/// the input buffers it reads (held until it is known done).
+pub(crate) struct Completion {
+    event: Mutex<Option<Event>>,
+    result: OnceLock<Result<()>>,
+    blame: Blame,
+    deps: Mutex<Vec<Arc<Completion>>>,
+    reads: Mutex<Vec<Arc<Buffer>>>,
+}
+
+impl Completion {
+    pub fn new(
+        event: Option<Event>,
+        blame: Blame,
+        deps: Vec<Arc<Completion>>,
+        reads: Vec<Arc<Buffer>>,
+    ) -> Arc<Completion> {
+        let c = Completion {
+            event: Mutex::new(event),
+            result: OnceLock::new(),
+            blame,
+            deps: Mutex::new(deps),
+            reads: Mutex::new(reads),
+        };
+        if lock(&c.event).is_none() {
+            let _ = c.result.set(Ok(()));
+            c.release();
+        }
+        Arc::new(c)
+    }
+
+    /// A chunk still running that reads `reads` (for the hazard checker's
+    /// tests: it completes when waited on).
+    #[cfg(test)]
+    pub fn unfinished(blame: Blame, reads: Vec<Arc<Buffer>>) -> Arc<Completion> {
+        Arc::new(Completion {
+            event: Mutex::new(None),
+            result: OnceLock::new(),
+            blame,
+            deps: Mutex::new(vec![]),
+            reads: Mutex::new(reads),
+        })
+    }
+
+    /// Drops what only an unfinished chunk needs.
+    fn release(&self) {
+        lock(&self.deps).clear();
+        lock(&self.reads).clear();
+    }
+
+    /// Whether the chunk may still be reading `buffer`: it holds the buffer
+    /// and is not known to be done (never blocks).
+    pub fn may_read(&self, buffer: &Arc<Buffer>) -> bool {
+        self.result.get().is_none() && lock(&self.reads).iter().any(|b| Arc::ptr_eq(b, buffer))
+    }
+
+    /// What this chunk's failure would be blamed on.
+    pub fn blame(&self) -> &Blame {
+        &self.blame
+    }
+
+    /// A chunk that failed to launch.
+    pub fn failed(error: Error) -> Arc<Completion> {
+        let c = Completion {
+            event: Mutex::new(None),
+            result: OnceLock::new(),
+            blame: Blame {
+                op: "",
+                inputs: vec![],
+                origin: crate::origin::Origin::Rust(Location::caller()),
+                chunk_ops: 0,
+            },
+            deps: Mutex::new(vec![]),
+            reads: Mutex::new(vec![]),
+        };
+        let _ = c.result.set(Err(error));
+        Arc::new(c)
+    }
+
+    /// Blocks until the chunk ran. On failure, the error names the first op
+    /// that failed along the chain of chunks this one read from.
+    pub fn wait(&self) -> Result<()> {
+        if let Some(r) = self.result.get() {
+            return r.clone();
+        }
+        let mut event = lock(&self.event);
+        if let Some(r) = self.result.get() {
+            return r.clone();
+        }
+        let outcome = match event.as_ref() {
+            Some(e) => e.wait(),
+            None => Ok(()),
+        };
+        let result = outcome.map_err(|cause| {
+            let deps: Vec<Arc<Completion>> = lock(&self.deps).clone();
+            deps.iter()
+                .find_map(|d| d.wait().err())
+                .unwrap_or_else(|| self.blame.error(cause))
+        });
+        let _ = self.result.set(result.clone());
+        *event = None;
+        self.release();
+        result
+    }
+
+    /// Whether the chunk is known to have run successfully (never blocks).
+    pub fn done_ok(&self) -> bool {
+        if let Some(r) = self.result.get() {
+            return r.is_ok();
+        }
+        let ready = match lock(&self.event).as_ref() {
+            Some(e) => e.is_ready().unwrap_or(false),
+            None => true,
+        };
+        ready && self.wait().is_ok()
+    }
+
+    /// The failure, if the chunk is known to have failed (never blocks).
+    pub fn known_failure(&self) -> Option<Error> {
+        self.result.get().and_then(|r| r.clone().err())
+    }
+}
