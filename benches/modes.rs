@@ -64,12 +64,9 @@ fn chain_once(x: &Tensor) -> (Duration, Duration) {
 fn chain(mode: Mode) -> ChainTimes {
     let _m = eagertpu::with_mode(mode).unwrap();
     let x = Tensor::from_slice(&data(256, 1, 1.0), &[256]).unwrap();
-    // Warm-up: the chunks seen compiled (in the background), then used.
-    for _ in 0..5 {
+    settle(|| {
         chain_once(&x);
-    }
-    eagertpu::wait_for_compiles().unwrap();
-    chain_once(&x);
+    });
     let runs: Vec<(Duration, Duration)> = (0..40).map(|_| chain_once(&x)).collect();
     let total = median(runs.iter().map(|r| r.1.as_secs_f64()).collect());
     let record = median(runs.iter().map(|r| r.0.as_secs_f64()).collect());
@@ -197,12 +194,9 @@ fn mlp(mode: Mode, width: i64, batch: i64, steps: usize) -> MlpTimes {
     let _m = eagertpu::with_mode(mode).unwrap();
     let (x, y, onehot) = mlp_data(batch);
     let mut model = Mlp::new(&[784, width, width, 10]);
-    // Warm-up: the chunks seen compiled (in the background), then used.
-    for _ in 0..5 {
+    settle(|| {
         model.step(&x, &y, &onehot);
-    }
-    eagertpu::wait_for_compiles().unwrap();
-    model.step(&x, &y, &onehot);
+    });
     let before = eagertpu::metrics().unwrap();
     let times: Vec<f64> = (0..steps)
         .map(|_| {
@@ -220,6 +214,24 @@ fn mlp(mode: Mode, width: i64, batch: i64, steps: usize) -> MlpTimes {
 
 fn loads(m: &Metrics) -> u64 {
     m.misses + m.disk_hits
+}
+
+/// Warms a loop up until its chunks have settled, as a user's loop does:
+/// rounds of five iterations, each followed by waiting for the background
+/// compiles it queued (a chunk compiles once it has been seen twice), until a
+/// round loads no new program (at most ten rounds). A fixed number of
+/// warm-up steps timed a loop still running op by op on a cold cache.
+fn settle(mut iteration: impl FnMut()) {
+    for _ in 0..10 {
+        let before = loads(&eagertpu::metrics().unwrap());
+        for _ in 0..5 {
+            iteration();
+        }
+        eagertpu::wait_for_compiles().unwrap();
+        if loads(&eagertpu::metrics().unwrap()) == before {
+            break;
+        }
+    }
 }
 
 // ---------------------------------------------------------- cold / warm ----

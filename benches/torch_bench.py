@@ -27,7 +27,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import eagertpu
-from torch_workloads import RUNS, device_of, enter
+from torch_workloads import RUNS, device_of, enter, settle
 
 CONFIGS = ["cpu", "debug", "strict", "fused"]
 
@@ -95,18 +95,12 @@ def run_classic(args):
 
     results = {w: {c: [] for c in CONFIGS} for w in reps}
     loops = {}
-    for config in CONFIGS:  # warm-up: compile everything once, outside the timed rounds
+    for config in CONFIGS:  # warm-up: every loop settled, outside the timed rounds
         enter(config)
-        chain_round(config, 1)
+        settle(lambda: chain_round(config, 1), config)
         for name, (width, batch) in {"mlp": (512, 64), "tiny_mlp": (32, 8)}.items():
             loops[name, config] = Loop(config, width, batch)
-            for _ in range(4):
-                loops[name, config].step()
-        # The chunks seen compiled in the background, then used once.
-        eagertpu.wait_for_compiles()
-        chain_round(config, 1)
-        for name in ("mlp", "tiny_mlp"):
-            loops[name, config].step()
+            settle(loops[name, config].step, config)
     for r in range(args.rounds):
         for config in CONFIGS:
             enter(config)
