@@ -191,6 +191,31 @@ etpu_status etpu_pointwise(const char* op, const etpu_operand* args, size_t narg
 etpu_status etpu_pointwise_foreach(const char* op, const etpu_operand* args, size_t nargs, size_t count,
                                    const int64_t* const* outs, const char* origin);
 
+/* ------------------------------------------------------ optimizer steps ---- */
+
+/* An absent optional operand of the optimizer steps: a handle operand of handle 0. */
+
+/* One Adam step (`decoupled`: AdamW) over `count` parameters, as PyTorch's
+ * _fused_adam_ and _fused_adamw_: tensors[6 * i .. 6 * i + 6] are parameter i's
+ * param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq (with `amsgrad`; otherwise
+ * absent) and step (its 0-d count, already incremented). The first five are
+ * views, updated in place (grad with its unscaled value). `lr` is a number or a
+ * one-element tensor; `grad_scale` and `found_inf` are tensors or absent (a
+ * nonzero found_inf leaves everything as it was). Computed on the device, in
+ * float32 for half-precision parameters. A parameter that fails stops the call
+ * with an error naming it, the parameters before it updated. */
+etpu_status etpu_fused_adam(const etpu_operand* tensors, size_t count, etpu_operand lr, double beta1, double beta2,
+                            double weight_decay, double eps, bool amsgrad, bool maximize, bool decoupled,
+                            etpu_operand grad_scale, etpu_operand found_inf, const char* origin);
+/* One SGD step over `count` parameters, as PyTorch's _fused_sgd_:
+ * tensors[3 * i .. 3 * i + 3] are parameter i's param, grad and momentum buffer
+ * (with a nonzero `momentum`; otherwise absent), views updated in place. On the
+ * first step the momentum buffer becomes the gradient. `lr`, `grad_scale` and
+ * `found_inf` as etpu_fused_adam takes them. */
+etpu_status etpu_fused_sgd(const etpu_operand* tensors, size_t count, etpu_operand lr, double weight_decay,
+                           double momentum, double dampening, bool nesterov, bool maximize, bool is_first_step,
+                           etpu_operand grad_scale, etpu_operand found_inf, const char* origin);
+
 /* ---------------------------------------------------------------- ops ---- */
 
 /* BEGIN elementwise op lists: generated from fusion/src/elementwise.rs. */

@@ -23,12 +23,12 @@ pub use runtime::pjrt::MemoryStats;
 /// PyTorch backend's `tpu` memory).
 pub use runtime::storage;
 pub use runtime::{
-    Activation, ArgReduce, BatchNormOutput, Cumulative, Device, Distribution, Element, Error,
-    Extreme, GruCellGrad, Interpolation, LstmCell, LstmCellGrad, Manifest, Metrics, Mode,
-    ModeGuard, Operand, OrderStatistic, OrderStatisticKind, PadMode, PointwiseLoss,
-    PointwiseLossKind, Reduce, Result, Tensor, default_device, manifest, metrics, mode,
-    note_fallback, set_check_nan, set_mode, shutdown, sync, timing, wait_for_compiles, with_mode,
-    with_origin,
+    Activation, Adam, AdamParam, AdamUpdate, ArgReduce, BatchNormOutput, Cumulative, Device,
+    Distribution, Element, Error, Extreme, GradScaling, GruCellGrad, Interpolation, LstmCell,
+    LstmCellGrad, Manifest, Metrics, Mode, ModeGuard, Operand, OrderStatistic, OrderStatisticKind,
+    PadMode, PointwiseLoss, PointwiseLossKind, Reduce, Result, Sgd, SgdParam, SgdUpdate, Tensor,
+    default_device, manifest, metrics, mode, note_fallback, set_check_nan, set_mode, shutdown,
+    sync, timing, wait_for_compiles, with_mode, with_origin,
 };
 
 /// Lower layers, for tools and tests: the op IR and the PJRT wrappers.

@@ -18,6 +18,7 @@ mod handles;
 mod index;
 mod op_lists;
 mod ops;
+mod optim;
 mod pointwise;
 mod random;
 mod resample;
@@ -265,6 +266,7 @@ pub fn all_signatures() -> Vec<Signature> {
     v.extend(rnn::signatures());
     v.extend(storage::signatures());
     v.extend(pointwise::signatures());
+    v.extend(optim::signatures());
     v
 }
 

@@ -74,6 +74,7 @@ c_types! {
     *mut StorageHandle => "etpu_storage*",
     ScalarArg => "etpu_scalar",
     *const ScalarArg => "const etpu_scalar*",
+    OperandArg => "etpu_operand",
     *const OperandArg => "const etpu_operand*",
     *const c_char => "const char*",
     *mut c_char => "char*",

@@ -332,27 +332,18 @@ void write(const at::Tensor& out, const Handle& value) {
 
 // ----------------------------------------------------- ops between views ----
 
+ViewDesc::ViewDesc(const at::Tensor& t) {
+  int64_t rank = t.dim();
+  d_.reserve(4 + 2 * rank);
+  d_.push_back(static_cast<int64_t>(storage_id(t.storage().data_ptr())));
+  d_.push_back(static_cast<int64_t>(byte_offset(t)));
+  d_.push_back(dtype_code(t.scalar_type()));
+  d_.push_back(rank);
+  d_.append(t.sizes().begin(), t.sizes().end());
+  d_.append(t.strides().begin(), t.strides().end());
+}
+
 namespace {
-// {storage, byte_offset, dtype, rank, sizes, strides}: a view descriptor
-// (etpu_operand).
-class ViewDesc {
- public:
-  explicit ViewDesc(const at::Tensor& t) {
-    int64_t rank = t.dim();
-    d_.reserve(4 + 2 * rank);
-    d_.push_back(static_cast<int64_t>(storage_id(t.storage().data_ptr())));
-    d_.push_back(static_cast<int64_t>(byte_offset(t)));
-    d_.push_back(dtype_code(t.scalar_type()));
-    d_.push_back(rank);
-    d_.append(t.sizes().begin(), t.sizes().end());
-    d_.append(t.strides().begin(), t.strides().end());
-  }
-  const int64_t* get() const { return d_.data(); }
-
- private:
-  c10::SmallVector<int64_t, 16> d_;
-};
-
 bool direct(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1 && t.numel() > 0; }
 
 }  // namespace
@@ -407,16 +398,24 @@ class Operands {
 };
 }  // namespace
 
+void OperandList::add(const PointwiseArg& a) { operands_.push_back(encode(a, device_, views_, handles_)); }
+
+void OperandList::add_absent() { operands_.push_back({ETPU_OPERAND_HANDLE, 0, nullptr, {}}); }
+
+void OperandList::add_optional(const std::optional<at::Tensor>& t) {
+  if (t.has_value() && t->defined()) {
+    add(*t);
+  } else {
+    add_absent();
+  }
+}
+
 void pointwise_foreach(const char* op, const std::vector<PointwiseArg>& args, size_t nargs, at::TensorList outs) {
   TORCH_CHECK(nargs > 0 && nargs <= kMaxPointwiseArgs && args.size() == nargs * outs.size(), op, ": got ",
               args.size(), " operands for ", outs.size(), " outputs of ", nargs, " operands each");
   if (outs.empty()) return;
-  int64_t device = device_index(outs[0]);
-  std::vector<etpu_operand> operands;
-  operands.reserve(args.size());
-  std::deque<ViewDesc> views;  // a deque: its elements never move
-  std::deque<Handle> handles;
-  for (const PointwiseArg& a : args) operands.push_back(encode(a, device, views, handles));
+  OperandList operands(device_index(outs[0]));
+  for (const PointwiseArg& a : args) operands.add(a);
   std::deque<ViewDesc> out_views;
   std::vector<const int64_t*> out_ptrs;
   out_ptrs.reserve(outs.size());

@@ -11,6 +11,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <string>
 #include <utility>
@@ -107,6 +108,41 @@ struct PointwiseArg {
 // its storage, so nothing is read or written in between. The result is
 // converted to out's dtype and broadcast to its shape.
 void pointwise(const char* op, std::initializer_list<PointwiseArg> args, const at::Tensor& out);
+
+// A tensor as the C ABI's view descriptor: {storage, byte_offset, dtype,
+// rank, sizes, strides} (etpu_operand). Points into itself: never moved once
+// an operand refers to it.
+class ViewDesc {
+ public:
+  explicit ViewDesc(const at::Tensor& t);
+  const int64_t* get() const { return d_.data(); }
+
+ private:
+  c10::SmallVector<int64_t, 16> d_;
+};
+
+// The operands of one C ABI call over many tensors (the foreach ops, the
+// optimizer steps): a tpu tensor as a view of its storage, a Python number as
+// a weak scalar, a CPU 0-d tensor uploaded, an absent optional tensor as
+// handle 0. Descriptors and uploads live as long as the list.
+class OperandList {
+ public:
+  explicit OperandList(int64_t device) : device_(device) {}
+  OperandList(const OperandList&) = delete;
+  OperandList& operator=(const OperandList&) = delete;
+  void add(const PointwiseArg& a);
+  void add_absent();
+  void add_optional(const std::optional<at::Tensor>& t);
+  const etpu_operand* data() const { return operands_.data(); }
+  size_t size() const { return operands_.size(); }
+  const etpu_operand& operator[](size_t i) const { return operands_[i]; }
+
+ private:
+  int64_t device_;
+  std::vector<etpu_operand> operands_;
+  std::deque<ViewDesc> views_;  // a deque: its elements never move
+  std::deque<Handle> handles_;
+};
 
 // `op` over `outs.size()` groups of `nargs` operands in one runtime call (for
 // PyTorch's _foreach_ ops): group i is args[i * nargs .. (i + 1) * nargs] and

@@ -26,9 +26,10 @@ pub use host::Element;
 pub use metrics::Metrics;
 pub use origin::with_origin;
 pub use tensor::{
-    Activation, ArgReduce, BatchNormOutput, Cumulative, Device, Distribution, Extreme, GruCellGrad,
-    Interpolation, LstmCell, LstmCellGrad, Operand, OrderStatistic, OrderStatisticKind, PadMode,
-    PointwiseLoss, PointwiseLossKind, Reduce, Tensor, default_device, sync,
+    Activation, Adam, AdamParam, AdamUpdate, ArgReduce, BatchNormOutput, Cumulative, Device,
+    Distribution, Extreme, GradScaling, GruCellGrad, Interpolation, LstmCell, LstmCellGrad,
+    Operand, OrderStatistic, OrderStatisticKind, PadMode, PointwiseLoss, PointwiseLossKind, Reduce,
+    Sgd, SgdParam, SgdUpdate, Tensor, default_device, sync,
 };
 
 /// Locks a mutex, ignoring poisoning (state is updated atomically under it).
