@@ -120,6 +120,70 @@ fn tensor_of(v: &View, what: &str) -> FfiResult<Tensor> {
     v.read().map_err(|e| named(what, e.into()))
 }
 
+/// What every step reads besides its parameters: the learning rate and
+/// AMP's scaling tensors.
+struct StepInputs {
+    lr: Lr,
+    grad_scale: Option<Tensor>,
+    found_inf: Option<Tensor>,
+}
+
+impl StepInputs {
+    /// # Safety
+    /// As `decode`.
+    unsafe fn read(
+        lr: &OperandArg,
+        grad_scale: &OperandArg,
+        found_inf: &OperandArg,
+    ) -> FfiResult<StepInputs> {
+        // SAFETY: as this function's contract.
+        unsafe {
+            Ok(StepInputs {
+                lr: Lr::of(lr)?,
+                grad_scale: optional_tensor(grad_scale, "grad_scale")?,
+                found_inf: optional_tensor(found_inf, "found_inf")?,
+            })
+        }
+    }
+
+    fn scaling(&self) -> GradScaling<'_> {
+        GradScaling {
+            grad_scale: self.grad_scale.as_ref(),
+            found_inf: self.found_inf.as_ref(),
+        }
+    }
+}
+
+/// The first `slots` operands of a parameter's `group`, views updated in
+/// place (`names` names them in errors), and what they hold now.
+///
+/// # Safety
+/// As `mutable_view`, for each of them.
+unsafe fn read_views<'a>(
+    group: &[OperandArg],
+    names: &[&str],
+    slots: usize,
+) -> FfiResult<(Vec<View<'a>>, Vec<Tensor>)> {
+    let views: Vec<View> = (0..slots)
+        // SAFETY: as this function's contract.
+        .map(|s| unsafe { mutable_view(&group[s], names[s]) })
+        .collect::<FfiResult<_>>()?;
+    let tensors = views
+        .iter()
+        .zip(names)
+        .map(|(v, what)| tensor_of(v, what))
+        .collect::<FfiResult<_>>()?;
+    Ok((views, tensors))
+}
+
+/// Writes a step's new values into the views they were read from.
+fn write_back(views: &[View], new: Vec<Tensor>) -> FfiResult {
+    for (v, t) in views.iter().zip(new) {
+        v.write(t)?;
+    }
+    Ok(())
+}
+
 c_api! {
     /// One Adam step (`decoupled`: AdamW) over `count` parameters, as
     /// PyTorch's `_fused_adam_` and `_fused_adamw_`: `tensors[6 * i .. 6 * i + 6]`
@@ -150,28 +214,11 @@ c_api! {
         // SAFETY: operands and descriptors as documented.
         unsafe {
             at(origin, || -> FfiResult {
-                let lr = Lr::of(&lr)?;
-                let grad_scale = optional_tensor(&grad_scale, "grad_scale")?;
-                let found_inf = optional_tensor(&found_inf, "found_inf")?;
-                let scaling = GradScaling { grad_scale: grad_scale.as_ref(), found_inf: found_inf.as_ref() };
+                let inputs = StepInputs::read(&lr, &grad_scale, &found_inf)?;
                 each_parameter(op, tensors, count, ADAM_SLOTS, |g| {
                     let names = ["param", "grad", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"];
-                    let mut views = Vec::with_capacity(5);
-                    for (slot, what) in names.iter().enumerate() {
-                        if slot == 4 && !amsgrad {
-                            break;
-                        }
-                        views.push(mutable_view(&g[slot], what)?);
-                    }
-                    let read: Vec<Tensor> = views
-                        .iter()
-                        .zip(names)
-                        .map(|(v, what)| tensor_of(v, what))
-                        .collect::<FfiResult<_>>()?;
-                    let step = match optional_tensor(&g[5], "step")? {
-                        Some(t) => t,
-                        None => return Err(Failure::invalid("step is absent")),
-                    };
+                    let (views, read) = read_views(g, &names, if amsgrad { 5 } else { 4 })?;
+                    let step = optional_tensor(&g[5], "step")?.ok_or_else(|| Failure::invalid("step is absent"))?;
                     let p = AdamParam {
                         param: &read[0],
                         grad: &read[1],
@@ -180,13 +227,10 @@ c_api! {
                         max_exp_avg_sq: read.get(4),
                         step: &step,
                     };
-                    let u = hp.step(&p, lr.operand(), scaling)?;
+                    let u = hp.step(&p, inputs.lr.operand(), inputs.scaling())?;
                     let mut new = vec![u.param, u.grad, u.exp_avg, u.exp_avg_sq];
                     new.extend(u.max_exp_avg_sq);
-                    for (v, t) in views.iter().zip(new) {
-                        v.write(t)?;
-                    }
-                    Ok(())
+                    write_back(&views, new)
                 })
             })
         }
@@ -216,28 +260,15 @@ c_api! {
         // SAFETY: operands and descriptors as documented.
         unsafe {
             at(origin, || -> FfiResult {
-                let lr = Lr::of(&lr)?;
-                let grad_scale = optional_tensor(&grad_scale, "grad_scale")?;
-                let found_inf = optional_tensor(&found_inf, "found_inf")?;
-                let scaling = GradScaling { grad_scale: grad_scale.as_ref(), found_inf: found_inf.as_ref() };
+                let inputs = StepInputs::read(&lr, &grad_scale, &found_inf)?;
                 each_parameter("fused_sgd", tensors, count, SGD_SLOTS, |g| {
                     let names = ["param", "grad", "momentum_buffer"];
-                    let slots = if momentum != 0.0 { 3 } else { 2 };
-                    let views: Vec<View> =
-                        (0..slots).map(|s| mutable_view(&g[s], names[s])).collect::<FfiResult<_>>()?;
-                    let read: Vec<Tensor> = views
-                        .iter()
-                        .zip(names)
-                        .map(|(v, what)| tensor_of(v, what))
-                        .collect::<FfiResult<_>>()?;
+                    let (views, read) = read_views(g, &names, if momentum != 0.0 { 3 } else { 2 })?;
                     let p = SgdParam { param: &read[0], grad: &read[1], momentum_buffer: read.get(2) };
-                    let u = hp.step(&p, lr.operand(), is_first_step, scaling)?;
+                    let u = hp.step(&p, inputs.lr.operand(), is_first_step, inputs.scaling())?;
                     let mut new = vec![u.param, u.grad];
                     new.extend(u.momentum_buffer);
-                    for (v, t) in views.iter().zip(new) {
-                        v.write(t)?;
-                    }
-                    Ok(())
+                    write_back(&views, new)
                 })
             })
         }

@@ -162,6 +162,40 @@ fn unless_inf(
     }
 }
 
+/// What every step starts from: the dtype it computes in, the gradient
+/// unscaled (stored back as it is), and the gradient it descends along
+/// (negated to maximize).
+struct Start {
+    c: DType,
+    grad: Tensor,
+    g: Tensor,
+}
+
+impl Start {
+    fn of(
+        op: &'static str,
+        param: &Tensor,
+        grad: &Tensor,
+        maximize: bool,
+        scaling: GradScaling,
+    ) -> Result<Start> {
+        if !param.dtype().is_float() {
+            return Err(invalid(
+                op,
+                format!(
+                    "got a parameter {}; expected a floating-point tensor",
+                    param.ty()
+                ),
+            ));
+        }
+        check_like(op, "grad", grad, param)?;
+        let c = opmath(param.dtype());
+        let grad = unscaled(op, grad, c, scaling)?;
+        let g = if maximize { grad.neg()? } else { grad.clone() };
+        Ok(Start { c, grad, g })
+    }
+}
+
 impl Adam {
     /// One Adam (or AdamW) step of parameter `p` with learning rate `lr` (a
     /// number or a one-element tensor).
@@ -179,20 +213,7 @@ impl Adam {
         };
         let lr = lr.into();
         let param = p.param;
-        if !param.dtype().is_float() {
-            return Err(invalid(
-                op,
-                format!(
-                    "got a parameter {}; expected a floating-point tensor",
-                    param.ty()
-                ),
-            ));
-        }
-        for (what, t) in [
-            ("grad", p.grad),
-            ("exp_avg", p.exp_avg),
-            ("exp_avg_sq", p.exp_avg_sq),
-        ] {
+        for (what, t) in [("exp_avg", p.exp_avg), ("exp_avg_sq", p.exp_avg_sq)] {
             check_like(op, what, t, param)?;
         }
         let max_sq = match (self.amsgrad, p.max_exp_avg_sq) {
@@ -205,13 +226,7 @@ impl Adam {
             }
             (false, _) => None,
         };
-        let c = opmath(param.dtype());
-        let grad = unscaled(op, p.grad, c, scaling)?;
-        let mut g = if self.maximize {
-            grad.neg()?
-        } else {
-            grad.clone()
-        };
+        let Start { c, grad, mut g } = Start::of(op, param, p.grad, self.maximize, scaling)?;
         let mut w = param.to_dtype(c)?;
         if self.weight_decay != 0.0 {
             if self.decoupled {
@@ -283,16 +298,6 @@ impl Sgd {
         let op = "fused_sgd";
         let lr = lr.into();
         let param = p.param;
-        if !param.dtype().is_float() {
-            return Err(invalid(
-                op,
-                format!(
-                    "got a parameter {}; expected a floating-point tensor",
-                    param.ty()
-                ),
-            ));
-        }
-        check_like(op, "grad", p.grad, param)?;
         let buffer = match (self.momentum != 0.0, p.momentum_buffer) {
             (true, Some(b)) => {
                 check_like(op, "momentum_buffer", b, param)?;
@@ -306,13 +311,7 @@ impl Sgd {
             }
             (false, _) => None,
         };
-        let c = opmath(param.dtype());
-        let grad = unscaled(op, p.grad, c, scaling)?;
-        let mut g = if self.maximize {
-            grad.neg()?
-        } else {
-            grad.clone()
-        };
+        let Start { c, grad, mut g } = Start::of(op, param, p.grad, self.maximize, scaling)?;
         let w = param.to_dtype(c)?;
         if self.weight_decay != 0.0 {
             g = g.add(&w.mul(self.weight_decay)?)?;
