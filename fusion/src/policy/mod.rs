@@ -191,6 +191,11 @@ pub struct Window {
     /// A period that fit in one chunk and stopped matching: its length and
     /// where it stopped (see `update_phase`).
     lost_short: Option<(usize, u64)>,
+    /// The latest read at the phase's origin that recurred in the two
+    /// periods before it (see `reads_at_origin`). It changes only with the
+    /// reads and the phase, so it is found there, not at every op of a
+    /// short period (that search was a tenth of recording a chain op).
+    origin_read: Option<u64>,
 }
 
 impl Window {
@@ -207,6 +212,7 @@ impl Window {
             phase: None,
             reads: std::collections::VecDeque::with_capacity(READS),
             lost_short: None,
+            origin_read: None,
         }
     }
 
@@ -276,6 +282,7 @@ impl Window {
                 ..phase
             });
         }
+        self.origin_read = self.find_origin_read();
         self.period_cut_at_read()
     }
 
@@ -462,7 +469,11 @@ impl Window {
             self.lost_short = Some((phase.period, self.seen));
         }
         match (best, self.phase) {
-            (None, _) => self.phase = None,
+            (None, None) => {}
+            (None, Some(_)) => {
+                self.phase = None;
+                self.origin_read = None;
+            }
             (Some(c), Some(phase)) if phase.period == c.period => {}
             (Some(c), _) => {
                 // The repetition began a period before the candidate was
@@ -478,6 +489,7 @@ impl Window {
                     began,
                     lead: self.lead(c.period, began, origin),
                 });
+                self.origin_read = self.find_origin_read();
             }
         }
     }
@@ -517,12 +529,20 @@ impl Window {
     /// Whether a read recurring every period at `phase`'s origin came in
     /// the last two periods.
     fn reads_at_origin(&self, phase: Phase) -> bool {
+        self.origin_read
+            .is_some_and(|at| at + 2 * phase.period as u64 >= self.seen)
+    }
+
+    /// The latest read at the current phase's origin (modulo its period)
+    /// that recurred in the two periods before it, since the phase began.
+    fn find_origin_read(&self) -> Option<u64> {
+        let phase = self.phase?;
         let p = phase.period as u64;
-        self.reads.iter().rev().any(|r| {
-            r.at % p == phase.origin % p
-                && r.at + 2 * p >= self.seen
-                && self.recurring(r.at, p, phase.began)
-        })
+        self.reads
+            .iter()
+            .rev()
+            .map(|r| r.at)
+            .find(|&at| at % p == phase.origin % p && self.recurring(at, p, phase.began))
     }
 
     /// Whether the ops seen so far end a chunk of `phase`'s period, the
