@@ -4,6 +4,8 @@ Workloads (as the Rust modes bench), "classic":
   chain     200 elementwise ops on a [256] tensor, then .item()   -> ops/s
   mlp       784-512-512-10, batch 64, AdamW, loss.item() each step -> ms/step
   tiny_mlp  784-32-32-10, batch 8, same loop                       -> ms/step
+  tiny_mlp_fused_adamw  the same with AdamW(fused=True) on every device (one
+            optimizer kernel a step; Hugging Face's adamw_torch_fused)  -> ms/step
 
 Configurations are interleaved round by round (this machine is noisy) and
 each figure is the median over rounds. Then the model-sized workloads of
@@ -60,13 +62,13 @@ def chain_round(config, reps):
 class Loop:
     """One training loop, kept across rounds (its warm-up compiles once)."""
 
-    def __init__(self, config, width, batch):
+    def __init__(self, config, width, batch, fused_optimizer=False):
         torch.manual_seed(0)
         dev = device_of(config)
         self.model = nn.Sequential(
             nn.Linear(784, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 10)
         ).to(dev)
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, fused=True if fused_optimizer else None)
         g = torch.Generator().manual_seed(1)
         self.x = torch.randn(batch, 784, generator=g).to(dev)
         self.y = torch.randint(0, 10, (batch,), generator=g).to(dev)
@@ -91,41 +93,50 @@ def loop_round(loop, reps):
 
 
 def run_classic(args):
-    reps = {"chain": 3 if args.quick else 40, "mlp": 3 if args.quick else 15, "tiny_mlp": 5 if args.quick else 60}
+    reps = {
+        "chain": 3 if args.quick else 40,
+        "mlp": 3 if args.quick else 15,
+        "tiny_mlp": 5 if args.quick else 60,
+        "tiny_mlp_fused_adamw": 5 if args.quick else 60,
+    }
+    # width, batch, AdamW(fused=True)
+    training = {"mlp": (512, 64, False), "tiny_mlp": (32, 8, False), "tiny_mlp_fused_adamw": (32, 8, True)}
 
     results = {w: {c: [] for c in CONFIGS} for w in reps}
     loops = {}
     for config in CONFIGS:  # warm-up: every loop settled, outside the timed rounds
         enter(config)
         settle(lambda: chain_round(config, 1), config)
-        for name, (width, batch) in {"mlp": (512, 64), "tiny_mlp": (32, 8)}.items():
-            loops[name, config] = Loop(config, width, batch)
+        for name, (width, batch, fused_optimizer) in training.items():
+            loops[name, config] = Loop(config, width, batch, fused_optimizer)
             settle(loops[name, config].step, config)
     for r in range(args.rounds):
         for config in CONFIGS:
             enter(config)
             results["chain"][config].append(chain_round(config, reps["chain"]))
-            eagertpu.sync()
-            results["mlp"][config].append(loop_round(loops["mlp", config], reps["mlp"]))
-            eagertpu.sync()
-            results["tiny_mlp"][config].append(loop_round(loops["tiny_mlp", config], reps["tiny_mlp"]))
+            for name in training:
+                eagertpu.sync()
+                results[name][config].append(loop_round(loops[name, config], reps[name]))
         print(f"round {r + 1}/{args.rounds} done", flush=True)
     eagertpu.set_mode("fused")
 
     out = {w: {c: round(statistics.median(v), 3) for c, v in by.items()} for w, by in results.items()}
-    out["units"] = {"chain": "ops/s (higher is better)", "mlp": "ms/step", "tiny_mlp": "ms/step"}
+    out["units"] = {"chain": "ops/s (higher is better)", **{name: "ms/step" for name in training}}
     out["ratios"] = {
         "chain_fused_over_cpu": round(out["chain"]["fused"] / out["chain"]["cpu"], 3),
         "chain_fused_over_strict": round(out["chain"]["fused"] / out["chain"]["strict"], 3),
         "mlp_cpu_over_fused": round(out["mlp"]["cpu"] / out["mlp"]["fused"], 3),
         "tiny_mlp_cpu_over_fused": round(out["tiny_mlp"]["cpu"] / out["tiny_mlp"]["fused"], 3),
         "tiny_mlp_strict_over_fused": round(out["tiny_mlp"]["strict"] / out["tiny_mlp"]["fused"], 3),
+        "tiny_mlp_fused_adamw_cpu_over_fused": round(
+            out["tiny_mlp_fused_adamw"]["cpu"] / out["tiny_mlp_fused_adamw"]["fused"], 3
+        ),
     }
     # The same loop on every configuration computes the same losses. The mlp
     # memorizes its one batch: its loss falls to ~2e-7, where float32 rounding
     # alone differs by percents, so losses under 1e-4 are compared absolutely.
     out["checks"], out["max_rel_loss_diff_vs_cpu"] = {}, {}
-    for name in ("mlp", "tiny_mlp"):
+    for name in training:
         ref = loops[name, "cpu"].losses
         for config in CONFIGS[1:]:
             got = loops[name, config].losses
@@ -133,13 +144,13 @@ def run_classic(args):
             out["checks"][f"{name}_{config}_losses_match_cpu"] = worst < 1e-2
             out["max_rel_loss_diff_vs_cpu"][f"{name}_{config}"] = round(worst, 6)
 
-    print(f"{'':10}" + "".join(f"{c:>12}" for c in CONFIGS))
+    print(f"{'':20}" + "".join(f"{c:>12}" for c in CONFIGS))
     for w in reps:
-        print(f"{w:10}" + "".join(f"{out[w][c]:>12.3f}" for c in CONFIGS) + f"   {out['units'][w]}")
+        print(f"{w:20}" + "".join(f"{out[w][c]:>12.3f}" for c in CONFIGS) + f"   {out['units'][w]}")
     for k, v in out["ratios"].items():
-        print(f"  {k:30} {v}")
+        print(f"  {k:38} {v}")
     for k, worst in out["max_rel_loss_diff_vs_cpu"].items():
-        print(f"  check {k + '_losses_match_cpu':34} {out['checks'][k + '_losses_match_cpu']} (max relative diff {worst})")
+        print(f"  check {k + '_losses_match_cpu':48} {out['checks'][k + '_losses_match_cpu']} (max relative diff {worst})")
     return out
 
 
