@@ -258,6 +258,8 @@ all_modes! {
 
 #[test]
 fn bad_parameters_are_named() {
+    // Its checks compile programs another test counts.
+    let _serial = one_at_a_time();
     let device = default_device().unwrap();
     let bad = |d, dtype| device.sample((1, 1), &[3], dtype, d);
     assert_err(

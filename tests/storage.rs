@@ -49,6 +49,8 @@ fn bitcast_keeps_every_byte_and_reshapes_by_the_size_ratio() {
 
 #[test]
 fn bitcast_refuses_bool_and_a_last_dim_that_is_not_the_ratio() {
+    // Its host reads would count in another test's host syncs.
+    let _serial = one_at_a_time();
     let x = Tensor::from_slice(&FLOATS, &[2, 3]).unwrap();
     assert_err(
         x.bitcast(DType::F64),
@@ -111,6 +113,8 @@ fn resizing_copies_a_prefix_and_zero_fills() {
 
 #[test]
 fn bad_ids_offsets_and_sizes_are_errors_naming_them() {
+    // Its host reads would count in another test's host syncs.
+    let _serial = one_at_a_time();
     let at = storage::register(0, 16).unwrap();
     let text = |r: eagertpu::Result<()>| r.unwrap_err().to_string();
     let e = err_text(storage::read_view(at, 2, DType::F32, &[1], &[1]));

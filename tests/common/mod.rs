@@ -407,6 +407,13 @@ pub fn in_mode(mode: eagertpu::Mode) -> InMode {
     }
 }
 
+/// Runs the rest of a test alone among the tests that switch modes (each
+/// of which counts process-wide metrics): for a test that reads the host
+/// but keeps the mode it found.
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    MODE_LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// The three execution modes, in the order `all_modes!` runs them.
 pub const MODES: [eagertpu::Mode; 3] = [
     eagertpu::Mode::Debug,
