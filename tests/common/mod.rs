@@ -399,7 +399,7 @@ pub struct InMode {
 /// process-wide). Compiles an earlier test queued on the background pool
 /// finish first, so that none is counted in this test's metrics.
 pub fn in_mode(mode: eagertpu::Mode) -> InMode {
-    let lock = MODE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let lock = one_at_a_time();
     eagertpu::wait_for_compiles().unwrap();
     InMode {
         _mode: eagertpu::with_mode(mode).unwrap(),
