@@ -764,15 +764,105 @@ def run_per_op(quick=False):
     return out
 
 
+# ----------------------------------------------------------------- replay ----
+
+
+def replay_child(steps):
+    """In a process with EAGERTPU_OP_TIMING=1 and EAGERTPU_REPLAY as given:
+    the tiny MLP (784-32-32-10, batch 8, AdamW) trained with the loss read
+    every step; its time per step, the runtime's stages per step, the replay
+    counters and the losses."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(784, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 10)).to("tpu")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(8, 784, generator=g).to("tpu"), torch.randint(0, 10, (8,), generator=g).to("tpu")
+    losses = []
+
+    def step():
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+
+    for _ in range(20):
+        step()
+    eagertpu.wait_for_compiles()
+    for _ in range(10):
+        step()
+    m0 = eagertpu.metrics()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    ms = (time.perf_counter() - start) / steps * 1e3
+    m1 = eagertpu.metrics()
+    t0, t1 = m0["op_timing"], m1["op_timing"]
+    stages = {k: (t1[k]["nanos"] - t0[k]["nanos"]) / steps / 1e3 for k in t1}
+    counts = {k: (m1[k] - m0[k]) / steps for k in ("replayed_chunks", "replayed_ops", "replay_misses", "executions")}
+    return {"ms_per_step": ms, "stages_us": stages, "per_step": counts, "losses": losses}
+
+
+def run_replay(quick=False):
+    steps, rounds = (50, 1) if quick else (300, 3)
+    runs = {"on": [], "off": []}
+    for _ in range(rounds):  # alternating, so that the machine's drift hits both
+        for name, flag in (("on", "1"), ("off", "0")):
+            env = dict(os.environ, EAGERTPU_OP_TIMING="1", EAGERTPU_REPLAY=flag, EAGERTPU_MODE="fused",
+                       EAGERTPU_LOG="error")
+            proc = subprocess.run([sys.executable, os.path.abspath(__file__), "replay", str(steps)], env=env,
+                                  capture_output=True, text=True)
+            if proc.returncode != 0:
+                print(proc.stderr[-2000:], file=sys.stderr)
+                raise RuntimeError("the replay child failed")
+            runs[name].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+    def median(name, get):
+        return statistics.median(get(r) for r in runs[name])
+
+    out = {
+        "setup": f"tiny MLP 784-32-32-10, batch 8, AdamW, loss read every step: {steps} steps after warm-up, "
+        f"{rounds} child processes each with EAGERTPU_REPLAY=1 and =0, alternating (EAGERTPU_OP_TIMING=1 in all)",
+        "ms_per_step": {n: round(median(n, lambda r: r["ms_per_step"]), 4) for n in runs},
+        "stages_us_per_step": {
+            n: {k: round(median(n, lambda r, k=k: r["stages_us"][k]), 2) for k in runs[n][0]["stages_us"]}
+            for n in runs
+        },
+        "per_step": {n: runs[n][0]["per_step"] for n in runs},
+    }
+    on, off = out["stages_us_per_step"]["on"], out["stages_us_per_step"]["off"]
+    out["ratios"] = {
+        "step_off_over_on": ratio(out["ms_per_step"]["off"], out["ms_per_step"]["on"]),
+        "record_off_over_on": ratio(off["record"], on["record"]),
+        "cut_off_over_on": ratio(off["cut"], on["cut"]),
+    }
+    out["checks"] = {
+        "losses_identical_with_and_without_replay": all(r["losses"] == runs["off"][0]["losses"]
+                                                         for r in runs["on"] + runs["off"]),
+        "every_chunk_replayed": all(r["per_step"]["replayed_chunks"] == r["per_step"]["executions"]
+                                    for r in runs["on"]),
+        "nothing_replayed_when_off": all(r["per_step"]["replayed_chunks"] == 0 for r in runs["off"]),
+    }
+    rows = [("ms/step", [out["ms_per_step"]["on"], out["ms_per_step"]["off"]], "")]
+    rows += [(f"{k} us/step", [on[k], off[k]], "") for k in on]
+    rows += [(f"{k}/step", [out["per_step"]["on"][k], out["per_step"]["off"][k]], "") for k in out["per_step"]["on"]]
+    table(f"replay: {out['setup']}", ["replay on", "replay off"], rows)
+    print_ratios(out["ratios"], out["checks"])
+    return out
+
+
 RUNS = {
     "generate": run_generate,
     "gpt_train": run_gpt_train,
     "two_threads": run_two_threads,
     "compile_heavy": run_compile_heavy,
     "per_op": run_per_op,
+    "replay": run_replay,
 }
 
 if __name__ == "__main__" and sys.argv[1:2] == ["compile_heavy"]:
     print(json.dumps(compile_heavy_child(sys.argv[2], int(sys.argv[3]))))
+if __name__ == "__main__" and sys.argv[1:2] == ["replay"]:
+    print(json.dumps(replay_child(int(sys.argv[2]))))
 if __name__ == "__main__" and sys.argv[1:2] == ["per_op_stages"]:
     print(json.dumps(per_op_stages_child(int(sys.argv[2]))))

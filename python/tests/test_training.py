@@ -219,3 +219,41 @@ def test_adamw_logging_every_10_steps_is_cut_at_its_period_and_settles():
     assert cuts["period"] >= 10 and cuts["window_ops"] == 0, cuts
     assert end["chunk_keys"] == steady["chunk_keys"], (steady["chunk_keys"], end["chunk_keys"])
     assert end["compiles"] == steady["compiles"], (steady["compiles"], end["compiles"])
+
+
+def test_a_settled_training_loop_is_replayed_and_trains_as_on_the_cpu():
+    """Once an AdamW loop (loss read every step) settles, each of its chunks
+    matches the plan its last occurrence left, op for op, and runs that
+    program without a graph being built or looked up (trace-guarded replay);
+    the losses are the CPU's, and the report says so."""
+    if eagertpu.get_mode() != "fused":
+        pytest.skip("replay is fused mode's")
+    torch.manual_seed(0)
+    base = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+    x, y = classification(16, 4)[0]
+
+    def run(device, steps, settle=None):
+        model = copy.deepcopy(base).to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        xd, yd = x.to(device), y.to(device)
+        losses, snapshots = [], []
+        for i in range(steps):
+            if i == settle:
+                eagertpu.wait_for_compiles()
+            if settle is not None and i == settle + 1:
+                # The step after the programs are ready ran them and left plans.
+                snapshots.append(eagertpu.metrics())
+            opt.zero_grad()
+            loss = F.cross_entropy(model(xd), yd)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        return losses, snapshots + [eagertpu.metrics()]
+
+    want, _ = run("cpu", 30)
+    got, (settled, end) = run("tpu", 30, settle=10)
+    torch.testing.assert_close(torch.tensor(got), torch.tensor(want), rtol=1e-3, atol=1e-4)
+    delta = {k: end[k] - settled[k] for k in ("replayed_chunks", "replayed_ops", "replay_misses", "executions")}
+    assert delta["replayed_chunks"] == delta["executions"] > 0, delta
+    assert delta["replayed_ops"] >= 19 * 50 and delta["replay_misses"] == 0, delta
+    assert "replayed" in eagertpu.metrics_report()

@@ -75,6 +75,9 @@ pub struct Config {
     /// `EAGERTPU_HOT_THRESHOLD`: how many times a fused chunk is seen before
     /// it is compiled (default 2); until then it runs op by op.
     pub hot_threshold: u32,
+    /// `EAGERTPU_REPLAY=0`: no trace-guarded replay (`stream::replay`); every
+    /// fused chunk takes the full path (inference, graph, cache lookup).
+    pub replay: bool,
     /// `EAGERTPU_FALLBACK=error`: an op without a kernel is an error instead
     /// of running on the CPU (`warn`, the default: it runs there, counted and
     /// warned about once).
@@ -209,6 +212,7 @@ impl Config {
                 None => 2,
                 Some(n) => positive("EAGERTPU_HOT_THRESHOLD", &n)?.min(u32::MAX as u64) as u32,
             },
+            replay: var("EAGERTPU_REPLAY").is_none() || flag("EAGERTPU_REPLAY")?,
             fallback_is_error: match var("EAGERTPU_FALLBACK").as_deref().map(str::trim) {
                 None | Some("warn") => false,
                 Some("error") => true,

@@ -76,6 +76,8 @@ pub(crate) struct Runtime {
     pub compiler: BackgroundCompiler,
     /// Sightings of a fused chunk before it is compiled.
     pub hot_threshold: u32,
+    /// Replay fused chunks that match one launched before (`EAGERTPU_REPLAY`).
+    pub replay: bool,
     /// Refuse CPU fallbacks (`EAGERTPU_FALLBACK=error`).
     pub fallback_is_error: bool,
     pub counters: Counters,
@@ -185,6 +187,7 @@ fn start() -> Result<Runtime> {
         hazards: config.check_hazards.then(HazardChecker::default),
         compiler: BackgroundCompiler::new(config.compile_threads),
         hot_threshold: config.hot_threshold,
+        replay: config.replay,
         fallback_is_error: config.fallback_is_error,
         streams,
         counters: Counters::default(),

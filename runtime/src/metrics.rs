@@ -37,6 +37,9 @@ pub(crate) struct Counters {
     pub chunks_split: AtomicU64,
     pub background_compiles: AtomicU64,
     pub promotions: AtomicU64,
+    pub replayed_chunks: AtomicU64,
+    pub replayed_ops: AtomicU64,
+    pub replay_misses: AtomicU64,
     pub recompile_reasons: Mutex<Vec<String>>,
     /// CPU fallbacks by op (a caller that runs an op on the CPU for lack of
     /// a kernel reports it: `crate::note_fallback`).
@@ -97,6 +100,9 @@ impl Counters {
             background_compiles: get(&self.background_compiles),
             compiling_in_background: 0,
             promotions: get(&self.promotions),
+            replayed_chunks: get(&self.replayed_chunks),
+            replayed_ops: get(&self.replayed_ops),
+            replay_misses: get(&self.replay_misses),
             cached_executables,
             live_buffers: crate::pjrt::live::BUFFERS.get(),
             live_executables: crate::pjrt::live::EXECUTABLES.get(),
@@ -171,6 +177,15 @@ pub struct Metrics {
     pub compiling_in_background: u64,
     /// Chunks that ran op by op and then, their program ready, as one program.
     pub promotions: u64,
+    /// Fused chunks launched by trace-guarded replay: their ops matched a
+    /// chunk launched before, op for op, so they were bound to its program's
+    /// parameters without building, hashing or looking up a graph.
+    pub replayed_chunks: u64,
+    /// Ops in those chunks (each recorded without type inference).
+    pub replayed_ops: u64,
+    /// Chunks whose ops matched a replay plan but whose binding did not (a
+    /// tensor held elsewhere, two arguments now one tensor): built in full.
+    pub replay_misses: u64,
     /// Executables held by the in-memory cache.
     pub cached_executables: usize,
     /// Device buffers alive now.
@@ -236,6 +251,7 @@ impl Metrics {
              \"hazard_checks\": {}, \"lifted_scalars\": {}, \"chunk_keys\": {}, \
              \"chunks_op_by_op\": {}, \"chunks_op_by_op_while_compiling\": {}, \"chunks_split\": {}, \
              \"background_compiles\": {}, \"compiling_in_background\": {}, \"promotions\": {}, \
+             \"replayed_chunks\": {}, \"replayed_ops\": {}, \"replay_misses\": {}, \
              \"cached_executables\": {}, \"live_buffers\": {}, \"live_executables\": {}, \
              \"recompile_reasons\": [{}], \"fallbacks\": {{{}}}, \"host_syncs_by_site\": {{{}}}, \
              \"op_timing\": {{{}}}}}",
@@ -266,6 +282,9 @@ impl Metrics {
             self.background_compiles,
             self.compiling_in_background,
             self.promotions,
+            self.replayed_chunks,
+            self.replayed_ops,
+            self.replay_misses,
             self.cached_executables,
             self.live_buffers,
             self.live_executables,
@@ -296,6 +315,7 @@ impl Metrics {
              lifted scalars      {}\n\
              fused chunk keys    {} ({} chunks run op by op, {} while compiling; {} promoted; {} split by changing shapes)\n\
              background compiles {} ({} compiling now)\n\
+             replayed            {} chunks, {} ops ({} misses)\n\
              cached executables  {}\n\
              live buffers        {}\n\
              live executables    {}\n",
@@ -329,6 +349,9 @@ impl Metrics {
             self.chunks_split,
             self.background_compiles,
             self.compiling_in_background,
+            self.replayed_chunks,
+            self.replayed_ops,
+            self.replay_misses,
             self.cached_executables,
             self.live_buffers,
             self.live_executables

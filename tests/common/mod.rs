@@ -325,6 +325,7 @@ pub fn child_command(name: &str, env: &[(&str, &str)]) -> std::process::Command 
         "EAGERTPU_COMPILE_THREADS",
         "EAGERTPU_HOT_THRESHOLD",
         "EAGERTPU_WINDOW",
+        "EAGERTPU_REPLAY",
     ] {
         cmd.env_remove(var);
     }

@@ -11,7 +11,9 @@ use smallvec::SmallVec;
 
 use super::liveness::Launch;
 use super::record::{TraceNode, is_key_constant};
+use super::replay::{Binding, Plan};
 use super::{HazardChecker, SCALAR_CACHE, Stream, StreamState, checks, tiers};
+use crate::cache::Program;
 use crate::completion::Completion;
 use crate::config::Mode;
 use crate::context::Runtime;
@@ -20,6 +22,23 @@ use crate::host;
 use crate::metrics::Counters;
 use crate::pjrt::Buffer;
 use crate::value::Value;
+
+/// What a launch did: `failure`, the first error of a chunk re-run op by op
+/// after failing; `plan`, how a fused chunk was bound to the ready program it
+/// ran as (to replay it).
+pub(super) struct Launched {
+    pub(super) failure: Option<Error>,
+    pub(super) plan: Option<(Binding, Arc<Graph>, Arc<Program>)>,
+}
+
+impl Launched {
+    fn failed(failure: Option<Error>) -> Launched {
+        Launched {
+            failure,
+            plan: None,
+        }
+    }
+}
 
 /// A parameter of a chunk: an input buffer, and the value it came from
 /// (none for a lifted scalar).
@@ -30,16 +49,18 @@ pub(super) struct Param {
 }
 
 impl Stream {
-    /// Launches a chunk. `Err`: nothing ran and every result fails with it.
-    /// `Ok(Some(e))`: the chunk was run op by op after failing, each result is
-    /// ready or failed on its own, and `e` is the first failure.
+    /// Launches a chunk, bound to `plan`'s program if it binds (`replay.rs`).
+    /// `Err`: nothing ran and every result fails with it. A `failure`: the
+    /// chunk was run op by op after failing, each result is ready or failed on
+    /// its own, and that is the first failure.
     pub(super) fn launch(
         &self,
         rt: &Runtime,
         st: &mut StreamState,
         launches: &[Launch],
         wait: bool,
-    ) -> Result<Option<Error>> {
+        plan: Option<&Plan>,
+    ) -> Result<Launched> {
         let last = launches.last().map(|l| l.node.blame(launches.len()));
         let blame = |cause: Error| match &last {
             Some(b) => b.error(cause),
@@ -52,20 +73,54 @@ impl Stream {
         // Chunks known done release the input buffers they hold, so that
         // their last readers no longer block a donation.
         st.outstanding.retain(|c| !c.done_ok());
-        let (graph, params) = self.build_graph(rt, st, launches, !debug)?;
-        let program = if rt.effective_mode() == Mode::Fused && tiers::several_calls(launches) {
-            match self.fused_program(rt, st, &graph, launches) {
-                Ok(p) => p,
-                Err(parts) => {
-                    drop(params);
-                    return Ok(self.run_parts(rt, st, launches, parts));
+        let replayed = match plan {
+            Some(plan) => {
+                let bound = plan.bind(launches, |value, dtype, key| {
+                    Counters::add(&rt.counters.lifted_scalars, 1);
+                    // A random key never repeats: not worth a cache slot.
+                    self.scalar_buffer(rt, st, value, dtype, !key)
+                })?;
+                if bound.is_none() {
+                    Counters::add(&rt.counters.replay_misses, 1);
                 }
+                bound.map(|params| (plan.graph.clone(), params, plan.program.clone()))
             }
-        } else {
-            match rt.cache.get(&graph, &rt.counters) {
-                Ok(p) => p,
-                Err(e) if launches.len() > 1 => return Ok(self.isolate(rt, launches, e)),
-                Err(e) => return Err(blame(e)),
+            None => None,
+        };
+        let mut planned = None;
+        let (graph, params, program) = match replayed {
+            Some(bound) => {
+                Counters::add(&rt.counters.replayed_chunks, 1);
+                Counters::add(&rt.counters.replayed_ops, launches.len() as u64);
+                Counters::add(&rt.counters.memory_hits, 1);
+                bound
+            }
+            None => {
+                let (graph, params, binding) = self.build_graph(rt, st, launches, !debug)?;
+                let graph = Arc::new(graph);
+                let program = if rt.effective_mode() == Mode::Fused
+                    && tiers::several_calls(launches)
+                {
+                    match self.fused_program(rt, st, &graph, launches) {
+                        Ok(p) => {
+                            planned = Some((binding, graph.clone(), p.clone()));
+                            p
+                        }
+                        Err(parts) => {
+                            drop(params);
+                            return Ok(Launched::failed(self.run_parts(rt, st, launches, parts)));
+                        }
+                    }
+                } else {
+                    match rt.cache.get(&graph, &rt.counters) {
+                        Ok(p) => p,
+                        Err(e) if launches.len() > 1 => {
+                            return Ok(Launched::failed(self.isolate(rt, launches, e)));
+                        }
+                        Err(e) => return Err(blame(e)),
+                    }
+                };
+                (graph, params, program)
             }
         };
         if Self::donation_blocked(&graph, &params) {
@@ -96,7 +151,7 @@ impl Stream {
             Err(e) if launches.len() > 1 => {
                 drop(inputs);
                 drop(params);
-                return Ok(self.isolate(rt, launches, e));
+                return Ok(Launched::failed(self.isolate(rt, launches, e)));
             }
             Err(e) => return Err(blame(e)),
         };
@@ -135,25 +190,31 @@ impl Stream {
                 check_finite(launches, &params)?;
             }
         }
-        Ok(None)
+        Ok(Launched {
+            failure: None,
+            plan: planned,
+        })
     }
 
     /// The chunk as a graph and its parameters: ready inputs become parameters,
-    /// scalars are lifted, and (with `donate`) dead inputs are donated.
+    /// scalars are lifted, and (with `donate`) dead inputs are donated. The
+    /// binding says which parameter each input became (to replay the chunk).
     fn build_graph(
         &self,
         rt: &Runtime,
         st: &mut StreamState,
         launches: &[Launch],
         donate: bool,
-    ) -> Result<(Graph, Vec<Param>)> {
+    ) -> Result<(Graph, Vec<Param>, Binding)> {
         // One value per node, plus the parameters (most read a few).
         let mut graph = Graph::with_capacity(launches.len() + launches.len() / 4 + 8);
         let mut params: Vec<Param> = vec![];
-        // Parameters by value address, and how many chunk nodes read each.
-        let mut param_ids: HashMap<usize, (ValueId, usize), FxBuild> = HashMap::default();
+        // Parameters (graph id, index) by value address, and how many chunk
+        // nodes read each.
+        let mut param_ids: HashMap<usize, (ValueId, u32, usize), FxBuild> = HashMap::default();
         let mut ids: Vec<ValueId> = Vec::with_capacity(launches.len());
-        let mut lifted: HashMap<(DType, u64), ValueId, FxBuild> = HashMap::default();
+        let mut lifted: HashMap<(DType, u64), (ValueId, u32), FxBuild> = HashMap::default();
+        let mut binding = Binding::default();
         for l in launches {
             let node = &l.node;
             let id = match &node.op {
@@ -166,8 +227,12 @@ impl Stream {
                     let key = (ty.dtype, host::scalar_bits(*value, ty.dtype).0);
                     let shared = if node.lift { None } else { lifted.get(&key) };
                     let p = match shared {
-                        Some(p) => *p,
+                        Some(&(p, index)) => {
+                            binding.slots.push(index);
+                            p
+                        }
                         None => {
+                            binding.slots.push(params.len() as u32);
                             // A random key never repeats: not worth a cache slot.
                             let buffer =
                                 self.scalar_buffer(rt, st, *value, ty.dtype, !node.lift)?;
@@ -179,7 +244,7 @@ impl Stream {
                             });
                             Counters::add(&rt.counters.lifted_scalars, 1);
                             if !node.lift {
-                                lifted.insert(key, p);
+                                lifted.insert(key, (p, params.len() as u32 - 1));
                             }
                             p
                         }
@@ -198,11 +263,13 @@ impl Stream {
                             continue;
                         }
                         let addr = Arc::as_ptr(input) as usize;
-                        if let Some((id, uses)) = param_ids.get_mut(&addr) {
+                        if let Some((id, index, uses)) = param_ids.get_mut(&addr) {
                             *uses += 1;
+                            binding.slots.push(*index);
                             inputs.push(*id);
                             continue;
                         }
+                        binding.slots.push(params.len() as u32);
                         let (buffer, done) = input.buffer()?.ok_or_else(|| {
                             Error::Internal(
                                 "an input is pending outside the chunk being run".into(),
@@ -214,7 +281,7 @@ impl Stream {
                             buffer,
                             done,
                         });
-                        param_ids.insert(addr, (id, 1));
+                        param_ids.insert(addr, (id, params.len() as u32 - 1, 1));
                         inputs.push(id);
                     }
                     graph.push_inferred(op.clone(), &inputs, node.ty.clone())
@@ -227,14 +294,15 @@ impl Stream {
                 graph.output(*id);
             }
         }
+        binding.dead = vec![false; params.len()];
         if donate {
             let uses: HashMap<usize, usize, FxBuild> = param_ids
                 .iter()
-                .map(|(addr, (_, uses))| (*addr, *uses))
+                .map(|(addr, (_, _, uses))| (*addr, *uses))
                 .collect();
-            self.donate(&mut graph, &params, &uses);
+            self.donate(&mut graph, &params, &uses, &mut binding.dead);
         }
-        Ok((graph, params))
+        Ok((graph, params, binding))
     }
 
     /// Aliases each parameter nothing outside the chunk holds to an output of
@@ -242,7 +310,14 @@ impl Stream {
     /// Whether a value is dead is a property of the program, so the aliases
     /// (part of the program's key) are the same at every step; whether its
     /// buffer can be donated now is decided at launch (`kept_by_readers`).
-    fn donate(&self, graph: &mut Graph, params: &[Param], uses: &HashMap<usize, usize, FxBuild>) {
+    /// `dead[i]`: parameter `i` is dead (whether or not an output was free).
+    fn donate(
+        &self,
+        graph: &mut Graph,
+        params: &[Param],
+        uses: &HashMap<usize, usize, FxBuild>,
+        dead: &mut [bool],
+    ) {
         let mut taken = vec![false; graph.outputs().len()];
         for (i, p) in params.iter().enumerate() {
             let Some(v) = &p.value else { continue };
@@ -251,6 +326,7 @@ impl Stream {
             if Arc::strong_count(v) != internal + 1 {
                 continue;
             }
+            dead[i] = true;
             let out = graph
                 .output_types()
                 .enumerate()

@@ -13,6 +13,8 @@ use crate::value::Value;
 /// a few hundred bytes; a chunk of thousands was copied once more here).
 pub(super) struct Launch<'a> {
     pub(super) node: &'a TraceNode,
+    /// The node's place in the trace cut.
+    pub(super) index: u32,
     /// The value to bind the result to, when exported.
     pub(super) export: Option<Arc<Value>>,
     /// For each input: the launch (index in the chunk) that produces it, or
@@ -84,6 +86,7 @@ pub(super) fn liveness(nodes: &mut [TraceNode]) -> Vec<Launch<'_>> {
         if live[i] {
             launches.push(Launch {
                 node,
+                index: i as u32,
                 export: export[i].take(),
                 from: inputs_from[i]
                     .iter()

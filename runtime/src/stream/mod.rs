@@ -21,6 +21,11 @@
 //! - a node's output leaves the device only if something outside the trace
 //!   still holds it; nodes nothing needs are dropped.
 //!
+//! In fused mode, a chunk that ran as a compiled program leaves a replay plan:
+//! the next chunk of the same ops skips inference while it records and, if it
+//! binds its tensors as the plan did, runs the plan's program without a graph
+//! (`replay.rs`).
+//!
 //! Launch errors in strict and fused mode mark the chunk's results failed; the
 //! error surfaces when something depending on them is read. A chunk of several
 //! ops that fails to compile or execute is re-run op by op to name the op.
@@ -48,6 +53,7 @@ mod hazards;
 mod launch;
 mod liveness;
 mod record;
+mod replay;
 mod tiers;
 
 pub(crate) use hazards::HazardChecker;
@@ -67,6 +73,8 @@ pub(super) struct Trace {
     window: Window,
     /// Index checks not yet read (strict and fused mode).
     index: checks::IndexChecks,
+    /// Chunks to replay, and which the one being recorded matches.
+    replay: replay::Replay,
 }
 
 impl Trace {
@@ -76,6 +84,7 @@ impl Trace {
             params: HashSet::default(),
             window: Window::new(limits),
             index: checks::IndexChecks::default(),
+            replay: replay::Replay::default(),
         }
     }
 }
@@ -182,7 +191,7 @@ impl Stream {
                                 trace.params.insert(Arc::as_ptr(v) as usize);
                             }
                         }
-                        let sig = trace.nodes[i].signature();
+                        let sig = trace.nodes[i].signature;
                         if let Some(reason) = trace.window.record(sig, i + 1, trace.params.len()) {
                             cut = Some(reason);
                         }
@@ -354,6 +363,8 @@ impl Stream {
             let mut nodes =
                 std::mem::replace(&mut st.trace.nodes, Vec::with_capacity(capacity.min(4096)));
             st.trace.params.clear();
+            // The plan these nodes matched, node for node, if any (fused mode).
+            let plan = st.trace.replay.take(nodes.len());
             if nodes.is_empty() {
                 return Ok(());
             }
@@ -371,8 +382,15 @@ impl Stream {
                 return Ok(());
             }
             rt.counters.cut(reason);
-            let failure = match self.launch(rt, st, &launches, wait) {
-                Ok(isolated) => isolated,
+            let plan = plan.filter(|_| rt.effective_mode() == Mode::Fused);
+            let failure = match self.launch(rt, st, &launches, wait, plan.as_deref()) {
+                Ok(launched) => {
+                    if let Some((binding, graph, program)) = launched.plan.filter(|_| rt.replay) {
+                        let plan = replay::Plan::new(ops, &launches, binding, graph, program);
+                        st.trace.replay.insert(plan);
+                    }
+                    launched.failure
+                }
                 Err(e) => Some(fail(&launches, e)),
             };
             match failure {

@@ -30,6 +30,8 @@ pub(super) struct TraceNode {
     /// The API call that recorded it (a per-stream sequence number): a chunk
     /// run op by op runs each call's nodes as one program, as strict mode does.
     pub(super) call: u32,
+    /// What the window compares (`signature_of`); 0 outside fused mode.
+    pub(super) signature: u64,
 }
 
 impl TraceNode {
@@ -50,7 +52,7 @@ impl TraceNode {
     /// repeated, and once a second `generate()` call began, the whole call
     /// was the period, cut into segments at offsets that fell anywhere in a
     /// step: new chunk keys at every token.
-    pub(super) fn signature(&self) -> u64 {
+    fn signature_of(&self) -> u64 {
         let mut h = FxHasher::default();
         match &self.op {
             // A key changes every step; the loop still repeats. So does a
@@ -101,8 +103,23 @@ impl Recorder<'_> {
     }
 
     fn push(&mut self, op: Op, inputs: &[&Arc<Value>], lift: bool) -> Result<Arc<Value>> {
-        let types: SmallVec<[TensorType; 3]> = inputs.iter().map(|v| v.ty.clone()).collect();
-        let ty = op.infer(&types)?;
+        // A node a replay plan has at this place has its result type and
+        // signature there (`replay.rs`): no inference, no hashing.
+        let known = match self.fed {
+            Some(_) => {
+                let index = self.st.trace.nodes.len();
+                self.st.trace.replay.step(index, &op, inputs, lift)
+            }
+            None => None,
+        };
+        let (ty, signature) = match known {
+            Some((ty, signature)) => (ty, Some(signature)),
+            None => {
+                let types: SmallVec<[TensorType; 3]> =
+                    inputs.iter().map(|v| v.ty.clone()).collect();
+                (op.infer(&types)?, None)
+            }
+        };
         // A value pending in another thread's trace: that trace is cut first,
         // so that no trace reads another's pending values.
         for v in inputs {
@@ -120,7 +137,7 @@ impl Recorder<'_> {
         });
         let trace = &mut self.st.trace.nodes;
         let out = Value::pending(ty.clone(), trace.len(), self.st.active, computed_at);
-        trace.push(TraceNode {
+        let mut node = TraceNode {
             op,
             inputs: inputs.iter().map(|v| Arc::clone(v)).collect(),
             output: Arc::downgrade(&out),
@@ -128,7 +145,14 @@ impl Recorder<'_> {
             origin: self.origin.clone(),
             lift,
             call: self.call,
-        });
+            signature: 0,
+        };
+        node.signature = match signature {
+            Some(s) => s,
+            None if self.fed.is_some() => node.signature_of(),
+            None => 0,
+        };
+        trace.push(node);
         Counters::add(&self.rt.counters.ops_recorded, 1);
         Ok(out)
     }

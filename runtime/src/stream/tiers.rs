@@ -356,13 +356,19 @@ impl Stream {
             let unit: Vec<Launch> = unit_nodes
                 .iter()
                 .zip(unit_exits)
-                .map(|(node, (export, from))| Launch { node, export, from })
+                .enumerate()
+                .map(|(i, (node, (export, from)))| Launch {
+                    node,
+                    index: i as u32,
+                    export,
+                    from,
+                })
                 .collect();
             let outer = std::mem::replace(&mut st.tiers.in_split, true);
-            let launched = self.launch(rt, st, &unit, false);
+            let launched = self.launch(rt, st, &unit, false, None);
             st.tiers.in_split = outer;
             let failure = match launched {
-                Ok(failure) => failure,
+                Ok(launched) => launched.failure,
                 Err(e) => Some(fail(&unit, e)),
             };
             for k in released.drain(..) {
@@ -386,5 +392,6 @@ fn detached(node: &TraceNode, inputs: SmallVec<[Arc<Value>; 3]>) -> TraceNode {
         origin: node.origin.clone(),
         lift: node.lift,
         call: node.call,
+        signature: node.signature,
     }
 }
