@@ -181,6 +181,34 @@ def test_dropout_model_learns():
     assert losses[-1] < losses[0] / 3, losses
 
 
+def adamw_loop(device, steps, read_every, snapshot_at=None):
+    """A 16-32-4 MLP trained with AdamW on `device`, the loss read every
+    `read_every` steps. Compiles queued are waited for before the step before
+    `snapshot_at` (which then runs the programs ready, leaving replay plans),
+    and the metrics taken before step `snapshot_at` and at the end. Returns
+    the losses read, the model and the snapshots."""
+    torch.manual_seed(0)
+    base = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+    x, y = classification(16, 4)[0]
+    model = base.to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    xd, yd = x.to(device), y.to(device)
+    logged, snapshots = [], []
+    for i in range(steps):
+        if snapshot_at is not None and i == snapshot_at - 1:
+            eagertpu.wait_for_compiles()
+        if i == snapshot_at:
+            snapshots.append(eagertpu.metrics())
+        opt.zero_grad()
+        loss = F.cross_entropy(model(xd), yd)
+        loss.backward()
+        opt.step()
+        if i % read_every == read_every - 1:
+            logged.append(loss.item())
+    eagertpu.sync()
+    return logged, model, snapshots + [eagertpu.metrics()]
+
+
 def test_adamw_logging_every_10_steps_is_cut_at_its_period_and_settles():
     """AdamW's step size changes at every step (bias correction), a lifted
     scalar: the fused loop's cuts must not depend on it. Read every 10 steps,
@@ -188,30 +216,8 @@ def test_adamw_logging_every_10_steps_is_cut_at_its_period_and_settles():
     nothing once warm, and trains as on the CPU."""
     if eagertpu.get_mode() != "fused":
         pytest.skip("cuts are fused mode's")
-    torch.manual_seed(0)
-    base = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
-    x, y = classification(16, 4)[0]
-
-    def run(device, steps, snapshot_at=None):
-        model = copy.deepcopy(base).to(device)
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-        xd, yd = x.to(device), y.to(device)
-        logged, snapshots = [], []
-        for i in range(steps):
-            if i == snapshot_at:
-                eagertpu.wait_for_compiles()
-                snapshots.append(eagertpu.metrics())
-            opt.zero_grad()
-            loss = F.cross_entropy(model(xd), yd)
-            loss.backward()
-            opt.step()
-            if i % 10 == 9:
-                logged.append(loss.item())
-        eagertpu.sync()
-        return logged, model, snapshots + [eagertpu.metrics()]
-
-    want, cpu_model, _ = run("cpu", 80)
-    got, tpu_model, (steady, end) = run("tpu", 80, snapshot_at=40)
+    want, cpu_model, _ = adamw_loop("cpu", 80, 10)
+    got, tpu_model, (steady, end) = adamw_loop("tpu", 80, 10, snapshot_at=40)
     torch.testing.assert_close(torch.tensor(got), torch.tensor(want), rtol=1e-3, atol=1e-4)
     for p, q in zip(tpu_model.parameters(), cpu_model.parameters()):
         torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=1e-2, atol=1e-3)
@@ -228,30 +234,8 @@ def test_a_settled_training_loop_is_replayed_and_trains_as_on_the_cpu():
     the losses are the CPU's, and the report says so."""
     if eagertpu.get_mode() != "fused":
         pytest.skip("replay is fused mode's")
-    torch.manual_seed(0)
-    base = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
-    x, y = classification(16, 4)[0]
-
-    def run(device, steps, settle=None):
-        model = copy.deepcopy(base).to(device)
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-        xd, yd = x.to(device), y.to(device)
-        losses, snapshots = [], []
-        for i in range(steps):
-            if i == settle:
-                eagertpu.wait_for_compiles()
-            if settle is not None and i == settle + 1:
-                # The step after the programs are ready ran them and left plans.
-                snapshots.append(eagertpu.metrics())
-            opt.zero_grad()
-            loss = F.cross_entropy(model(xd), yd)
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-        return losses, snapshots + [eagertpu.metrics()]
-
-    want, _ = run("cpu", 30)
-    got, (settled, end) = run("tpu", 30, settle=10)
+    want, _, _ = adamw_loop("cpu", 30, 1)
+    got, _, (settled, end) = adamw_loop("tpu", 30, 1, snapshot_at=11)
     torch.testing.assert_close(torch.tensor(got), torch.tensor(want), rtol=1e-3, atol=1e-4)
     delta = {k: end[k] - settled[k] for k in ("replayed_chunks", "replayed_ops", "replay_misses", "executions")}
     assert delta["replayed_chunks"] == delta["executions"] > 0, delta
