@@ -10,7 +10,7 @@ use fusion::{DType, Graph, Op, Scalar, TensorType, ValueId};
 use smallvec::SmallVec;
 
 use super::liveness::Launch;
-use super::record::{TraceNode, is_key_constant};
+use super::record::{TraceNode, is_parameter};
 use super::replay::{Binding, Plan};
 use super::{HazardChecker, SCALAR_CACHE, Stream, StreamState, checks, tiers};
 use crate::cache::Program;
@@ -218,7 +218,7 @@ impl Stream {
         for l in launches {
             let node = &l.node;
             let id = match &node.op {
-                Op::Full { value, ty } if node.lift || !is_key_constant(*value) => {
+                Op::Full { value, ty } if is_parameter(*value, node.lift) => {
                     // One parameter per distinct scalar: a loop of `x * 0.9`
                     // reads one, not one per op. (So which scalars are equal
                     // is part of the program, as in torch_xla; a random key

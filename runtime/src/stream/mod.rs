@@ -363,7 +363,8 @@ impl Stream {
             let mut nodes =
                 std::mem::replace(&mut st.trace.nodes, Vec::with_capacity(capacity.min(4096)));
             st.trace.params.clear();
-            // The plan these nodes matched, node for node, if any (fused mode).
+            // The plan these nodes matched, node for node, if any (only fused
+            // mode's recording compares nodes with plans).
             let plan = st.trace.replay.take(nodes.len());
             if nodes.is_empty() {
                 return Ok(());
@@ -382,7 +383,6 @@ impl Stream {
                 return Ok(());
             }
             rt.counters.cut(reason);
-            let plan = plan.filter(|_| rt.effective_mode() == Mode::Fused);
             let failure = match self.launch(rt, st, &launches, wait, plan.as_deref()) {
                 Ok(launched) => {
                     if let Some((binding, graph, program)) = launched.plan.filter(|_| rt.replay) {

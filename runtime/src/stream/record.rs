@@ -84,6 +84,13 @@ pub(super) fn is_key_constant(s: Scalar) -> bool {
     x == 0.0 || x == 1.0 || x == -1.0 || matches!(s, Scalar::Bool(_))
 }
 
+/// Whether a scalar node (`Op::Full`) of `value` reaches its program as a
+/// parameter: an RNG key (`lift`) always, any other scalar unless it is a
+/// key constant.
+pub(super) fn is_parameter(value: Scalar, lift: bool) -> bool {
+    lift || !is_key_constant(value)
+}
+
 /// Records the nodes of one API call into the active trace of `st`.
 pub(crate) struct Recorder<'a> {
     pub(super) st: &'a mut StreamState,

@@ -33,7 +33,7 @@ use smallvec::SmallVec;
 
 use super::launch::Param;
 use super::liveness::Launch;
-use super::record::is_key_constant;
+use super::record::is_parameter;
 use crate::cache::Program;
 use crate::error::{Error, Result};
 use crate::host;
@@ -73,10 +73,7 @@ impl PlanNode {
                 },
             ) => {
                 ty == was_ty
-                    && match (
-                        lift || !is_key_constant(*value),
-                        lift || !is_key_constant(*was),
-                    ) {
+                    && match (is_parameter(*value, lift), is_parameter(*was, lift)) {
                         (true, true) => true,
                         (false, false) => value == was,
                         _ => false,
@@ -186,7 +183,7 @@ impl Plan {
         for l in launches {
             let node = l.node;
             match &node.op {
-                Op::Full { value, ty } if node.lift || !is_key_constant(*value) => {
+                Op::Full { value, ty } if is_parameter(*value, node.lift) => {
                     let Some(&p) = slots.get(next) else {
                         return Ok(None);
                     };
