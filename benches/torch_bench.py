@@ -9,7 +9,8 @@ Workloads (as the Rust modes bench), "classic":
 
 Configurations are interleaved round by round (this machine is noisy) and
 each figure is the median over rounds. Then the model-sized workloads of
-torch_workloads.py: generate, gpt_train, two_threads, compile_heavy, per_op.
+torch_workloads.py: generate, gpt_train, two_threads, compile_heavy;
+torch_stages.py: per_op, replay.
 Writes target/bench/torch.json; numerical checks are reported in it
 ("checks") and printed, and a failed one makes the exit status 1 once every
 workload has run.
@@ -29,7 +30,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import eagertpu
-from torch_workloads import RUNS, device_of, enter, settle
+from torch_stages import RUNS as STAGE_RUNS
+from torch_workloads import RUNS as MODEL_RUNS
+from torch_workloads import device_of, enter, settle
+
+RUNS = {**MODEL_RUNS, **STAGE_RUNS}
 
 CONFIGS = ["cpu", "debug", "strict", "fused"]
 
