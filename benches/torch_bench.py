@@ -7,8 +7,9 @@ Workloads (as the Rust modes bench), "classic":
   tiny_mlp_fused_adamw  the same with AdamW(fused=True) on every device (one
             optimizer kernel a step; Hugging Face's adamw_torch_fused)  -> ms/step
 
-Configurations are interleaved round by round (this machine is noisy) and
-each figure is the median over rounds. Then the model-sized workloads of
+Configurations are interleaved in short bursts, round by round (this machine
+is noisy); each figure is the median over rounds and each ratio the median of
+the rounds' own ratios. Then the model-sized workloads of
 torch_workloads.py: generate, gpt_train, two_threads, compile_heavy;
 torch_stages.py: per_op, replay.
 Writes target/bench/torch.json; numerical checks are reported in it
@@ -98,16 +99,23 @@ def loop_round(loop, reps):
 
 
 def run_classic(args):
-    reps = {
-        "chain": 3 if args.quick else 40,
-        "mlp": 3 if args.quick else 15,
-        "tiny_mlp": 5 if args.quick else 60,
-        "tiny_mlp_fused_adamw": 5 if args.quick else 60,
+    # Per round, one short burst of each configuration (the order rotating
+    # from round to round); the ratios are medians of the rounds' own ratios.
+    # This machine drifts between fast and slow spells of a second or two
+    # (the same tiny MLP loop alone: 1.3 to 2.7 ms/step within one process),
+    # so long bursts compared configurations measured in different spells
+    # (two full runs of one build gave the tiny MLP 0.67x and 1.18x CPU).
+    burst = {
+        "chain": 2 if args.quick else 10,
+        "mlp": 2 if args.quick else 3,
+        "tiny_mlp": 3 if args.quick else 20,
+        "tiny_mlp_fused_adamw": 3 if args.quick else 20,
     }
+    rounds = 2 if args.quick else args.rounds
     # width, batch, AdamW(fused=True)
     training = {"mlp": (512, 64, False), "tiny_mlp": (32, 8, False), "tiny_mlp_fused_adamw": (32, 8, True)}
 
-    results = {w: {c: [] for c in CONFIGS} for w in reps}
+    results = {w: {c: [] for c in CONFIGS} for w in burst}
     loops = {}
     for config in CONFIGS:  # warm-up: every loop settled, outside the timed rounds
         enter(config)
@@ -115,27 +123,33 @@ def run_classic(args):
         for name, (width, batch, fused_optimizer) in training.items():
             loops[name, config] = Loop(config, width, batch, fused_optimizer)
             settle(loops[name, config].step, config)
-    for r in range(args.rounds):
-        for config in CONFIGS:
-            enter(config)
-            results["chain"][config].append(chain_round(config, reps["chain"]))
-            for name in training:
-                eagertpu.sync()
-                results[name][config].append(loop_round(loops[name, config], reps[name]))
-        print(f"round {r + 1}/{args.rounds} done", flush=True)
+    for workload in burst:
+        for r in range(rounds):
+            for config in CONFIGS[r % len(CONFIGS) :] + CONFIGS[: r % len(CONFIGS)]:
+                enter(config)
+                if workload == "chain":
+                    results[workload][config].append(chain_round(config, burst[workload]))
+                else:
+                    results[workload][config].append(loop_round(loops[workload, config], burst[workload]))
+        print(f"{workload}: {rounds} rounds done", flush=True)
     eagertpu.set_mode("fused")
+
+    def paired(workload, num, den):
+        return round(statistics.median(a / b for a, b in zip(results[workload][num], results[workload][den])), 3)
 
     out = {w: {c: round(statistics.median(v), 3) for c, v in by.items()} for w, by in results.items()}
     out["units"] = {"chain": "ops/s (higher is better)", **{name: "ms/step" for name in training}}
+    out["method"] = (
+        f"{rounds} rounds per workload; a round runs a short burst of every configuration (order rotating: "
+        f"{burst}); figures are medians over rounds, ratios medians of each round's own ratio"
+    )
     out["ratios"] = {
-        "chain_fused_over_cpu": round(out["chain"]["fused"] / out["chain"]["cpu"], 3),
-        "chain_fused_over_strict": round(out["chain"]["fused"] / out["chain"]["strict"], 3),
-        "mlp_cpu_over_fused": round(out["mlp"]["cpu"] / out["mlp"]["fused"], 3),
-        "tiny_mlp_cpu_over_fused": round(out["tiny_mlp"]["cpu"] / out["tiny_mlp"]["fused"], 3),
-        "tiny_mlp_strict_over_fused": round(out["tiny_mlp"]["strict"] / out["tiny_mlp"]["fused"], 3),
-        "tiny_mlp_fused_adamw_cpu_over_fused": round(
-            out["tiny_mlp_fused_adamw"]["cpu"] / out["tiny_mlp_fused_adamw"]["fused"], 3
-        ),
+        "chain_fused_over_cpu": paired("chain", "fused", "cpu"),
+        "chain_fused_over_strict": paired("chain", "fused", "strict"),
+        "mlp_cpu_over_fused": paired("mlp", "cpu", "fused"),
+        "tiny_mlp_cpu_over_fused": paired("tiny_mlp", "cpu", "fused"),
+        "tiny_mlp_strict_over_fused": paired("tiny_mlp", "strict", "fused"),
+        "tiny_mlp_fused_adamw_cpu_over_fused": paired("tiny_mlp_fused_adamw", "cpu", "fused"),
     }
     # The same loop on every configuration computes the same losses. The mlp
     # memorizes its one batch: its loss falls to ~2e-7, where float32 rounding
@@ -150,7 +164,7 @@ def run_classic(args):
             out["max_rel_loss_diff_vs_cpu"][f"{name}_{config}"] = round(worst, 6)
 
     print(f"{'':20}" + "".join(f"{c:>12}" for c in CONFIGS))
-    for w in reps:
+    for w in burst:
         print(f"{w:20}" + "".join(f"{out[w][c]:>12.3f}" for c in CONFIGS) + f"   {out['units'][w]}")
     for k, v in out["ratios"].items():
         print(f"  {k:38} {v}")
@@ -161,7 +175,7 @@ def run_classic(args):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument("--quick", action="store_true", help="few repetitions (a smoke run)")
     parser.add_argument("--only", default="", help="comma-separated: classic," + ",".join(RUNS))
     args = parser.parse_args()
