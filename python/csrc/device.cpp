@@ -5,10 +5,10 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/flat_hash_map.h>
 #include <sys/mman.h>
 
 #include <memory>
-#include <unordered_map>
 #include <mutex>
 #include <vector>
 
@@ -64,8 +64,10 @@ class AddressSpace {
   std::mutex mu_;
   uintptr_t base_ = 0;
   size_t next_ = 0;
-  std::unordered_map<size_t, std::vector<uintptr_t>> free_;
-  std::unordered_map<uintptr_t, Allocation*> live_;
+  // Open addressing (no node allocated per entry): every tensor an op
+  // returns takes an address and gives it back.
+  ska::flat_hash_map<size_t, std::vector<uintptr_t>> free_;
+  ska::flat_hash_map<uintptr_t, Allocation*> live_;
 };
 
 AddressSpace& addresses() {
