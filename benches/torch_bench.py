@@ -33,7 +33,7 @@ import torch.nn.functional as F
 import eagertpu
 from torch_stages import RUNS as STAGE_RUNS
 from torch_workloads import RUNS as MODEL_RUNS
-from torch_workloads import device_of, enter, settle
+from torch_workloads import device_of, enter, median_ratio, settle
 
 RUNS = {**MODEL_RUNS, **STAGE_RUNS}
 
@@ -135,7 +135,7 @@ def run_classic(args):
     eagertpu.set_mode("fused")
 
     def paired(workload, num, den):
-        return round(statistics.median(a / b for a, b in zip(results[workload][num], results[workload][den])), 3)
+        return median_ratio(results[workload][num], results[workload][den])
 
     out = {w: {c: round(statistics.median(v), 3) for c, v in by.items()} for w, by in results.items()}
     out["units"] = {"chain": "ops/s (higher is better)", **{name: "ms/step" for name in training}}

@@ -76,6 +76,13 @@ def ratio(a, b):
     return round(a / b, 3) if b else None
 
 
+def median_ratio(nums, dens):
+    """The median of the ratios of runs made side by side (num[i] / den[i]):
+    this machine drifts between fast and slow spells of a second or two, and
+    a ratio of two runs made seconds apart is steadier than one of medians."""
+    return round(statistics.median(a / b for a, b in zip(nums, dens)), 3)
+
+
 def table(title, columns, rows, note=None):
     print(f"\n{title}")
     print(f"  {'':30}" + "".join(f"{c:>14}" for c in columns))
@@ -343,18 +350,23 @@ def run_gpt_train(quick=False):
         batches.append((t[:, :-1], t[:, 1:]))
     configs = ["cpu", "strict", "fused"]
     variants = {"read_every_step": 1, f"read_every_{steps}": steps}
-    # Two passes, the second in the reverse order (this machine's speed drifts
-    # within a run): each figure is the faster of its two runs; counters and
-    # losses are the first run's (the second finds every program in memory).
+    # Rounds; in each, every configuration runs both variants back to back
+    # (their order alternating from round to round). Each figure is the
+    # median over rounds, each ratio the median of the rounds' own ratios;
+    # counters and losses are the first round's (later rounds find every
+    # program in memory).
+    rounds = 2 if quick else 3
     res = {}
-    order = [(c, name, every) for c in configs for name, every in variants.items()]
-    for pass_order in (order, order[::-1]):
-        for config, name, every in pass_order:
-            enter(config)
-            r = gpt_run(base, batches, config, every, steps, warmup, budget_s)
-            first = res.setdefault((config, name), dict(r, ms_per_step_runs=[]))
-            first["ms_per_step_runs"].append(r["ms_per_step"])
-            first["ms_per_step"] = min(first["ms_per_step_runs"])
+    for r in range(rounds):
+        for config in configs:
+            pairs = list(variants.items())
+            for name, every in pairs if r % 2 == 0 else pairs[::-1]:
+                enter(config)
+                run = gpt_run(base, batches, config, every, steps, warmup, budget_s)
+                first = res.setdefault((config, name), dict(run, ms_per_step_runs=[]))
+                first["ms_per_step_runs"].append(run["ms_per_step"])
+    for run in res.values():
+        run["ms_per_step"] = round(statistics.median(run["ms_per_step_runs"]), 3)
     eagertpu.set_mode("fused")
     vnames = list(variants)
     out = {name: {c: res[c, name]["ms_per_step"] for c in configs} for name in vnames}
@@ -365,7 +377,7 @@ def run_gpt_train(quick=False):
     )
     out["what"] = {
         "read_every_step / read_every_N": "ms per training step (timed steps only, final read and sync included), "
-        "the faster of two runs (ms_per_step_runs)",
+        f"the median of {rounds} rounds (ms_per_step_runs); ratios are medians of each round's own ratio",
         "new_programs_after_warmup": f"programs the timed steps (after the first {warmup}) needed: compiled or "
         "loaded from the on-disk cache",
         "compiles_after_warmup": "of those, compiled",
@@ -374,14 +386,18 @@ def run_gpt_train(quick=False):
         "steps": "timed steps run (fewer than asked when a run hit its time budget)",
     }
     every, rare = vnames
+
+    def runs(config, name):
+        return res[config, name]["ms_per_step_runs"]
+
     out["ratios"] = {
-        f"{rare}_over_every_step_fused": ratio(out[rare]["fused"], out[every]["fused"]),
-        f"{rare}_over_every_step_strict": ratio(out[rare]["strict"], out[every]["strict"]),
-        f"{rare}_over_every_step_cpu": ratio(out[rare]["cpu"], out[every]["cpu"]),
-        "fused_over_cpu_every_step": ratio(out[every]["fused"], out[every]["cpu"]),
-        f"fused_over_cpu_{rare}": ratio(out[rare]["fused"], out[rare]["cpu"]),
-        "fused_over_strict_every_step": ratio(out[every]["fused"], out[every]["strict"]),
-        f"fused_over_strict_{rare}": ratio(out[rare]["fused"], out[rare]["strict"]),
+        f"{rare}_over_every_step_fused": median_ratio(runs("fused", rare), runs("fused", every)),
+        f"{rare}_over_every_step_strict": median_ratio(runs("strict", rare), runs("strict", every)),
+        f"{rare}_over_every_step_cpu": median_ratio(runs("cpu", rare), runs("cpu", every)),
+        "fused_over_cpu_every_step": median_ratio(runs("fused", every), runs("cpu", every)),
+        f"fused_over_cpu_{rare}": median_ratio(runs("fused", rare), runs("cpu", rare)),
+        "fused_over_strict_every_step": median_ratio(runs("fused", every), runs("strict", every)),
+        f"fused_over_strict_{rare}": median_ratio(runs("fused", rare), runs("strict", rare)),
     }
     checks = {}
     for c in configs:
@@ -466,15 +482,31 @@ def run_two_threads(quick=False):
             threaded([job], steps, budget_s)
         if since(before)["compiles"] + since(before)["disk_hits"] == 0:
             break
-    before = counters()
-    alone = [threaded([job], steps, budget_s)[0] for job in jobs]
-    d_alone = since(before)
-    before = counters()
-    together = threaded(jobs, steps, budget_s)
-    d = since(before)
+    # Rounds of three runs (each thread alone, both at once; the order
+    # rotating): each figure is the median over rounds, each ratio the median
+    # of the rounds' own ratios. Losses and counters are the first round's.
+    rounds = 2 if quick else 5
+    alone_runs, together_runs = [[], []], [[], []]
+    d_alone, d = ({"compiles": 0, "disk_hits": 0} for _ in range(2))
+    for r in range(rounds):
+        kinds = ["alone0", "alone1", "together"]
+        for kind in kinds[r % 3 :] + kinds[: r % 3]:
+            before = counters()
+            if kind == "together":
+                for runs, got in zip(together_runs, threaded(jobs, steps, budget_s)):
+                    runs.append(got)
+            else:
+                i = int(kind[-1])
+                alone_runs[i].append(threaded([jobs[i]], steps, budget_s)[0])
+            if r == 0:  # programs the first round loaded
+                totals, new = (d if kind == "together" else d_alone), since(before)
+                for k in totals:
+                    totals[k] += new[k]
+    alone = [dict(runs[0], ms_per_step=statistics.median(x["ms_per_step"] for x in runs)) for runs in alone_runs]
+    together = [dict(runs[0], ms_per_step=statistics.median(x["ms_per_step"] for x in runs)) for runs in together_runs]
     out = {
         "setup": f"two MLPs 64-128-10, batch 32, SGD, loss.item() every step, {steps} steps (or {budget_s} s), "
-        "fused mode, each thread from the same initial weights alone and together",
+        f"fused mode, each thread from the same initial weights alone and together; {rounds} rounds, medians",
         "alone_ms_per_step": [round(r["ms_per_step"], 3) for r in alone],
         "threaded_ms_per_step": [round(r["ms_per_step"], 3) for r in together],
         "steps": {"alone": [len(r["losses"]) for r in alone], "threaded": [len(r["losses"]) for r in together]},
@@ -491,7 +523,10 @@ def run_two_threads(quick=False):
             "threaded_compiles": "of those, compiled",
         },
     }
-    per_thread = [ratio(t["ms_per_step"], a["ms_per_step"]) for t, a in zip(together, alone)]
+    per_thread = [
+        median_ratio([x["ms_per_step"] for x in t], [x["ms_per_step"] for x in a])
+        for t, a in zip(together_runs, alone_runs)
+    ]
     out["ratios"] = {
         "threaded_over_alone_thread0": per_thread[0],
         "threaded_over_alone_thread1": per_thread[1],
