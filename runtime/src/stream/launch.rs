@@ -76,9 +76,7 @@ impl Stream {
         let replayed = match plan {
             Some(plan) => {
                 let bound = plan.bind(launches, |value, dtype, key| {
-                    Counters::add(&rt.counters.lifted_scalars, 1);
-                    // A random key never repeats: not worth a cache slot.
-                    self.scalar_buffer(rt, st, value, dtype, !key)
+                    self.lifted_scalar(rt, st, value, dtype, key)
                 })?;
                 if bound.is_none() {
                     Counters::add(&rt.counters.replay_misses, 1);
@@ -233,16 +231,13 @@ impl Stream {
                         }
                         None => {
                             binding.slots.push(params.len() as u32);
-                            // A random key never repeats: not worth a cache slot.
-                            let buffer =
-                                self.scalar_buffer(rt, st, *value, ty.dtype, !node.lift)?;
+                            let buffer = self.lifted_scalar(rt, st, *value, ty.dtype, node.lift)?;
                             let p = graph.param(TensorType::scalar(ty.dtype));
                             params.push(Param {
                                 value: None,
                                 buffer,
                                 done: None,
                             });
-                            Counters::add(&rt.counters.lifted_scalars, 1);
                             if !node.lift {
                                 lifted.insert(key, (p, params.len() as u32 - 1));
                             }
@@ -372,6 +367,21 @@ impl Stream {
             }
         }
         kept
+    }
+
+    /// The buffer of a scalar lifted to a parameter (`key`: an RNG key),
+    /// counted; the full path and a replayed chunk both take it here.
+    fn lifted_scalar(
+        &self,
+        rt: &Runtime,
+        st: &mut StreamState,
+        value: Scalar,
+        dtype: DType,
+        key: bool,
+    ) -> Result<Arc<Buffer>> {
+        Counters::add(&rt.counters.lifted_scalars, 1);
+        // A random key never repeats: not worth a cache slot.
+        self.scalar_buffer(rt, st, value, dtype, !key)
     }
 
     fn scalar_buffer(
