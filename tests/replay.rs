@@ -51,17 +51,11 @@ fn child_settled_loop() {
         return;
     }
     let _m = in_mode(Mode::Fused);
-    let x = Host::random(DType::F32, &[4, 8], 31);
-    let w0 = Host::random(DType::F32, &[4, 8], 32);
-    let xt = x.tensor();
-    let mut w = w0.tensor();
-    let mut want = w0.data.clone();
+    let mut t = Training::new(31, 32);
     let before = metrics().unwrap();
     for i in 0..12 {
-        w = step(&w, &xt, lr(i));
-        want = step_reference(&want, &x.data, lr(i));
-        let got = w.to_vec::<f32>().unwrap();
-        assert_near(&format!("step {i}"), &got, &want);
+        t.advance("settled loop");
+        let got = t.w.to_vec::<f32>().unwrap();
         println!(
             "STEP {i} {:?}",
             got.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
@@ -114,7 +108,7 @@ fn a_settled_loop_replays_its_chunks_and_computes_what_the_full_path_computes() 
     assert_eq!(lines(&replayed, "STEP "), lines(&full, "STEP "));
 }
 
-/// The loop of `child_departures`: weights, their host reference, the step.
+/// A training loop of `step`: weights, their host reference, the step.
 struct Training {
     x: Host,
     xt: Tensor,
@@ -124,6 +118,20 @@ struct Training {
 }
 
 impl Training {
+    /// Random `x` and initial weights (of seeds `x_seed`, `w_seed`).
+    fn new(x_seed: u64, w_seed: u64) -> Training {
+        let x = Host::random(DType::F32, &[4, 8], x_seed);
+        let w0 = Host::random(DType::F32, &[4, 8], w_seed);
+        Training {
+            xt: x.tensor(),
+            x,
+            w: w0.tensor(),
+            want: w0.data,
+            i: 0,
+        }
+    }
+
+    /// One step, checked against the host reference.
     fn advance(&mut self, what: &str) {
         self.w = step(&self.w, &self.xt, lr(self.i));
         self.want = step_reference(&self.want, &self.x.data, lr(self.i));
@@ -148,15 +156,7 @@ fn child_departures() {
         return;
     }
     let _m = in_mode(Mode::Fused);
-    let x = Host::random(DType::F32, &[4, 8], 41);
-    let w0 = Host::random(DType::F32, &[4, 8], 42);
-    let mut t = Training {
-        xt: x.tensor(),
-        x,
-        w: w0.tensor(),
-        want: w0.data.clone(),
-        i: 0,
-    };
+    let mut t = Training::new(41, 42);
     for _ in 0..4 {
         t.advance("settling");
     }
