@@ -502,8 +502,11 @@ def run_two_threads(quick=False):
                 totals, new = (d if kind == "together" else d_alone), since(before)
                 for k in totals:
                     totals[k] += new[k]
-    alone = [dict(runs[0], ms_per_step=statistics.median(x["ms_per_step"] for x in runs)) for runs in alone_runs]
-    together = [dict(runs[0], ms_per_step=statistics.median(x["ms_per_step"] for x in runs)) for runs in together_runs]
+    def summary(runs):  # the first round's run, with the median ms/step
+        return dict(runs[0], ms_per_step=statistics.median(x["ms_per_step"] for x in runs))
+
+    alone = [summary(runs) for runs in alone_runs]
+    together = [summary(runs) for runs in together_runs]
     out = {
         "setup": f"two MLPs 64-128-10, batch 32, SGD, loss.item() every step, {steps} steps (or {budget_s} s), "
         f"fused mode, each thread from the same initial weights alone and together; {rounds} rounds, medians",
