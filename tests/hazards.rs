@@ -195,37 +195,24 @@ fn the_hazard_checker_names_the_matmul_that_read_a_stale_weight() {
     }
 }
 
-/// An update whose old value is still read by a running matmul gets fresh
-/// memory instead of the matmul's input; both results are right.
-#[test]
-fn an_update_does_not_donate_a_buffer_a_running_op_still_reads() {
-    // Strict mode launches the matmuls at once; the update is recorded in
-    // fused mode, where the old `w` is dead (only the trace holds it) by the
-    // time the read launches it.
-    let _m = in_mode(Mode::Strict);
+/// A 768x768 `w` and four chained matmuls reading it, `y = w^5`, launched
+/// in strict mode (each runs on the plugin's thread pool for a while).
+fn w_and_running_matmuls() -> (Vec<f32>, Tensor, Tensor) {
     let n = 768;
     let mut rng = Rng::new(3);
     let w0: Vec<f32> = (0..n * n).map(|_| rng.uniform(-1.0, 1.0) as f32).collect();
-    let mut w = Tensor::from_slice(&w0, &[n as i64, n as i64]).unwrap();
+    let w = Tensor::from_slice(&w0, &[n as i64, n as i64]).unwrap();
     w.sync().unwrap();
-    let before = eagertpu::metrics().unwrap();
-    // Four chained matmuls read `w`: the update below is launched while they run.
     let mut y = w.matmul(&w).unwrap();
     for _ in 0..3 {
         y = y.matmul(&w).unwrap();
     }
-    eagertpu::set_mode(Mode::Fused).unwrap();
-    w = (&w - 1.0).unwrap();
-    let w_end = w.to_vec::<f32>().unwrap();
-    let after = eagertpu::metrics().unwrap();
-    // Under EAGERTPU_CHECK_HAZARDS every launch waits: no reader is left.
-    let checked = after.hazard_checks > before.hazard_checks;
-    assert!(
-        checked || after.donations_blocked_by_readers > before.donations_blocked_by_readers,
-        "the update was donated the buffer the matmuls read"
-    );
-    assert!(w_end.iter().zip(&w0).all(|(a, b)| *a == b - 1.0));
-    // y = w^5 on the host, in f64, for a few entries.
+    (w0, w, y)
+}
+
+/// Checks row 0 of `y` against `w0^5` on the host, in f64.
+fn assert_row0_is_w0_to_the_fifth(y: &Tensor, w0: &[f32]) {
+    let n = y.shape()[0] as usize;
     let y = y.to_vec::<f32>().unwrap();
     let w64: Vec<f64> = w0.iter().map(|&v| v as f64).collect();
     let mut row = w64[..n].to_vec();
@@ -241,6 +228,75 @@ fn an_update_does_not_donate_a_buffer_a_running_op_still_reads() {
         .fold(0.0f64, |m, (g, w)| m.max((*g as f64 - w).abs()))
         / scale;
     assert!(err < 1e-5, "row 0 of w^5 off by {err} of its largest entry");
+}
+
+/// An update whose old value is still read by a running matmul gets fresh
+/// memory instead of the matmul's input; both results are right.
+#[test]
+fn an_update_does_not_donate_a_buffer_a_running_op_still_reads() {
+    // Strict mode launches the matmuls at once; the update is recorded in
+    // fused mode, where the old `w` is dead (only the trace holds it) by the
+    // time the read launches it.
+    let _m = in_mode(Mode::Strict);
+    let (w0, mut w, y) = w_and_running_matmuls();
+    let before = eagertpu::metrics().unwrap();
+    eagertpu::set_mode(Mode::Fused).unwrap();
+    w = (&w - 1.0).unwrap();
+    let w_end = w.to_vec::<f32>().unwrap();
+    let after = eagertpu::metrics().unwrap();
+    // Under EAGERTPU_CHECK_HAZARDS every launch waits: no reader is left.
+    let checked = after.hazard_checks > before.hazard_checks;
+    assert!(
+        checked || after.donations_blocked_by_readers > before.donations_blocked_by_readers,
+        "the update was donated the buffer the matmuls read"
+    );
+    assert!(w_end.iter().zip(&w0).all(|(a, b)| *a == b - 1.0));
+    assert_row0_is_w0_to_the_fifth(&y, &w0);
+}
+
+/// An update that reads the running matmuls' result runs after them on the
+/// device, so it takes the buffer they read at once (in place, no copy and
+/// no wait): the matmuls still see the old `w`, the update makes the new one.
+#[test]
+fn an_update_that_reads_a_running_chunks_result_takes_the_buffer_it_reads() {
+    let _m = in_mode(Mode::Strict);
+    let round = || {
+        eagertpu::set_mode(Mode::Strict).unwrap();
+        let (w0, mut w, y) = w_and_running_matmuls();
+        let before = eagertpu::metrics().unwrap();
+        eagertpu::set_mode(Mode::Fused).unwrap();
+        // w - 1 + 0 * sum(y): exactly w - 1, computed after the matmuls.
+        let after_matmuls = (&y.sum_all().unwrap() * 0.0).unwrap();
+        w = (&(&w - 1.0).unwrap() + &after_matmuls).unwrap();
+        let w_end = w.to_vec::<f32>().unwrap();
+        let after = eagertpu::metrics().unwrap();
+        eagertpu::wait_for_compiles().unwrap();
+        (w0, y, w_end, before, after)
+    };
+    // The update's fused program is compiled once the chunk comes back
+    // (until then it runs op by op, donating nothing).
+    round();
+    round();
+    let (w0, y, w_end, before, after) = round();
+    assert_eq!(
+        after.executions - before.executions,
+        1,
+        "{}",
+        after.report()
+    );
+    assert_eq!(
+        after.donations_blocked_by_readers,
+        before.donations_blocked_by_readers,
+        "{}",
+        after.report()
+    );
+    assert!(
+        after.donated_buffers > before.donated_buffers,
+        "{}",
+        after.report()
+    );
+    assert!(w_end.iter().zip(&w0).all(|(a, b)| *a == b - 1.0));
+    assert_row0_is_w0_to_the_fifth(&y, &w0);
 }
 
 #[test]

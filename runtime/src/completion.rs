@@ -103,6 +103,34 @@ impl Completion {
         self.result.get().is_none() && lock(&self.reads).iter().any(|b| Arc::ptr_eq(b, buffer))
     }
 
+    /// How many references to `buffer` the chunk holds while it may still be
+    /// reading it (never blocks).
+    pub fn holds(&self, buffer: &Arc<Buffer>) -> usize {
+        if self.result.get().is_some() {
+            return 0;
+        }
+        lock(&self.reads)
+            .iter()
+            .filter(|b| Arc::ptr_eq(b, buffer))
+            .count()
+    }
+
+    /// The unfinished chunks a chunk reading from `direct` runs after on the
+    /// device: `direct` and, transitively, the chunks they read from. Each
+    /// once; never blocks.
+    pub fn upstream(direct: impl IntoIterator<Item = Arc<Completion>>) -> Vec<Arc<Completion>> {
+        let mut found: Vec<Arc<Completion>> = vec![];
+        let mut todo: Vec<Arc<Completion>> = direct.into_iter().collect();
+        while let Some(c) = todo.pop() {
+            if c.result.get().is_some() || found.iter().any(|f| Arc::ptr_eq(f, &c)) {
+                continue;
+            }
+            todo.extend(lock(&c.deps).iter().cloned());
+            found.push(c);
+        }
+        found
+    }
+
     /// What this chunk's failure would be blamed on.
     pub fn blame(&self) -> &Blame {
         &self.blame

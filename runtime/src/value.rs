@@ -20,7 +20,9 @@
 //!   the plugin when the last reader has completed.
 //! - **Donation** (`stream::Stream::donate`): a parameter is donated only when
 //!   its value and the launch are the only holders of its buffer, that is when
-//!   no tensor, view, host read or unfinished reader holds it.
+//!   no tensor, view, host read or unfinished reader holds it, save the
+//!   chunks the launch reads results of (directly or not): the device runs
+//!   the launch after them, so they are done before it writes the buffer.
 //! - **Scalars**: the per-stream cache of lifted scalar buffers is shared by
 //!   many launches and is never donated (a lifted scalar has no value).
 //!

@@ -78,18 +78,25 @@ impl HazardChecker {
     }
 
     /// Before a launch: fails if a parameter `graph` donates may still be
-    /// read by an outstanding chunk.
+    /// read by an outstanding chunk that the launch does not run after
+    /// (`upstream`: the chunks it reads from, directly or not).
     pub(super) fn check_donations(
         graph: &Graph,
         params: &[Param],
         kept: &[i64],
         outstanding: &[Arc<Completion>],
+        upstream: &[Arc<Completion>],
     ) -> Result<()> {
         for (i, p) in params.iter().enumerate() {
             if graph.aliased_output(i).is_none() || kept.contains(&(i as i64)) {
                 continue;
             }
-            if let Some(reader) = outstanding.iter().find(|c| c.may_read(&p.buffer)) {
+            let unordered = |c: &&Arc<Completion>| !upstream.iter().any(|u| Arc::ptr_eq(u, c));
+            if let Some(reader) = outstanding
+                .iter()
+                .filter(unordered)
+                .find(|c| c.may_read(&p.buffer))
+            {
                 let b = reader.blame();
                 return Err(Error::Hazard(format!(
                     "it donates input {i} ({}) while an execution that reads it has not \
@@ -240,6 +247,7 @@ mod tests {
             &params(&[&a, &b]),
             &[],
             std::slice::from_ref(&running),
+            &[],
         )
         .unwrap_err()
         .to_string();
@@ -250,12 +258,17 @@ mod tests {
         ] {
             assert!(err.contains(word), "expected {word:?} in {err}");
         }
+        // A reader the launch runs after (it reads that chunk's results) is
+        // no hazard: the device starts the launch once the reader is done.
+        let outstanding = std::slice::from_ref(&running);
+        HazardChecker::check_donations(&graph, &params(&[&a, &b]), &[], outstanding, outstanding)
+            .unwrap();
         // A reader of the other (not donated) input is no hazard; a finished
         // reader is none either.
         let of_b = Completion::unfinished(reader(), vec![b.clone()]);
-        HazardChecker::check_donations(&graph, &params(&[&a, &b]), &[], &[of_b]).unwrap();
+        HazardChecker::check_donations(&graph, &params(&[&a, &b]), &[], &[of_b], &[]).unwrap();
         running.wait().unwrap();
-        HazardChecker::check_donations(&graph, &params(&[&a, &b]), &[], &[running]).unwrap();
+        HazardChecker::check_donations(&graph, &params(&[&a, &b]), &[], &[running], &[]).unwrap();
     }
 
     #[test]

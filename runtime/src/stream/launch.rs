@@ -121,23 +121,18 @@ impl Stream {
                 (graph, params, program)
             }
         };
-        if Self::donation_blocked(&graph, &params) {
-            // A chunk still running reads a buffer this one updates in place
-            // (the forward pass of the step reads the weights the optimizer
-            // updates): wait for the chunks this one depends on, which it
-            // waits for on the device anyway, so that their reads are
-            // released (a completion lets go of its inputs once waited for)
-            // and the update needs no copy.
-            for p in &params {
-                if let Some(d) = &p.done {
-                    let _ = d.wait();
-                }
-            }
-        }
-        let kept = Self::kept_by_readers(rt, &graph, &params);
+        // The unfinished chunks this one reads from, directly or not: the
+        // device starts it only once they are done, so a buffer that only
+        // they still read (the forward pass of a step reads the weights its
+        // optimizer updates) is donated at once, with no wait on the host.
+        let upstream = match graph.num_aliases() {
+            0 => vec![],
+            _ => Completion::upstream(params.iter().filter_map(|p| p.done.clone())),
+        };
+        let kept = Self::kept_by_readers(rt, &graph, &params, &upstream);
         let snapshot = match &rt.hazards {
             Some(_) => {
-                HazardChecker::check_donations(&graph, &params, &kept, &st.outstanding)
+                HazardChecker::check_donations(&graph, &params, &kept, &st.outstanding, &upstream)
                     .map_err(blame)?;
                 Some(HazardChecker::snapshot(&graph, &params)?)
             }
@@ -334,18 +329,16 @@ impl Stream {
     }
 
     /// Whether parameter `i` is donated and its buffer is held by more than
-    /// its value and this launch (a chunk or a host read still reading it).
-    fn blocked(graph: &Graph, i: usize, p: &Param) -> bool {
-        graph.aliased_output(i).is_some() && Arc::strong_count(&p.buffer) != 2
-    }
-
-    /// Whether some donated parameter's buffer is still read elsewhere.
-    fn donation_blocked(graph: &Graph, params: &[Param]) -> bool {
-        graph.num_aliases() > 0
-            && params
-                .iter()
-                .enumerate()
-                .any(|(i, p)| Self::blocked(graph, i, p))
+    /// its value, this launch and the `upstream` chunks it runs after (by a
+    /// chunk it does not read from, or a host read, still reading it).
+    fn blocked(graph: &Graph, i: usize, p: &Param, upstream: &[Arc<Completion>]) -> bool {
+        if graph.aliased_output(i).is_none() {
+            return false;
+        }
+        // Counted before the total: a reader letting go in between can only
+        // make the buffer look free, which it then is.
+        let ordered: usize = upstream.iter().map(|c| c.holds(&p.buffer)).sum();
+        Arc::strong_count(&p.buffer) > 2 + ordered
     }
 
     /// The aliased parameters whose buffer must not be donated at this launch.
@@ -353,15 +346,21 @@ impl Stream {
     /// The invariant (see `value.rs`): a buffer is donated only when no one
     /// else holds it: no tensor or view holds its value (`donate`), and no
     /// unfinished chunk or host read holds the buffer, its only holders being
-    /// the value and this launch. A dead input still being read is kept: its
-    /// update gets fresh memory (`donations_blocked_by_readers`).
-    fn kept_by_readers(rt: &Runtime, graph: &Graph, params: &[Param]) -> SmallVec<[i64; 4]> {
+    /// the value, this launch and the `upstream` chunks the device runs
+    /// before it. A dead input still read elsewhere is kept: its update gets
+    /// fresh memory (`donations_blocked_by_readers`).
+    fn kept_by_readers(
+        rt: &Runtime,
+        graph: &Graph,
+        params: &[Param],
+        upstream: &[Arc<Completion>],
+    ) -> SmallVec<[i64; 4]> {
         let mut kept = SmallVec::new();
         if graph.num_aliases() == 0 {
             return kept;
         }
         for (i, p) in params.iter().enumerate() {
-            if Self::blocked(graph, i, p) {
+            if Self::blocked(graph, i, p, upstream) {
                 Counters::add(&rt.counters.donations_blocked_by_readers, 1);
                 kept.push(i as i64);
             }
