@@ -439,8 +439,6 @@ macro_rules! all_modes {
     };
 }
 
-/// Asserts `r` failed naming `op` and every word of `words`, and that the
-/// next op still works.
 /// Runs `body` until the fused chunks it cuts are compiled (a chunk runs op
 /// by op until seen twice, then compiles in the background), then once more:
 /// the last run's result.
@@ -451,6 +449,25 @@ pub fn warmed<T>(mut body: impl FnMut() -> T) -> T {
     body()
 }
 
+/// Asserts that the launches between the metrics `before` and `after`
+/// updated some input in place and gave no update fresh memory because of a
+/// reader.
+pub fn assert_updated_in_place(before: &eagertpu::Metrics, after: &eagertpu::Metrics) {
+    assert_eq!(
+        after.donations_blocked_by_readers,
+        before.donations_blocked_by_readers,
+        "{}",
+        after.report()
+    );
+    assert!(
+        after.donated_buffers > before.donated_buffers,
+        "{}",
+        after.report()
+    );
+}
+
+/// Asserts `r` failed naming `op` and every word of `words`, and that the
+/// next op still works.
 pub fn assert_err<T: std::fmt::Debug>(r: eagertpu::Result<T>, op: &str, words: &[&str]) {
     let e = err_text(r);
     assert!(e.contains(op), "expected an error naming {op}: {e}");
