@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 
 use eagertpu::DType;
 use eagertpu::internals::pjrt::{
-    Buffer, Client, CompileOptions, Executable, Plugin, as_bytes, locate,
+    Buffer, Client, CompileOptions, Executable, OptionValue, Placement, Plugin, as_bytes, locate,
 };
 
 fn client() -> &'static Client {
@@ -208,4 +208,89 @@ fn bad_programs_and_bad_calls_are_clean_errors() {
     // And everything still works.
     let (sum, _) = run(&exe, &a, &a);
     assert_eq!(sum, vec![0.0; 6]);
+}
+
+/// Every replica's input is `[r + 1, 10 (r + 1), 100 (r + 1)]`; the program
+/// returns the all-reduce sum over all four replicas, the sum within the
+/// subgroups {0, 2} and {1, 3}, and the all-gather over all four.
+const COLLECTIVES: &str = r#"module @collectives attributes {mhlo.num_replicas = 4 : i32, mhlo.num_partitions = 1 : i32} {
+  func.func public @main(%x: tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>, tensor<12xf32>) {
+    %all = "stablehlo.all_reduce"(%x) ({
+    ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+      %r = "stablehlo.add"(%a, %b) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+      "stablehlo.return"(%r) : (tensor<f32>) -> ()
+    }) {replica_groups = dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>} : (tensor<3xf32>) -> tensor<3xf32>
+    %pairs = "stablehlo.all_reduce"(%x) ({
+    ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+      %r = "stablehlo.add"(%a, %b) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+      "stablehlo.return"(%r) : (tensor<f32>) -> ()
+    }) {replica_groups = dense<[[0, 2], [1, 3]]> : tensor<2x2xi64>} : (tensor<3xf32>) -> tensor<3xf32>
+    %gathered = "stablehlo.all_gather"(%x) {all_gather_dim = 0 : i64, replica_groups = dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>} : (tensor<3xf32>) -> tensor<12xf32>
+    "func.return"(%all, %pairs, %gathered) : (tensor<3xf32>, tensor<3xf32>, tensor<12xf32>) -> ()
+  }
+}"#;
+
+/// A replicated program's collectives run as one execution spanning the
+/// devices of a four-device client (issue 11's lowering target): sums over
+/// all replicas and over subgroups, and a gather, on every replica.
+#[test]
+fn one_execution_spans_the_replicas_of_a_collective_program() {
+    let found = locate::resolve(Some("cpu")).expect("make setup installs the CPU plugin");
+    let four = Client::create(
+        Plugin::load(&found.path).unwrap(),
+        &[("cpu_device_count", OptionValue::Int(4))],
+    )
+    .unwrap();
+    let devices = four.devices();
+    assert_eq!(devices.len(), 4);
+    let options = CompileOptions {
+        placement: Placement::Replicated {
+            device_ids: devices.iter().map(|d| d.id() as i64).collect(),
+        },
+        xla: Default::default(),
+    };
+    let exe = Executable::compile(&four, COLLECTIVES, &options).unwrap();
+    let input = |r: usize| {
+        let k = (r + 1) as f32;
+        vec![k, 10.0 * k, 100.0 * k]
+    };
+    let buffers: Vec<Buffer> = devices
+        .iter()
+        .enumerate()
+        .map(|(r, d)| Buffer::from_host(d, DType::F32, &[3], as_bytes(&input(r))).unwrap())
+        .collect();
+    let lists: Vec<Vec<&Buffer>> = buffers.iter().map(|b| vec![b]).collect();
+    let replicas = exe.execute_replicated(&lists).unwrap();
+    assert_eq!(replicas.len(), 4);
+    let gathered: Vec<f32> = (0..4).flat_map(input).collect();
+    for (r, (outs, done)) in replicas.iter().enumerate() {
+        if let Some(done) = done {
+            done.wait().unwrap();
+        }
+        let pair_sum: Vec<f32> = (0..3)
+            .map(|i| input(r % 2)[i] + input(r % 2 + 2)[i])
+            .collect();
+        assert_eq!(read_f32(&outs[0]), vec![10.0, 100.0, 1000.0], "replica {r}");
+        assert_eq!(read_f32(&outs[1]), pair_sum, "replica {r}");
+        assert_eq!(read_f32(&outs[2]), gathered, "replica {r}");
+    }
+    // A call with a list per replica missing, or with replicas passing
+    // different numbers of arguments, is a clean error; so is a portable
+    // program run as replicated.
+    let error = |exe: &Executable, lists: &[Vec<&Buffer>]| match exe.execute_replicated(lists) {
+        Ok(_) => panic!("a bad replicated call ran"),
+        Err(e) => e.to_string(),
+    };
+    let e = error(&exe, &lists[..3]);
+    assert!(e.contains("runs on 4 replica(s), got 3 list(s)"), "{e}");
+    let mut uneven = lists.clone();
+    uneven[2].push(&buffers[0]);
+    let e = error(&exe, &uneven);
+    assert!(
+        e.contains("replica 2 got 2 argument(s), replica 0 got 1"),
+        "{e}"
+    );
+    let portable = Executable::compile(client(), ADD, &CompileOptions::portable()).unwrap();
+    let e = error(&portable, &lists);
+    assert!(e.contains("(portable)"), "{e}");
 }

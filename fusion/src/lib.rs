@@ -2,6 +2,7 @@
 //!
 //! Nothing here knows about PJRT: a `Graph` of `Op`s goes in, MLIR text comes out.
 
+pub mod collective;
 pub mod dtype;
 pub mod elementwise;
 pub mod error;
@@ -19,8 +20,8 @@ pub use elementwise::{BinaryResult, UnaryResult};
 pub use error::{Error, Result};
 pub use graph::{Def, Graph, Node, ValueId};
 pub use op::{
-    ArgReduceOp, BinaryOp, ConvSpec, F64, IndexOperand, Op, PoolSpec, ReduceOp, Reduction, ScanOp,
-    SortOutput, UnaryOp,
+    ArgReduceOp, BinaryOp, Collective, CollectiveReduce, ConvSpec, F64, IndexOperand, Op, PoolSpec,
+    ReduceOp, Reduction, ReplicaGroups, ScanOp, SortOutput, UnaryOp,
 };
 pub use scalar::Scalar;
 pub use shape::{Dims, Shape, TensorType};

@@ -3,6 +3,7 @@
 //! (non-negative dims, concrete shapes) before an op is recorded, so two equal
 //! ops compare equal and hash alike: the compile cache keys on them.
 
+pub use crate::collective::{Collective, CollectiveReduce, ReplicaGroups};
 use crate::dtype::DType;
 use crate::scalar::Scalar;
 use crate::shape::{Dims, Shape, TensorType};
@@ -284,6 +285,11 @@ pub enum Op {
         count_include_pad: bool,
         divisor_override: Option<i64>,
     },
+
+    // ------------------------------------------------------------ collectives
+    /// (x) a collective over the replicas of a replicated program
+    /// (`collective.rs`): always a program of its own.
+    Collective(Box<Collective>),
 }
 
 impl Op {
@@ -357,6 +363,7 @@ impl Op {
                 3 => "avg_pool3d",
                 _ => "avg_pool",
             },
+            Op::Collective(c) => c.name(),
         }
     }
 

@@ -3,6 +3,7 @@
 //! Every mode runs it when an op is recorded, so bad input fails at the
 //! caller's line even when execution is deferred.
 
+mod collective;
 mod conv;
 mod elementwise;
 mod layout;
@@ -112,6 +113,7 @@ impl Op {
                 divisor_override,
                 ..
             } => pool::avg_pool(op, pool, *divisor_override, inputs),
+            Op::Collective(c) => collective::infer(op, c, inputs),
         }
     }
 }

@@ -10,6 +10,7 @@
 //! which StableHLO ops to emit; conversions and broadcasts are no-ops when the
 //! value already has the wanted type.
 
+mod collective;
 mod conv;
 mod create;
 mod elementwise;
@@ -735,5 +736,6 @@ fn lower_op(e: &mut Emitter, op: &Op, inputs: &[V], out: TensorType) -> V {
             *divisor_override,
             out,
         ),
+        Op::Collective(c) => collective::lower(e, c, &inputs[0], out),
     }
 }

@@ -10,7 +10,7 @@ use super::client::{Client, ClientInner, Device};
 use super::event::Event;
 use super::live;
 use super::options::CompileOptions;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// An owned, loaded executable, destroyed on drop.
 pub struct Executable {
@@ -18,6 +18,8 @@ pub struct Executable {
     raw: *mut PJRT_LoadedExecutable,
     num_outputs: usize,
     portable: bool,
+    /// Replicas one execution spans (1 for a portable program).
+    replicas: usize,
 }
 
 // SAFETY: a loaded executable may be executed concurrently from several threads
@@ -102,6 +104,7 @@ impl Executable {
             raw,
             num_outputs: 0,
             portable: options.is_portable(),
+            replicas: options.replicas(),
         };
         // On error, `exe` is dropped and the loaded executable destroyed.
         let unloaded = exe.unloaded()?;
@@ -228,6 +231,76 @@ impl Executable {
         let event =
             (!complete.is_null()).then(|| Event::from_raw(self.client.plugin.clone(), complete));
         Ok((outputs, event))
+    }
+}
+
+impl Executable {
+    /// Runs a replicated program (compiled for `Placement::Replicated`) as
+    /// one execution spanning all its devices: `inputs[r]` are replica `r`'s
+    /// parameters. Returns each replica's outputs and completion event. One
+    /// call launches every replica, so a collective in the program never
+    /// waits in the plugin for a replica that another thread has yet to
+    /// launch.
+    pub fn execute_replicated(
+        &self,
+        inputs: &[Vec<&Buffer>],
+    ) -> Result<Vec<(Vec<Buffer>, Option<Event>)>> {
+        let num_args = inputs.first().map_or(0, |i| i.len());
+        if self.portable || inputs.len() != self.replicas {
+            return Err(Error::Internal(format!(
+                "a replicated execution needs one argument list per replica: the program \
+                 runs on {} replica(s){}, got {} list(s)",
+                self.replicas,
+                if self.portable { " (portable)" } else { "" },
+                inputs.len()
+            )));
+        }
+        if let Some(r) = inputs.iter().position(|i| i.len() != num_args) {
+            return Err(Error::Internal(format!(
+                "replica {r} got {} argument(s), replica 0 got {num_args}; every replica \
+                 passes the same parameters",
+                inputs[r].len()
+            )));
+        }
+        let raw_inputs: Vec<Vec<*mut PJRT_Buffer>> = inputs
+            .iter()
+            .map(|list| list.iter().map(|b| b.raw()).collect())
+            .collect();
+        let arg_lists: Vec<*const *mut PJRT_Buffer> =
+            raw_inputs.iter().map(|list| list.as_ptr()).collect();
+        let mut raw_outputs: Vec<Vec<*mut PJRT_Buffer>> =
+            vec![vec![std::ptr::null_mut(); self.num_outputs]; self.replicas];
+        let out_lists: Vec<*mut *mut PJRT_Buffer> = raw_outputs
+            .iter_mut()
+            .map(|list| list.as_mut_ptr())
+            .collect();
+        let mut complete: Vec<*mut PJRT_Event> = vec![std::ptr::null_mut(); self.replicas];
+        let mut options = PJRT_ExecuteOptions::default();
+        options.set_struct_size();
+        let mut args = PJRT_LoadedExecutable_Execute_Args {
+            executable: self.raw,
+            options: &mut options,
+            argument_lists: arg_lists.as_ptr(),
+            num_devices: self.replicas,
+            num_args,
+            output_lists: out_lists.as_ptr(),
+            device_complete_events: complete.as_mut_ptr(),
+            ..Default::default()
+        };
+        pjrt_call!(self.client.plugin, PJRT_LoadedExecutable_Execute, &mut args)?;
+        Ok(raw_outputs
+            .into_iter()
+            .zip(complete)
+            .map(|(outputs, done)| {
+                let outputs = outputs
+                    .into_iter()
+                    .map(|raw| Buffer::from_raw(self.client.clone(), raw))
+                    .collect();
+                let event =
+                    (!done.is_null()).then(|| Event::from_raw(self.client.plugin.clone(), done));
+                (outputs, event)
+            })
+            .collect())
     }
 }
 

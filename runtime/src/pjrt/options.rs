@@ -139,6 +139,14 @@ impl CompileOptions {
         self.placement == Placement::Portable
     }
 
+    /// Replicas one execution of the program spans.
+    pub fn replicas(&self) -> usize {
+        match &self.placement {
+            Placement::Portable => 1,
+            Placement::Replicated { device_ids } => device_ids.len(),
+        }
+    }
+
     /// The serialized `CompileOptionsProto`.
     pub fn encode(&self) -> Vec<u8> {
         let (build, portable) = match &self.placement {
