@@ -17,7 +17,7 @@
 //! what it expected, and the next op works.
 
 pub use fusion::policy::CutReason;
-pub use fusion::{BinaryOp, DType, Reduction, Scalar, UnaryOp};
+pub use fusion::{BinaryOp, CollectiveReduce, DType, Reduction, Scalar, UnaryOp};
 pub use runtime::pjrt::MemoryStats;
 /// Storages addressed as a foreign framework's allocator addresses them (the
 /// PyTorch backend's `tpu` memory).
@@ -26,9 +26,9 @@ pub use runtime::{
     Activation, Adam, AdamParam, AdamUpdate, ArgReduce, BatchNormOutput, Cumulative, Device,
     Distribution, Element, Error, Extreme, GradScaling, GruCellGrad, Interpolation, LstmCell,
     LstmCellGrad, Manifest, Metrics, Mode, ModeGuard, Operand, OrderStatistic, OrderStatisticKind,
-    PadMode, PointwiseLoss, PointwiseLossKind, Reduce, Result, Sgd, SgdParam, SgdUpdate, Tensor,
-    default_device, manifest, metrics, mode, note_fallback, set_check_nan, set_mode, shutdown,
-    sync, timing, wait_for_compiles, with_mode, with_origin,
+    PadMode, PointwiseLoss, PointwiseLossKind, ProcessGroup, Reduce, Result, Sgd, SgdParam,
+    SgdUpdate, Tensor, default_device, manifest, metrics, mode, note_fallback, set_check_nan,
+    set_mode, shutdown, sync, timing, wait_for_compiles, with_mode, with_origin,
 };
 
 /// Lower layers, for tools and tests: the op IR and the PJRT wrappers.

@@ -48,6 +48,11 @@ fn a_bad_setting_is_an_error_on_every_call_not_a_crash() {
             "EAGERTPU_MODE=sideways: expected debug, strict or fused",
         ),
         (
+            "EAGERTPU_COLLECTIVE_TIMEOUT",
+            "soon",
+            "EAGERTPU_COLLECTIVE_TIMEOUT=soon: expected a positive integer",
+        ),
+        (
             "EAGERTPU_WINDOW",
             "0",
             "EAGERTPU_WINDOW=0: expected `ops` or `ops,params`",

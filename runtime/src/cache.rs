@@ -34,6 +34,8 @@ pub(crate) struct Program {
 
 /// Loaded executables kept in memory.
 const MEMORY_ENTRIES: usize = 4096;
+/// Loaded replicated executables (collectives) kept in memory.
+const REPLICATED_ENTRIES: usize = 256;
 
 type Flight = Arc<OnceLock<Result<Arc<Executable>>>>;
 
@@ -46,6 +48,8 @@ pub(crate) struct CompileCache {
     /// `options`, encoded once (part of every program key).
     encoded_options: Vec<u8>,
     programs: Mutex<LruCache<Graph, Arc<Program>, FxBuild>>,
+    /// Programs run as one replica per device (collectives), by program key.
+    replicated: Mutex<LruCache<u128, Arc<Program>, FxBuild>>,
     in_flight: DashMap<u128, Flight>,
     disk: Option<DiskCache>,
     explainer: Mutex<Explainer>,
@@ -85,6 +89,10 @@ impl CompileCache {
                 NonZeroUsize::new(MEMORY_ENTRIES).unwrap_or(NonZeroUsize::MIN),
                 FxBuild::default(),
             )),
+            replicated: Mutex::new(LruCache::with_hasher(
+                NonZeroUsize::new(REPLICATED_ENTRIES).unwrap_or(NonZeroUsize::MIN),
+                FxBuild::default(),
+            )),
             in_flight: DashMap::new(),
             disk: disk.map(DiskCache::new),
             explainer: Mutex::default(),
@@ -121,11 +129,48 @@ impl CompileCache {
     }
 
     fn program_key(&self, text: &str) -> u128 {
+        self.key_with(text, &self.encoded_options)
+    }
+
+    fn key_with(&self, text: &str, encoded_options: &[u8]) -> u128 {
         digest128(&[
             text.as_bytes(),
-            &self.encoded_options,
+            encoded_options,
             self.fingerprint.as_bytes(),
         ])
+    }
+
+    /// The program for `graph` run as one replica on each device of
+    /// `device_ids`, in replica order (a collective): from memory, from
+    /// disk, or compiled, once per key.
+    pub fn get_replicated(
+        &self,
+        graph: &Graph,
+        device_ids: &[i64],
+        counters: &Counters,
+    ) -> Result<Arc<Program>> {
+        let options = CompileOptions {
+            placement: Placement::Replicated {
+                device_ids: device_ids.to_vec(),
+            },
+            xla: self.options.xla.clone(),
+        };
+        let text = fusion::lower::lower(graph);
+        let key = self.key_with(&text, &options.encode());
+        if let Some(p) = lock(&self.replicated).get(&key) {
+            Counters::add(&counters.memory_hits, 1);
+            return Ok(p.clone());
+        }
+        let flight = self.in_flight.entry(key).or_default().clone();
+        let exe = flight
+            .get_or_init(|| self.load_or_compile(key, &text, &options, counters))
+            .clone();
+        let program = exe.map(|exe| Arc::new(Program { exe }));
+        if let Ok(p) = &program {
+            lock(&self.replicated).put(key, p.clone());
+        }
+        self.in_flight.remove(&key);
+        program
     }
 
     /// Whether programs are kept on disk.
@@ -172,19 +217,20 @@ impl CompileCache {
             tracing::warn!(target: "eagertpu::recompile", "{reason}");
             lock(&counters.recompile_reasons).push(reason);
         }
-        self.load_or_compile(key, text, counters)
+        self.load_or_compile(key, text, &self.options, counters)
     }
 
     fn load_or_compile(
         &self,
         key: u128,
         text: &str,
+        options: &CompileOptions,
         counters: &Counters,
     ) -> Result<Arc<Executable>> {
         if let Some(disk) = &self.disk {
             match disk.load(key, text, &self.fingerprint) {
                 Lookup::Hit(bytes) => {
-                    match Executable::deserialize_and_load(&self.client, &bytes, &self.options) {
+                    match Executable::deserialize_and_load(&self.client, &bytes, options) {
                         Ok(exe) => {
                             Counters::add(&counters.disk_hits, 1);
                             return Ok(Arc::new(exe));
@@ -201,7 +247,7 @@ impl CompileCache {
         }
         Counters::add(&counters.misses, 1);
         let start = Instant::now();
-        let exe = Executable::compile(&self.client, text, &self.options)?;
+        let exe = Executable::compile(&self.client, text, options)?;
         Counters::add(&counters.compiles, 1);
         Counters::add(&counters.compile_nanos, start.elapsed().as_nanos() as u64);
         tracing::debug!(

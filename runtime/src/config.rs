@@ -82,6 +82,9 @@ pub struct Config {
     /// of running on the CPU (`warn`, the default: it runs there, counted and
     /// warned about once).
     pub fallback_is_error: bool,
+    /// `EAGERTPU_COLLECTIVE_TIMEOUT`: seconds a collective waits for every
+    /// rank of its group before failing them all (default 300).
+    pub collective_timeout: std::time::Duration,
 }
 
 fn bad(name: &str, value: &str, expected: &str) -> Error {
@@ -218,6 +221,12 @@ impl Config {
                 Some("error") => true,
                 Some(other) => return Err(bad("EAGERTPU_FALLBACK", other, "warn or error")),
             },
+            collective_timeout: std::time::Duration::from_secs(
+                match var("EAGERTPU_COLLECTIVE_TIMEOUT") {
+                    None => 300,
+                    Some(n) => positive("EAGERTPU_COLLECTIVE_TIMEOUT", &n)?,
+                },
+            ),
         })
     }
 }

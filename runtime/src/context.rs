@@ -80,6 +80,8 @@ pub(crate) struct Runtime {
     pub replay: bool,
     /// Refuse CPU fallbacks (`EAGERTPU_FALLBACK=error`).
     pub fallback_is_error: bool,
+    /// How long a collective waits for its group (`EAGERTPU_COLLECTIVE_TIMEOUT`).
+    pub collective_timeout: std::time::Duration,
     pub counters: Counters,
     pub manifest: Manifest,
 }
@@ -189,6 +191,7 @@ fn start() -> Result<Runtime> {
         hot_threshold: config.hot_threshold,
         replay: config.replay,
         fallback_is_error: config.fallback_is_error,
+        collective_timeout: config.collective_timeout,
         streams,
         counters: Counters::default(),
         manifest,

@@ -103,6 +103,16 @@ impl Value {
         })
     }
 
+    /// A value computed by a launch outside any stream's trace (a
+    /// collective): its buffer, and the launch's completion.
+    pub fn computed(ty: TensorType, buffer: Buffer, done: Arc<Completion>) -> Arc<Value> {
+        let value = Value::ready(ty, buffer);
+        if let State::Ready { done: d, .. } = &mut *lock(&value.state) {
+            *d = Some(done);
+        }
+        value
+    }
+
     /// The buffer to pass to a launch (PJRT orders it after its producer);
     /// `None` if pending; the error if the value is known to have failed.
     pub fn buffer(&self) -> Result<Option<Launched>> {

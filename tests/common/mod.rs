@@ -326,6 +326,7 @@ pub fn child_command(name: &str, env: &[(&str, &str)]) -> std::process::Command 
         "EAGERTPU_HOT_THRESHOLD",
         "EAGERTPU_WINDOW",
         "EAGERTPU_REPLAY",
+        "EAGERTPU_COLLECTIVE_TIMEOUT",
     ] {
         cmd.env_remove(var);
     }

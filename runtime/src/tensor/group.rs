@@ -1,0 +1,421 @@
+//! Process groups (issue 11): the ranks of a group are devices of one client,
+//! each driven by its own thread, and may run different code between
+//! collectives (MPMD). A collective cuts the calling rank's stream (it is
+//! always a program of its own, whatever the fuser's window holds), then
+//! meets the other ranks at a rendezvous. When every rank has arrived with
+//! the same collective, the last to arrive launches one execution spanning
+//! the group's devices, so XLA's own rendezvous never waits. A mismatch, or a
+//! rank that does not arrive within the timeout, fails every rank with an
+//! error naming each rank's call and the line that made it; the process goes
+//! on.
+
+use std::panic::Location;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use fusion::policy::CutReason;
+use fusion::{Collective, CollectiveReduce, Graph, Op, ReplicaGroups, TensorType};
+
+use super::{Device, Tensor};
+use crate::completion::{Blame, Completion};
+use crate::context::{self, Runtime};
+use crate::error::{Error, Result};
+use crate::lock;
+use crate::metrics::Counters;
+use crate::origin::Origin;
+use crate::pjrt::Buffer;
+use crate::value::Value;
+
+/// A group of ranks, rank `r` on device `devices[r]`. Cloning shares the
+/// group (one clone per rank thread).
+#[derive(Clone)]
+pub struct ProcessGroup {
+    inner: Arc<Group>,
+}
+
+struct Group {
+    devices: Vec<Device>,
+    timeout: Duration,
+    /// The collective being gathered.
+    current: Mutex<Arc<Round>>,
+    /// Each rank's collectives called, and the last it finished (for errors).
+    ranks: Mutex<Vec<RankLog>>,
+}
+
+#[derive(Default, Clone)]
+struct RankLog {
+    called: u64,
+    finished: Option<String>,
+}
+
+/// One collective of the group: each rank's call, then the outcome.
+struct Round {
+    state: Mutex<RoundState>,
+    arrived: Condvar,
+}
+
+struct RoundState {
+    calls: Vec<Option<Call>>,
+    /// Each rank's result, or the error every rank gets.
+    outcome: Option<Result<Vec<Arc<Value>>>>,
+}
+
+/// What a rank asked for.
+struct Call {
+    collective: Collective,
+    ty: TensorType,
+    /// The rank's count of collectives, this one included.
+    number: u64,
+    origin: Origin,
+    value: Arc<Value>,
+    /// Why the rank's stream could not run what it recorded before the
+    /// collective (the rank still comes to the rendezvous, so that the
+    /// others fail at once instead of at the timeout).
+    failed: Option<Error>,
+}
+
+impl Call {
+    /// `all_reduce(Sum) float32[4] (collective #3) at train.py:12`.
+    fn describe(&self) -> String {
+        let what = match &self.collective {
+            Collective::AllReduce { op, .. } => format!("all_reduce({op:?})"),
+            Collective::AllGather { dim, .. } => format!("all_gather(dim {dim})"),
+            Collective::ReduceScatter { op, dim, .. } => {
+                format!("reduce_scatter({op:?}, dim {dim})")
+            }
+            Collective::AllToAll {
+                split_dim,
+                concat_dim,
+                ..
+            } => format!("all_to_all(split dim {split_dim}, concat dim {concat_dim})"),
+        };
+        format!(
+            "{what} {} (collective #{}) at {}",
+            self.ty, self.number, self.origin
+        )
+    }
+}
+
+impl Round {
+    fn new(ranks: usize) -> Arc<Round> {
+        Arc::new(Round {
+            state: Mutex::new(RoundState {
+                calls: (0..ranks).map(|_| None).collect(),
+                outcome: None,
+            }),
+            arrived: Condvar::new(),
+        })
+    }
+}
+
+fn invalid(op: &'static str, message: String) -> Error {
+    fusion::Error::Invalid { op, message }.into()
+}
+
+impl ProcessGroup {
+    /// A group whose rank `r` runs on `devices[r]`; a collective waits
+    /// `EAGERTPU_COLLECTIVE_TIMEOUT` (default 300 s) for every rank.
+    pub fn new(devices: &[Device]) -> Result<ProcessGroup> {
+        let rt = context::get()?;
+        ProcessGroup::with_timeout(devices, rt.collective_timeout)
+    }
+
+    /// A group whose collectives fail every rank when one has not arrived
+    /// after `timeout`.
+    pub fn with_timeout(devices: &[Device], timeout: Duration) -> Result<ProcessGroup> {
+        if devices.is_empty() {
+            return Err(invalid(
+                "process_group",
+                "got no devices; expected one device per rank".into(),
+            ));
+        }
+        for (r, d) in devices.iter().enumerate() {
+            if let Some(first) = devices[..r].iter().position(|e| e == d) {
+                return Err(invalid(
+                    "process_group",
+                    format!(
+                        "ranks {first} and {r} are both on device {}; expected one device per rank",
+                        d.index()
+                    ),
+                ));
+            }
+        }
+        Ok(ProcessGroup {
+            inner: Arc::new(Group {
+                devices: devices.to_vec(),
+                timeout,
+                current: Mutex::new(Round::new(devices.len())),
+                ranks: Mutex::new(vec![RankLog::default(); devices.len()]),
+            }),
+        })
+    }
+
+    pub fn size(&self) -> usize {
+        self.inner.devices.len()
+    }
+
+    /// Rank `rank`'s device.
+    pub fn device(&self, rank: usize) -> Option<Device> {
+        self.inner.devices.get(rank).copied()
+    }
+
+    fn all(&self) -> ReplicaGroups {
+        ReplicaGroups::all(self.size() as u32)
+    }
+
+    /// Every rank gets the reduction of all ranks' `x`.
+    #[track_caller]
+    pub fn all_reduce(&self, rank: usize, x: &Tensor, op: CollectiveReduce) -> Result<Tensor> {
+        let groups = self.all();
+        self.collective(rank, x, Collective::AllReduce { op, groups })
+    }
+
+    /// Every rank gets all ranks' `x` concatenated along `dim`, in rank order.
+    #[track_caller]
+    pub fn all_gather(&self, rank: usize, x: &Tensor, dim: i64) -> Result<Tensor> {
+        let dim = fusion::shape::normalize_dim("all_gather", dim, x.rank())?;
+        let groups = self.all();
+        self.collective(rank, x, Collective::AllGather { dim, groups })
+    }
+
+    /// The reduction of all ranks' `x`, split along `dim` into one block per
+    /// rank: rank `r` gets block `r`.
+    #[track_caller]
+    pub fn reduce_scatter(
+        &self,
+        rank: usize,
+        x: &Tensor,
+        op: CollectiveReduce,
+        dim: i64,
+    ) -> Result<Tensor> {
+        let dim = fusion::shape::normalize_dim("reduce_scatter", dim, x.rank())?;
+        let groups = self.all();
+        self.collective(rank, x, Collective::ReduceScatter { op, dim, groups })
+    }
+
+    /// Each rank splits `x` along `split_dim` into one block per rank, sends
+    /// block `k` to rank `k`, and concatenates what it receives along
+    /// `concat_dim`, in rank order.
+    #[track_caller]
+    pub fn all_to_all(
+        &self,
+        rank: usize,
+        x: &Tensor,
+        split_dim: i64,
+        concat_dim: i64,
+    ) -> Result<Tensor> {
+        let split_dim = fusion::shape::normalize_dim("all_to_all", split_dim, x.rank())?;
+        let concat_dim = fusion::shape::normalize_dim("all_to_all", concat_dim, x.rank())?;
+        let groups = self.all();
+        let c = Collective::AllToAll {
+            split_dim,
+            concat_dim,
+            groups,
+        };
+        self.collective(rank, x, c)
+    }
+
+    #[track_caller]
+    fn collective(&self, rank: usize, x: &Tensor, collective: Collective) -> Result<Tensor> {
+        let origin = crate::origin::current(Location::caller());
+        let rt = context::get()?;
+        let op = collective.name();
+        let Some(device) = self.device(rank) else {
+            return Err(invalid(
+                op,
+                format!("got rank {rank}; expected a rank in 0..{}", self.size()),
+            ));
+        };
+        if x.device() != device {
+            return Err(invalid(
+                op,
+                format!(
+                    "rank {rank} passed a tensor on device {}; expected one on its device {}",
+                    x.device().index(),
+                    device.index()
+                ),
+            ));
+        }
+        // A collective is a program of its own: what the rank recorded before
+        // it runs first, whatever the fuser's window held.
+        let failed = x.stream.cut(rt, CutReason::Unfusible).err();
+        let number = {
+            let mut ranks = lock(&self.inner.ranks);
+            ranks[rank].called += 1;
+            ranks[rank].called
+        };
+        let call = Call {
+            collective,
+            ty: x.ty().clone(),
+            number,
+            origin,
+            value: x.value.clone(),
+            failed,
+        };
+        let described = call.describe();
+        let outcome = self.meet(rt, rank, call);
+        if outcome.is_ok() {
+            lock(&self.inner.ranks)[rank].finished = Some(described);
+        }
+        outcome.map(|values| Tensor::new(values[rank].clone(), device.stream))
+    }
+
+    /// Leaves `call` at the current round and waits for the round's
+    /// outcome; the last rank to arrive runs the collective.
+    fn meet(&self, rt: &Runtime, rank: usize, call: Call) -> Result<Vec<Arc<Value>>> {
+        let round = lock(&self.inner.current).clone();
+        let mut state = lock(&round.state);
+        state.calls[rank] = Some(call);
+        // A rank late to a round that already failed (timed out) gets its
+        // error; the others have gone.
+        if state.outcome.is_none() && state.calls.iter().all(Option::is_some) {
+            let outcome = self.run(rt, &state.calls);
+            state.outcome = Some(outcome);
+            self.next_round(&round);
+            round.arrived.notify_all();
+        }
+        let deadline = Instant::now() + self.inner.timeout;
+        while state.outcome.is_none() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                state.outcome = Some(Err(self.timed_out(&state.calls)));
+                self.next_round(&round);
+                round.arrived.notify_all();
+                break;
+            }
+            state = round
+                .arrived
+                .wait_timeout(state, left)
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .0;
+        }
+        state.outcome.clone().unwrap_or_else(|| {
+            Err(Error::Internal(
+                "a collective round ended without an outcome".into(),
+            ))
+        })
+    }
+
+    /// Starts the next round, unless another rank already did.
+    fn next_round(&self, finished: &Arc<Round>) {
+        let mut current = lock(&self.inner.current);
+        if Arc::ptr_eq(&current, finished) {
+            *current = Round::new(self.size());
+        }
+    }
+
+    /// The error of a round some ranks did not come to.
+    fn timed_out(&self, calls: &[Option<Call>]) -> Error {
+        let ranks = lock(&self.inner.ranks).clone();
+        let waiting: Vec<String> = calls
+            .iter()
+            .enumerate()
+            .filter_map(|(r, c)| c.as_ref().map(|c| format!("rank {r}: {}", c.describe())))
+            .collect();
+        let missing: Vec<String> = calls
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.is_none())
+            .map(|(r, _)| {
+                format!(
+                    "rank {r} (last finished: {})",
+                    ranks[r].finished.as_deref().unwrap_or("no collective")
+                )
+            })
+            .collect();
+        let op = calls
+            .iter()
+            .flatten()
+            .next()
+            .map_or("collective", |c| c.collective.name());
+        invalid(
+            op,
+            format!(
+                "timed out after {:?} waiting for {} of {} ranks: {}; waiting: {}",
+                self.inner.timeout,
+                missing.len(),
+                calls.len(),
+                missing.join(", "),
+                waiting.join("; ")
+            ),
+        )
+    }
+
+    /// Runs the collective every rank called, as one execution spanning the
+    /// group's devices: each rank's result value.
+    fn run(&self, rt: &Runtime, calls: &[Option<Call>]) -> Result<Vec<Arc<Value>>> {
+        let calls: Vec<&Call> = calls.iter().flatten().collect();
+        let first = calls[0];
+        let op = first.collective.name();
+        if calls.iter().any(|c| {
+            c.collective != first.collective || c.ty != first.ty || c.number != first.number
+        }) {
+            let each: Vec<String> = calls
+                .iter()
+                .enumerate()
+                .map(|(r, c)| format!("rank {r}: {}", c.describe()))
+                .collect();
+            return Err(invalid(
+                op,
+                format!(
+                    "the ranks called different collectives; expected the same op, dtype, shape \
+                     and sequence number on every rank: {}",
+                    each.join("; ")
+                ),
+            ));
+        }
+        let mut graph = Graph::new();
+        let x = graph.param(first.ty.clone());
+        let y = graph.push(Op::Collective(Box::new(first.collective.clone())), &[x])?;
+        graph.output(y);
+        let out_ty = graph.ty(y).clone();
+        let mut inputs: Vec<(Arc<Buffer>, Option<Arc<Completion>>)> = vec![];
+        for (r, c) in calls.iter().enumerate() {
+            if let Some(e) = &c.failed {
+                return Err(invalid(
+                    op,
+                    format!("rank {r} could not run the ops it recorded before it: {e}"),
+                ));
+            }
+            match c.value.buffer() {
+                Ok(Some(launched)) => inputs.push(launched),
+                Ok(None) => {
+                    return Err(Error::Internal(format!(
+                        "{op}: rank {r}'s input is still pending after its stream was cut"
+                    )));
+                }
+                Err(e) => {
+                    return Err(invalid(op, format!("rank {r}'s input failed: {e}")));
+                }
+            }
+        }
+        let device_ids: Vec<i64> = self
+            .inner
+            .devices
+            .iter()
+            .map(|d| d.stream.device.id() as i64)
+            .collect();
+        let program = rt.cache.get_replicated(&graph, &device_ids, &rt.counters)?;
+        let lists: Vec<Vec<&Buffer>> = inputs.iter().map(|(b, _)| vec![b.as_ref()]).collect();
+        let replicas = program.exe.execute_replicated(&lists)?;
+        Counters::add(&rt.counters.executions, 1);
+        // Every replica may read every rank's input until it is done: each
+        // rank's completion holds them all.
+        let reads: Vec<Arc<Buffer>> = inputs.iter().map(|(b, _)| b.clone()).collect();
+        let deps: Vec<Arc<Completion>> = inputs.iter().filter_map(|(_, d)| d.clone()).collect();
+        Ok(replicas
+            .into_iter()
+            .zip(&calls)
+            .map(|((mut outputs, event), c)| {
+                let blame = Blame {
+                    op,
+                    inputs: vec![c.ty.clone()],
+                    origin: c.origin.clone(),
+                    chunk_ops: 1,
+                };
+                let done = Completion::new(event, blame, deps.clone(), reads.clone());
+                Value::computed(out_ty.clone(), outputs.remove(0), done)
+            })
+            .collect())
+    }
+}

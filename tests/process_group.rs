@@ -1,0 +1,231 @@
+//! Issue 11: a process group over the devices of one client, one thread per
+//! rank. Ranks run different code between collectives (MPMD) in every mode
+//! and get the host reference's values; a mismatched collective and a rank
+//! that never comes fail every waiting rank with an error naming each rank's
+//! call, and the process goes on. Each test runs in a child process with
+//! four CPU devices (the runtime reads `EAGERTPU_DEVICE_COUNT` once).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{child, is_child};
+use eagertpu::{CollectiveReduce, Device, Mode, ProcessGroup, Tensor};
+
+const RANKS: usize = 4;
+const LEN: usize = 8;
+
+fn four_devices(name: &str) {
+    let (ok, out) = child(name, &[("EAGERTPU_DEVICE_COUNT", "4")]);
+    assert!(ok, "{out}");
+}
+
+fn group() -> ProcessGroup {
+    let devices: Vec<Device> = (0..RANKS).map(|r| Device::get(r).unwrap()).collect();
+    ProcessGroup::new(&devices).unwrap()
+}
+
+/// Runs `body(pg, r)` on a thread of its own for each rank `r` in `0..ranks`;
+/// each rank's result, in rank order.
+fn on_ranks<T: Send>(
+    pg: &ProcessGroup,
+    ranks: usize,
+    body: impl Fn(&ProcessGroup, usize) -> T + Sync,
+) -> Vec<T> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..ranks)
+            .map(|r| {
+                let body = &body;
+                s.spawn(move || body(pg, r))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// Rank `r`'s operand at step `step`: distinct small values of both signs.
+fn operand(r: usize, step: usize) -> Vec<f32> {
+    (0..LEN)
+        .map(|i| ((r * 7 + i * 3 + step) % 11) as f32 - 5.0)
+        .collect()
+}
+
+/// What every rank computes from the collectives' results, on the host.
+fn reference(r: usize, step: usize) -> Vec<f32> {
+    let xs: Vec<Vec<f32>> = (0..RANKS).map(|k| operand(k, step)).collect();
+    let column = |i: usize| xs.iter().map(move |x| x[i]);
+    let sum: Vec<f32> = (0..LEN).map(|i| column(i).sum()).collect();
+    let max: Vec<f32> = (0..LEN)
+        .map(|i| column(i).fold(f32::MIN, f32::max))
+        .collect();
+    let gathered: Vec<f32> = xs.concat();
+    let block = LEN / RANKS;
+    let avg_block: Vec<f32> = sum[r * block..(r + 1) * block]
+        .iter()
+        .map(|s| s / RANKS as f32)
+        .collect();
+    let received: Vec<f32> = xs
+        .iter()
+        .flat_map(|x| x[r * block..(r + 1) * block].to_vec())
+        .collect();
+    // sum * 2 + max, then the gathered total, the averaged block and what
+    // all-to-all delivered, concatenated.
+    let mut out: Vec<f32> = sum.iter().zip(&max).map(|(s, m)| s * 2.0 + m).collect();
+    out.push(gathered.iter().sum());
+    out.extend(avg_block);
+    out.extend(received);
+    out
+}
+
+/// Rank `r`'s step: a different amount of work before and between the
+/// collectives on every rank (rank 0 also reads a value on the host), then
+/// the collectives, then work on their results.
+fn rank_step(pg: &ProcessGroup, r: usize, step: usize) -> Vec<f32> {
+    let d = pg.device(r).unwrap();
+    let mut x = d.tensor(&operand(r, step), &[LEN as i64]).unwrap();
+    for _ in 0..r * 3 {
+        x = (&(&x * 2.0).unwrap() * 0.5).unwrap();
+    }
+    if r == 0 {
+        assert_eq!(
+            x.sum_all().unwrap().item::<f32>().unwrap(),
+            operand(0, step).iter().sum::<f32>()
+        );
+    }
+    let sum = pg.all_reduce(r, &x, CollectiveReduce::Sum).unwrap();
+    let doubled = (&sum * 2.0).unwrap();
+    let max = pg.all_reduce(r, &x, CollectiveReduce::Max).unwrap();
+    let first = (&doubled + &max).unwrap();
+    let gathered = pg.all_gather(r, &x, 0).unwrap().sum_all().unwrap();
+    let avg = pg.reduce_scatter(r, &x, CollectiveReduce::Avg, 0).unwrap();
+    let exchanged = pg.all_to_all(r, &x, 0, 0).unwrap();
+    let mut out = first.to_vec::<f32>().unwrap();
+    out.push(gathered.item::<f32>().unwrap());
+    out.extend(avg.to_vec::<f32>().unwrap());
+    out.extend(exchanged.to_vec::<f32>().unwrap());
+    out
+}
+
+#[test]
+fn child_mpmd_ranks_get_the_collectives_values_in_every_mode() {
+    if !is_child("child_mpmd_ranks_get_the_collectives_values_in_every_mode") {
+        return;
+    }
+    let pg = group();
+    for mode in [Mode::Debug, Mode::Strict, Mode::Fused] {
+        eagertpu::set_mode(mode).unwrap();
+        // Several steps: fused mode's chunks repeat and compile.
+        for step in 0..4 {
+            let results = on_ranks(&pg, RANKS, |pg, r| rank_step(pg, r, step));
+            for (r, got) in results.iter().enumerate() {
+                assert_eq!(got, &reference(r, step), "{mode:?}, step {step}, rank {r}");
+            }
+        }
+    }
+}
+
+#[test]
+fn mpmd_ranks_get_the_collectives_values_in_every_mode() {
+    four_devices("child_mpmd_ranks_get_the_collectives_values_in_every_mode");
+}
+
+#[test]
+fn child_mismatched_collectives_fail_every_rank_naming_each_call() {
+    if !is_child("child_mismatched_collectives_fail_every_rank_naming_each_call") {
+        return;
+    }
+    let pg = ProcessGroup::new(&[Device::get(0).unwrap(), Device::get(1).unwrap()]).unwrap();
+    let errors = on_ranks(&pg, 2, |pg, r| {
+        let x = pg.device(r).unwrap().tensor(&[1.0f32; 4], &[4]).unwrap();
+        let result = if r == 0 {
+            pg.all_reduce(r, &x, CollectiveReduce::Sum)
+        } else {
+            pg.all_gather(r, &x, 0)
+        };
+        result.unwrap_err().to_string()
+    });
+    for e in &errors {
+        for words in [
+            "the ranks called different collectives",
+            "rank 0: all_reduce(Sum) float32[4] (collective #1) at tests/process_group.rs:",
+            "rank 1: all_gather(dim 0) float32[4] (collective #1) at tests/process_group.rs:",
+        ] {
+            assert!(e.contains(words), "expected {words:?} in {e}");
+        }
+    }
+    // The ranks go on: their next collective matches and runs.
+    let sums = on_ranks(&pg, 2, |pg, r| {
+        let x = pg
+            .device(r)
+            .unwrap()
+            .tensor(&[r as f32 + 1.0; 4], &[4])
+            .unwrap();
+        let y = pg.all_reduce(r, &x, CollectiveReduce::Sum).unwrap();
+        y.to_vec::<f32>().unwrap()
+    });
+    assert_eq!(sums, vec![vec![3.0; 4], vec![3.0; 4]]);
+}
+
+#[test]
+fn mismatched_collectives_fail_every_rank_naming_each_call() {
+    four_devices("child_mismatched_collectives_fail_every_rank_naming_each_call");
+}
+
+#[test]
+fn child_a_rank_that_never_comes_fails_the_others_within_the_timeout() {
+    if !is_child("child_a_rank_that_never_comes_fails_the_others_within_the_timeout") {
+        return;
+    }
+    let devices: Vec<Device> = (0..3).map(|r| Device::get(r).unwrap()).collect();
+    let pg = ProcessGroup::with_timeout(&devices, Duration::from_millis(500)).unwrap();
+    let start = Instant::now();
+    // Ranks 0 and 1 of three call; rank 2 never does.
+    let errors = on_ranks(&pg, 2, |pg, r| {
+        let x = pg.device(r).unwrap().tensor(&[1.0f32; 4], &[4]).unwrap();
+        pg.all_reduce(r, &x, CollectiveReduce::Sum)
+            .unwrap_err()
+            .to_string()
+    });
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        start.elapsed()
+    );
+    for e in &errors {
+        for words in [
+            "all_reduce: timed out after 500ms waiting for 1 of 3 ranks",
+            "rank 2 (last finished: no collective)",
+            "rank 0: all_reduce(Sum) float32[4] (collective #1) at tests/process_group.rs:",
+            "rank 1: all_reduce(Sum)",
+        ] {
+            assert!(e.contains(words), "expected {words:?} in {e}");
+        }
+    }
+    // Bad calls fail at once, naming the op; the runtime goes on.
+    let x = Device::get(1).unwrap().tensor(&[1.0f32; 4], &[4]).unwrap();
+    let e = pg
+        .all_reduce(0, &x, CollectiveReduce::Sum)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("rank 0 passed a tensor on device 1; expected one on its device 0"),
+        "{e}"
+    );
+    let e = pg.all_gather(5, &x, 0).unwrap_err().to_string();
+    assert!(
+        e.contains("all_gather: got rank 5; expected a rank in 0..3"),
+        "{e}"
+    );
+    let e = ProcessGroup::new(&[devices[0], devices[0]])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("ranks 0 and 1 are both on device 0"), "{e}");
+    let t = Tensor::from_slice(&[2.0f32, 3.0], &[2]).unwrap();
+    assert_eq!((&t * 2.0).unwrap().to_vec::<f32>().unwrap(), vec![4.0, 6.0]);
+}
+
+#[test]
+fn a_rank_that_never_comes_fails_the_others_within_the_timeout() {
+    four_devices("child_a_rank_that_never_comes_fails_the_others_within_the_timeout");
+}
