@@ -75,6 +75,12 @@ fn values(dtype: DType, b: &Buffer) -> Vec<f64> {
 /// Runs `c` on every replica's operand as one replicated execution; each
 /// replica's result.
 fn run(c: &Collective, dtype: DType) -> Vec<Vec<f64>> {
+    let operands: Vec<Vec<f64>> = (0..REPLICAS).map(|r| operand(dtype, r)).collect();
+    run_on(c, dtype, &operands)
+}
+
+/// Runs `c` with replica `r`'s operand `operands[r]`.
+fn run_on(c: &Collective, dtype: DType, operands: &[Vec<f64>]) -> Vec<Vec<f64>> {
     let mut graph = Graph::new();
     let x = graph.param(TensorType::new(dtype, &[LEN as i64]));
     let y = graph
@@ -93,7 +99,7 @@ fn run(c: &Collective, dtype: DType) -> Vec<Vec<f64>> {
     let inputs: Vec<Buffer> = devices
         .iter()
         .enumerate()
-        .map(|(r, d)| Buffer::from_host(d, dtype, &[LEN as i64], &bytes(dtype, &operand(dtype, r))))
+        .map(|(r, d)| Buffer::from_host(d, dtype, &[LEN as i64], &bytes(dtype, &operands[r])))
         .collect::<Result<_, _>>()
         .unwrap();
     let lists: Vec<Vec<&Buffer>> = inputs.iter().map(|b| vec![b]).collect();
@@ -227,6 +233,47 @@ fn all_gather_reduce_scatter_and_all_to_all_move_the_groups_blocks() {
                 .flat_map(|x| x[k * block..(k + 1) * block].to_vec())
                 .collect();
             assert_eq!(to_all[r], received, "{}", what("all_to_all"));
+        }
+    }
+}
+
+#[test]
+fn broadcast_gives_each_group_its_roots_tensor_bit_for_bit() {
+    // Replica r's floats include -0.0 and NaN: they arrive as they left.
+    let floats: Vec<Vec<f64>> = (0..REPLICAS)
+        .map(|r| vec![r as f64 + 0.5, -0.0, f64::NAN, -(r as f64) * 1e30])
+        .collect();
+    for groups in layouts() {
+        let root = 1;
+        let c = Collective::Broadcast {
+            root,
+            groups: groups.clone(),
+        };
+        for (dtype, operands) in [
+            (DType::F32, floats.clone()),
+            (
+                DType::I32,
+                (0..REPLICAS).map(|r| operand(DType::I32, r)).collect(),
+            ),
+            (
+                DType::Bool,
+                (0..REPLICAS).map(|r| operand(DType::Bool, r)).collect(),
+            ),
+        ] {
+            let got = run_on(&c, dtype, &operands);
+            for (r, got) in got.iter().enumerate() {
+                let from = group_of(&groups, r)[root as usize] as usize;
+                let want: Vec<f64> = operands[from].iter().map(|&v| v as f32 as f64).collect();
+                let same = got.iter().zip(&want).all(|(g, w)| {
+                    (g.is_nan() && w.is_nan())
+                        || (g == w && g.is_sign_negative() == w.is_sign_negative())
+                });
+                assert!(
+                    same,
+                    "{dtype} over {:?}, replica {r}: got {got:?}, expected replica {from}'s {want:?}",
+                    groups.groups()
+                );
+            }
         }
     }
 }

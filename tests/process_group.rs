@@ -68,12 +68,13 @@ fn reference(r: usize, step: usize) -> Vec<f32> {
         .iter()
         .flat_map(|x| x[r * block..(r + 1) * block].to_vec())
         .collect();
-    // sum * 2 + max, then the gathered total, the averaged block and what
-    // all-to-all delivered, concatenated.
+    // sum * 2 + max, then the gathered total, the averaged block, what
+    // all-to-all delivered and rank 2's operand, concatenated.
     let mut out: Vec<f32> = sum.iter().zip(&max).map(|(s, m)| s * 2.0 + m).collect();
     out.push(gathered.iter().sum());
     out.extend(avg_block);
     out.extend(received);
+    out.extend(operand(2, step));
     out
 }
 
@@ -99,10 +100,13 @@ fn rank_step(pg: &ProcessGroup, r: usize, step: usize) -> Vec<f32> {
     let gathered = pg.all_gather(r, &x, 0).unwrap().sum_all().unwrap();
     let avg = pg.reduce_scatter(r, &x, CollectiveReduce::Avg, 0).unwrap();
     let exchanged = pg.all_to_all(r, &x, 0, 0).unwrap();
+    let from_two = pg.broadcast(r, &x, 2).unwrap();
     let mut out = first.to_vec::<f32>().unwrap();
     out.push(gathered.item::<f32>().unwrap());
     out.extend(avg.to_vec::<f32>().unwrap());
     out.extend(exchanged.to_vec::<f32>().unwrap());
+    out.extend(from_two.to_vec::<f32>().unwrap());
+    pg.barrier(r).unwrap();
     out
 }
 

@@ -117,6 +117,9 @@ pub enum Collective {
         dim: usize,
         groups: ReplicaGroups,
     },
+    /// Every replica gets the tensor of replica `root` of its group (its
+    /// position in the group), bit for bit.
+    Broadcast { root: u32, groups: ReplicaGroups },
     /// Each replica splits its tensor along `split_dim` into one block per
     /// replica of its group, sends block `k` to replica `k` and concatenates
     /// what it receives along `concat_dim`, in group order.
@@ -134,6 +137,7 @@ impl Collective {
             Collective::AllReduce { .. } => "all_reduce",
             Collective::AllGather { .. } => "all_gather",
             Collective::ReduceScatter { .. } => "reduce_scatter",
+            Collective::Broadcast { .. } => "broadcast",
             Collective::AllToAll { .. } => "all_to_all",
         }
     }
@@ -143,6 +147,7 @@ impl Collective {
             Collective::AllReduce { groups, .. }
             | Collective::AllGather { groups, .. }
             | Collective::ReduceScatter { groups, .. }
+            | Collective::Broadcast { groups, .. }
             | Collective::AllToAll { groups, .. } => groups,
         }
     }

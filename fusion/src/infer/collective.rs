@@ -16,6 +16,18 @@ pub(super) fn infer(op: &'static str, c: &Collective, inputs: &[TensorType]) -> 
             }
             Ok(x.clone())
         }
+        Collective::Broadcast { root, groups } => {
+            if *root as usize >= groups.group_size() {
+                return Err(Error::Invalid {
+                    op,
+                    message: format!(
+                        "got root {root}; expected a position in the group's {} replicas",
+                        groups.group_size()
+                    ),
+                });
+            }
+            Ok(x.clone())
+        }
         Collective::AllGather { dim, groups } => {
             along(op, *dim, x)?;
             let mut shape = x.shape.clone();
@@ -152,6 +164,19 @@ mod tests {
         assert!(
             e.to_string()
                 .starts_with("all_gather: dim 0 is out of range"),
+            "{e}"
+        );
+        let e = infer(
+            Collective::Broadcast {
+                root: 4,
+                groups: four.clone(),
+            },
+            x.clone(),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("broadcast: got root 4; expected a position in the group's 4 replicas"),
             "{e}"
         );
         let e = infer(

@@ -1,8 +1,8 @@
 //! Collectives: `stablehlo.all_reduce`, `all_gather`, `reduce_scatter` and
 //! `all_to_all` over the op's replica groups (cross-replica: no channel).
 
-use super::{Emitter, V};
-use crate::collective::{Collective, CollectiveReduce};
+use super::{Cmp, Emitter, V};
+use crate::collective::{Collective, CollectiveReduce, ReplicaGroups};
 use crate::dtype::DType;
 use crate::shape::TensorType;
 
@@ -13,6 +13,7 @@ pub(super) fn lower(e: &mut Emitter, c: &Collective, x: &V, out: TensorType) -> 
             let sum = reducing(e, "stablehlo.all_reduce", *op, x, &groups, out);
             averaged(e, *op, sum, g.group_size())
         }
+        Collective::Broadcast { root, groups: g } => broadcast(e, *root, g, x, &groups),
         Collective::AllGather { dim, .. } => {
             let attrs = format!("all_gather_dim = {dim} : i64, {groups}");
             e.op("stablehlo.all_gather", &[x], &attrs, out)
@@ -34,6 +35,58 @@ pub(super) fn lower(e: &mut Emitter, c: &Collective, x: &V, out: TensorType) -> 
             );
             e.op("stablehlo.all_to_all", &[x], &attrs, out)
         }
+    }
+}
+
+/// The root's tensor on every replica of its group, as an all-reduce sum of
+/// the root's bits and zeros elsewhere (the CPU plugin has no
+/// `collective_broadcast`): floats travel as integers of their width, so
+/// -0.0 and NaN payloads arrive as they left; bools as a logical or.
+fn broadcast(e: &mut Emitter, root: u32, g: &ReplicaGroups, x: &V, groups: &str) -> V {
+    let dtype = x.ty.dtype;
+    let bits = match dtype {
+        DType::F16 | DType::BF16 => Some(DType::I16),
+        DType::F32 => Some(DType::I32),
+        DType::F64 => Some(DType::I64),
+        _ => None,
+    };
+    let payload = match bits {
+        Some(int) => e.op("stablehlo.bitcast_convert", &[x], "", x.ty.with_dtype(int)),
+        None => x.clone(),
+    };
+    let id = e
+        .unsigned_op(
+            "stablehlo.replica_id",
+            &[],
+            "",
+            &[TensorType::scalar(DType::I32)],
+        )
+        .remove(0);
+    let id = e.from_unsigned(&id);
+    // Whether this replica is its group's root: one comparison per group.
+    let mut is_root: Option<V> = None;
+    for group in g.groups() {
+        let replica = e.scalar(group[root as usize] as i64, DType::I32);
+        let here = e.compare(Cmp::Eq, &id, &replica);
+        is_root = Some(match is_root {
+            Some(any) => e.binary("stablehlo.or", &any, &here),
+            None => here,
+        });
+    }
+    let is_root = is_root.expect("replica groups are never empty");
+    let zeros = e.splat(0, &payload);
+    let masked = e.select(&is_root, &payload, &zeros);
+    let sum = reducing(
+        e,
+        "stablehlo.all_reduce",
+        CollectiveReduce::Sum,
+        &masked,
+        groups,
+        masked.ty.clone(),
+    );
+    match bits {
+        Some(_) => e.op("stablehlo.bitcast_convert", &[&sum], "", x.ty.clone()),
+        None => sum,
     }
 }
 

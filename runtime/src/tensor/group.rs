@@ -80,6 +80,7 @@ impl Call {
         let what = match &self.collective {
             Collective::AllReduce { op, .. } => format!("all_reduce({op:?})"),
             Collective::AllGather { dim, .. } => format!("all_gather(dim {dim})"),
+            Collective::Broadcast { root, .. } => format!("broadcast(root {root})"),
             Collective::ReduceScatter { op, dim, .. } => {
                 format!("reduce_scatter({op:?}, dim {dim})")
             }
@@ -168,6 +169,35 @@ impl ProcessGroup {
     pub fn all_reduce(&self, rank: usize, x: &Tensor, op: CollectiveReduce) -> Result<Tensor> {
         let groups = self.all();
         self.collective(rank, x, Collective::AllReduce { op, groups })
+    }
+
+    /// Every rank gets rank `root`'s `x`, bit for bit (every rank passes a
+    /// tensor of that type: the others' values are not read).
+    #[track_caller]
+    pub fn broadcast(&self, rank: usize, x: &Tensor, root: usize) -> Result<Tensor> {
+        let root = u32::try_from(root).unwrap_or(u32::MAX);
+        let groups = self.all();
+        self.collective(rank, x, Collective::Broadcast { root, groups })
+    }
+
+    /// Returns once every rank has called it and this rank's own earlier
+    /// work has run (as `torch.distributed.barrier` on a device backend).
+    #[track_caller]
+    pub fn barrier(&self, rank: usize) -> Result<()> {
+        let Some(device) = self.device(rank) else {
+            return Err(invalid(
+                "barrier",
+                format!("got rank {rank}; expected a rank in 0..{}", self.size()),
+            ));
+        };
+        let token = device.tensor(&[0i32], &[])?;
+        let groups = self.all();
+        let all = Collective::AllReduce {
+            op: CollectiveReduce::Sum,
+            groups,
+        };
+        self.collective(rank, &token, all)?.sync()?;
+        device.stream.sync(context::get()?)
     }
 
     /// Every rank gets all ranks' `x` concatenated along `dim`, in rank order.
