@@ -160,6 +160,17 @@ impl ProcessGroup {
         self.inner.devices.get(rank).copied()
     }
 
+    /// Rank `rank`'s device, or an error naming `op` for a rank outside the
+    /// group.
+    fn rank_device(&self, op: &'static str, rank: usize) -> Result<Device> {
+        self.device(rank).ok_or_else(|| {
+            invalid(
+                op,
+                format!("got rank {rank}; expected a rank in 0..{}", self.size()),
+            )
+        })
+    }
+
     fn all(&self) -> ReplicaGroups {
         ReplicaGroups::all(self.size() as u32)
     }
@@ -184,12 +195,7 @@ impl ProcessGroup {
     /// work has run (as `torch.distributed.barrier` on a device backend).
     #[track_caller]
     pub fn barrier(&self, rank: usize) -> Result<()> {
-        let Some(device) = self.device(rank) else {
-            return Err(invalid(
-                "barrier",
-                format!("got rank {rank}; expected a rank in 0..{}", self.size()),
-            ));
-        };
+        let device = self.rank_device("barrier", rank)?;
         let token = device.tensor(&[0i32], &[])?;
         let groups = self.all();
         let all = Collective::AllReduce {
@@ -250,12 +256,7 @@ impl ProcessGroup {
         let origin = crate::origin::current(Location::caller());
         let rt = context::get()?;
         let op = collective.name();
-        let Some(device) = self.device(rank) else {
-            return Err(invalid(
-                op,
-                format!("got rank {rank}; expected a rank in 0..{}", self.size()),
-            ));
-        };
+        let device = self.rank_device(op, rank)?;
         if x.device() != device {
             return Err(invalid(
                 op,
