@@ -106,6 +106,12 @@ fn rank_step(pg: &ProcessGroup, r: usize, step: usize) -> Vec<f32> {
     out.extend(avg.to_vec::<f32>().unwrap());
     out.extend(exchanged.to_vec::<f32>().unwrap());
     out.extend(from_two.to_vec::<f32>().unwrap());
+    // A collective whose result and input are dropped unread: its rank's
+    // stream keeps it (and the inputs it reads) until it is done.
+    let scratch = d.tensor(&vec![r as f32; 1 << 16], &[1 << 16]).unwrap();
+    drop(pg.all_reduce(r, &scratch, CollectiveReduce::Sum).unwrap());
+    drop(scratch);
+    eagertpu::sync().unwrap();
     pg.barrier(r).unwrap();
     out
 }

@@ -329,6 +329,15 @@ impl Stream {
         }
     }
 
+    /// Keeps `done` (a launch made outside this stream's traces: a
+    /// collective) with the stream's launched chunks, so that `sync` waits
+    /// for it and its inputs stay held until it is known done, read or not.
+    pub(crate) fn track(&self, done: Arc<Completion>) {
+        let mut st = lock(&self.state);
+        st.outstanding.retain(|c| !c.done_ok());
+        st.outstanding.push(done);
+    }
+
     /// Launches everything pending and waits for every launched chunk;
     /// returns the first failure.
     pub fn sync(&self, rt: &Runtime) -> Result<()> {

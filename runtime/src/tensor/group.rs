@@ -437,7 +437,8 @@ impl ProcessGroup {
         Ok(replicas
             .into_iter()
             .zip(&calls)
-            .map(|((mut outputs, event), c)| {
+            .zip(&self.inner.devices)
+            .map(|(((mut outputs, event), c), device)| {
                 let blame = Blame {
                     op,
                     inputs: vec![c.ty.clone()],
@@ -445,6 +446,7 @@ impl ProcessGroup {
                     chunk_ops: 1,
                 };
                 let done = Completion::new(event, blame, deps.clone(), reads.clone());
+                device.stream.track(done.clone());
                 Value::computed(out_ty.clone(), outputs.remove(0), done)
             })
             .collect())
