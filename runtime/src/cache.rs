@@ -161,13 +161,42 @@ impl CompileCache {
             Counters::add(&counters.memory_hits, 1);
             return Ok(p.clone());
         }
+        self.single_flight(
+            key,
+            counters,
+            || self.load_or_compile(key, &text, &options, counters),
+            |p| {
+                lock(&self.replicated).put(key, p.clone());
+            },
+        )
+    }
+
+    /// Loads or compiles program `key` once however many threads ask for it
+    /// at the same time (`load`); `remember` puts it in memory before the
+    /// flight ends, so a later request finds it there. A thread that waited
+    /// for another's load counts a memory hit.
+    fn single_flight(
+        &self,
+        key: u128,
+        counters: &Counters,
+        load: impl FnOnce() -> Result<Arc<Executable>>,
+        remember: impl FnOnce(&Arc<Program>),
+    ) -> Result<Arc<Program>> {
         let flight = self.in_flight.entry(key).or_default().clone();
+        let mut loaded_here = false;
         let exe = flight
-            .get_or_init(|| self.load_or_compile(key, &text, &options, counters))
+            .get_or_init(|| {
+                loaded_here = true;
+                load()
+            })
             .clone();
+        if !loaded_here {
+            // Another thread compiled (or loaded) it while we waited.
+            Counters::add(&counters.memory_hits, 1);
+        }
         let program = exe.map(|exe| Arc::new(Program { exe }));
         if let Ok(p) = &program {
-            lock(&self.replicated).put(key, p.clone());
+            remember(p);
         }
         self.in_flight.remove(&key);
         program
@@ -186,24 +215,14 @@ impl CompileCache {
         }
         let text = fusion::lower::lower(graph);
         let key = self.program_key(&text);
-        let flight = self.in_flight.entry(key).or_default().clone();
-        let mut loaded_here = false;
-        let exe = flight
-            .get_or_init(|| {
-                loaded_here = true;
-                self.load_or_compile_explained(key, &text, graph, counters)
-            })
-            .clone();
-        if !loaded_here {
-            // Another thread compiled (or loaded) it while we waited.
-            Counters::add(&counters.memory_hits, 1);
-        }
-        let program = exe.map(|exe| Arc::new(Program { exe }));
-        if let Ok(p) = &program {
-            lock(&self.programs).put(graph.clone(), p.clone());
-        }
-        self.in_flight.remove(&key);
-        program
+        self.single_flight(
+            key,
+            counters,
+            || self.load_or_compile_explained(key, &text, graph, counters),
+            |p| {
+                lock(&self.programs).put(graph.clone(), p.clone());
+            },
+        )
     }
 
     fn load_or_compile_explained(

@@ -90,6 +90,16 @@ impl Value {
 
     /// A value whose buffer is already computed (a host upload).
     pub fn ready(ty: TensorType, buffer: Buffer) -> Arc<Value> {
+        Value::launched(ty, buffer, None)
+    }
+
+    /// A value computed by a launch outside any stream's trace (a
+    /// collective): its buffer, and the launch's completion.
+    pub fn computed(ty: TensorType, buffer: Buffer, done: Arc<Completion>) -> Arc<Value> {
+        Value::launched(ty, buffer, Some(done))
+    }
+
+    fn launched(ty: TensorType, buffer: Buffer, done: Option<Arc<Completion>>) -> Arc<Value> {
         Arc::new(Value {
             ty,
             slot: u32::MAX,
@@ -97,20 +107,10 @@ impl Value {
             computed_at: 0,
             state: Mutex::new(State::Ready {
                 buffer: Arc::new(buffer),
-                done: None,
+                done,
             }),
             launched: AtomicBool::new(true),
         })
-    }
-
-    /// A value computed by a launch outside any stream's trace (a
-    /// collective): its buffer, and the launch's completion.
-    pub fn computed(ty: TensorType, buffer: Buffer, done: Arc<Completion>) -> Arc<Value> {
-        let value = Value::ready(ty, buffer);
-        if let State::Ready { done: d, .. } = &mut *lock(&value.state) {
-            *d = Some(done);
-        }
-        value
     }
 
     /// The buffer to pass to a launch (PJRT orders it after its producer);

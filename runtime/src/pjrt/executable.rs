@@ -200,10 +200,32 @@ impl Executable {
         kept: &[i64],
     ) -> Result<(Vec<Buffer>, Option<Event>)> {
         let raw_inputs: Vec<*mut PJRT_Buffer> = inputs.iter().map(|b| b.raw()).collect();
-        let arg_list: *const *mut PJRT_Buffer = raw_inputs.as_ptr();
         let mut raw_outputs: Vec<*mut PJRT_Buffer> = vec![std::ptr::null_mut(); self.num_outputs];
-        let out_list: *mut *mut PJRT_Buffer = raw_outputs.as_mut_ptr();
-        let mut complete: *mut PJRT_Event = std::ptr::null_mut();
+        let mut complete = [std::ptr::null_mut()];
+        self.launch(
+            &[raw_inputs.as_ptr()],
+            raw_inputs.len(),
+            &[raw_outputs.as_mut_ptr()],
+            &mut complete,
+            kept,
+            Some(device),
+        )?;
+        Ok(self.adopt(raw_outputs, complete[0]))
+    }
+
+    /// One `PJRT_LoadedExecutable_Execute` over `arg_lists` (one list of
+    /// `num_args` buffers per device), filling `out_lists` and `complete`;
+    /// a portable program runs on `device` (a replicated one on the devices
+    /// it was compiled for).
+    fn launch(
+        &self,
+        arg_lists: &[*const *mut PJRT_Buffer],
+        num_args: usize,
+        out_lists: &[*mut *mut PJRT_Buffer],
+        complete: &mut [*mut PJRT_Event],
+        kept: &[i64],
+        device: Option<&Device>,
+    ) -> Result<()> {
         let mut options = PJRT_ExecuteOptions::default();
         options.set_struct_size();
         if !kept.is_empty() {
@@ -213,28 +235,35 @@ impl Executable {
         let mut args = PJRT_LoadedExecutable_Execute_Args {
             executable: self.raw,
             options: &mut options,
-            argument_lists: &arg_list,
-            num_devices: 1,
-            num_args: raw_inputs.len(),
-            output_lists: &out_list,
-            device_complete_events: &mut complete,
+            argument_lists: arg_lists.as_ptr(),
+            num_devices: arg_lists.len(),
+            num_args,
+            output_lists: out_lists.as_ptr(),
+            device_complete_events: complete.as_mut_ptr(),
             ..Default::default()
         };
-        if self.portable {
+        if let (true, Some(device)) = (self.portable, device) {
             args.execute_device = device.raw();
         }
         pjrt_call!(self.client.plugin, PJRT_LoadedExecutable_Execute, &mut args)?;
+        Ok(())
+    }
+
+    /// One device's outputs and completion event, owned.
+    fn adopt(
+        &self,
+        raw_outputs: Vec<*mut PJRT_Buffer>,
+        complete: *mut PJRT_Event,
+    ) -> (Vec<Buffer>, Option<Event>) {
         let outputs = raw_outputs
             .into_iter()
             .map(|raw| Buffer::from_raw(self.client.clone(), raw))
             .collect();
         let event =
             (!complete.is_null()).then(|| Event::from_raw(self.client.plugin.clone(), complete));
-        Ok((outputs, event))
+        (outputs, event)
     }
-}
 
-impl Executable {
     /// Runs a replicated program (compiled for `Placement::Replicated`) as
     /// one execution spanning all its devices: `inputs[r]` are replica `r`'s
     /// parameters. Returns each replica's outputs and completion event. One
@@ -275,31 +304,11 @@ impl Executable {
             .map(|list| list.as_mut_ptr())
             .collect();
         let mut complete: Vec<*mut PJRT_Event> = vec![std::ptr::null_mut(); self.replicas];
-        let mut options = PJRT_ExecuteOptions::default();
-        options.set_struct_size();
-        let mut args = PJRT_LoadedExecutable_Execute_Args {
-            executable: self.raw,
-            options: &mut options,
-            argument_lists: arg_lists.as_ptr(),
-            num_devices: self.replicas,
-            num_args,
-            output_lists: out_lists.as_ptr(),
-            device_complete_events: complete.as_mut_ptr(),
-            ..Default::default()
-        };
-        pjrt_call!(self.client.plugin, PJRT_LoadedExecutable_Execute, &mut args)?;
+        self.launch(&arg_lists, num_args, &out_lists, &mut complete, &[], None)?;
         Ok(raw_outputs
             .into_iter()
             .zip(complete)
-            .map(|(outputs, done)| {
-                let outputs = outputs
-                    .into_iter()
-                    .map(|raw| Buffer::from_raw(self.client.clone(), raw))
-                    .collect();
-                let event =
-                    (!done.is_null()).then(|| Event::from_raw(self.client.plugin.clone(), done));
-                (outputs, event)
-            })
+            .map(|(outputs, done)| self.adopt(outputs, done))
             .collect())
     }
 }
