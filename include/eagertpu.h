@@ -30,6 +30,7 @@ extern "C" {
 typedef int32_t etpu_status;
 typedef uint64_t etpu_tensor;
 typedef uint64_t etpu_storage;
+typedef uint64_t etpu_group;
 
 enum {
   ETPU_OK = 0,
@@ -215,6 +216,46 @@ etpu_status etpu_fused_adam(const etpu_operand* tensors, size_t count, etpu_oper
 etpu_status etpu_fused_sgd(const etpu_operand* tensors, size_t count, etpu_operand lr, double weight_decay,
                            double momentum, double dampening, bool nesterov, bool maximize, bool is_first_step,
                            etpu_operand grad_scale, etpu_operand found_inf, const char* origin);
+
+/* -------------------------------------------------------- collectives ---- */
+/* A process group's ranks are devices of this process's client, each driven by
+ * its own thread. A collective is called by every rank with its own rank and
+ * tensor (on its device) and returns once every rank has called it: the ranks
+ * agree on (op, dtype, shape, sequence number) first, so a mismatch fails every
+ * rank with an error listing each rank's call and origin, and a rank missing
+ * after the group's timeout fails the others with an error naming it. The
+ * process goes on after either. The collective runs as a program of its own,
+ * after what the rank recorded before it. */
+
+/* etpu_reduce, numbered as c10d's ReduceOp */
+enum { ETPU_REDUCE_SUM = 0, ETPU_REDUCE_AVG = 1, ETPU_REDUCE_PRODUCT = 2, ETPU_REDUCE_MIN = 3, ETPU_REDUCE_MAX = 4 };
+
+/* A group of `size` ranks, rank r on device devices[r]; `timeout_seconds` 0
+ * means EAGERTPU_COLLECTIVE_TIMEOUT. Writes one handle per rank to
+ * out[0..size]; each rank frees its own. */
+etpu_status etpu_group_new(const int64_t* devices, size_t size, double timeout_seconds, etpu_group* out);
+etpu_status etpu_group_free(etpu_group group);
+/* Rank `rank`'s device. */
+etpu_status etpu_group_device(etpu_group group, int64_t rank, int64_t* out);
+/* Every rank's `x` reduced (etpu_reduce; AVG for floating-point dtypes only). */
+etpu_status etpu_all_reduce(etpu_group group, int64_t rank, etpu_tensor x, int32_t reduce, const char* origin,
+                            etpu_tensor* out);
+/* Every rank's `x` concatenated along `dim`, in rank order. */
+etpu_status etpu_all_gather(etpu_group group, int64_t rank, etpu_tensor x, int64_t dim, const char* origin,
+                            etpu_tensor* out);
+/* The reduction of every rank's `x`, split along `dim` into one block per rank:
+ * this rank's block. */
+etpu_status etpu_reduce_scatter(etpu_group group, int64_t rank, etpu_tensor x, int32_t reduce, int64_t dim,
+                                const char* origin, etpu_tensor* out);
+/* Rank `root`'s `x`, bit for bit (the others' values are not read). */
+etpu_status etpu_broadcast(etpu_group group, int64_t rank, etpu_tensor x, int64_t root, const char* origin,
+                           etpu_tensor* out);
+/* `x` split along `split_dim` into one block per rank, block k sent to rank k;
+ * the blocks received concatenated along `concat_dim`, in rank order. */
+etpu_status etpu_all_to_all(etpu_group group, int64_t rank, etpu_tensor x, int64_t split_dim, int64_t concat_dim,
+                            const char* origin, etpu_tensor* out);
+/* Returns once every rank has called it and this rank's earlier work has run. */
+etpu_status etpu_barrier(etpu_group group, int64_t rank, const char* origin);
 
 /* ---------------------------------------------------------------- ops ---- */
 

@@ -13,6 +13,7 @@
 //! records its C signature; `tests/header.rs` checks the hand-written header
 //! against that table, so the two cannot drift apart.
 
+mod collectives;
 mod conv_pool;
 mod handles;
 mod index;
@@ -267,6 +268,7 @@ pub fn all_signatures() -> Vec<Signature> {
     v.extend(storage::signatures());
     v.extend(pointwise::signatures());
     v.extend(optim::signatures());
+    v.extend(collectives::signatures());
     v
 }
 

@@ -14,6 +14,12 @@ pub struct TensorHandle(pub u64);
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct StorageHandle(pub u64);
 
+/// A process group handle (`etpu_group`): one rank's handle to a group of
+/// ranks (`eagertpu::ProcessGroup`); 0 is none.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct GroupHandle(pub u64);
+
 /// A Python number as it crosses the ABI (`etpu_scalar`): a tag and the value
 /// in the slot of its kind, so an int64 survives exactly (a double holds
 /// integers only up to 2^53).
@@ -72,6 +78,8 @@ c_types! {
     TensorHandle => "etpu_tensor",
     StorageHandle => "etpu_storage",
     *mut StorageHandle => "etpu_storage*",
+    GroupHandle => "etpu_group",
+    *mut GroupHandle => "etpu_group*",
     ScalarArg => "etpu_scalar",
     *const ScalarArg => "const etpu_scalar*",
     OperandArg => "etpu_operand",

@@ -234,6 +234,42 @@ static void errors(void) {
   OK(etpu_tensor_free(e));
 }
 
+/* A group of one rank (this program has one thread): its collectives, its
+ * errors, and the handle's lifetime. Multi-rank groups are tested from Rust
+ * (tests/process_group.rs) and PyTorch (python/tests/test_distributed.py). */
+static void collectives(void) {
+  const float v[3] = {1.5f, -2.0f, 4.0f};
+  const int64_t d3[1] = {3}, device0[1] = {0};
+  etpu_group g = 0;
+  OK(etpu_group_new(device0, 1, 5.0, &g));
+  etpu_tensor x = upload_f32(v, d3, 1, 3), out = 0;
+  float got[3];
+  OK(etpu_all_reduce(g, 0, x, ETPU_REDUCE_SUM, "abi.c:collectives", &out));
+  read_f32(out, got, 3);
+  CHECK(got[0] == 1.5f && got[1] == -2.0f && got[2] == 4.0f, "all_reduce of one rank: %f %f %f", got[0], got[1],
+        got[2]);
+  OK(etpu_tensor_free(out));
+  OK(etpu_all_gather(g, 0, x, 0, "abi.c:collectives", &out));
+  read_f32(out, got, 3);
+  CHECK(got[2] == 4.0f, "all_gather of one rank: %f", got[2]);
+  OK(etpu_tensor_free(out));
+  OK(etpu_barrier(g, 0, "abi.c:collectives"));
+
+  etpu_status st = etpu_all_reduce(g, 0, x, 7, "abi.c:collectives", &out);
+  CHECK(st == ETPU_INVALID_ARGUMENT && strstr(eagertpu_last_error(), "reduction 7"), "bad reduce: %d %s", st,
+        eagertpu_last_error());
+  st = etpu_broadcast(g, 1, x, 0, "abi.c:collectives", &out);
+  CHECK(st == ETPU_INVALID_ARGUMENT && strstr(eagertpu_last_error(), "rank 1"), "rank outside: %d %s", st,
+        eagertpu_last_error());
+  etpu_group bad = 0;
+  st = etpu_group_new(device0, 1, -1.0, &bad);
+  CHECK(st == ETPU_INVALID_ARGUMENT && strstr(eagertpu_last_error(), "timeout"), "negative timeout: %d", st);
+  OK(etpu_group_free(g));
+  st = etpu_all_reduce(g, 0, x, ETPU_REDUCE_SUM, "abi.c:collectives", &out);
+  CHECK(st == ETPU_BAD_HANDLE, "freed group: %d", st);
+  OK(etpu_tensor_free(x));
+}
+
 /* A 2x3 float tensor in a registered allocation: write it whole, read its
  * transpose, write a column through a strided view, read it all back. */
 static void storages(void) {
@@ -396,6 +432,7 @@ int main(void) {
     storages();
     errors();
     deferred_failure();
+    collectives();
     OK(eagertpu_sync());
   }
   OK(etpu_live_tensors(&live_after));
