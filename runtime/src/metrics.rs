@@ -40,6 +40,10 @@ pub(crate) struct Counters {
     pub replayed_chunks: AtomicU64,
     pub replayed_ops: AtomicU64,
     pub replay_misses: AtomicU64,
+    /// Collectives run, and collectives that failed every rank (a mismatch,
+    /// a missing rank, a failed input).
+    pub collectives: AtomicU64,
+    pub collective_errors: AtomicU64,
     pub recompile_reasons: Mutex<Vec<String>>,
     /// CPU fallbacks by op (a caller that runs an op on the CPU for lack of
     /// a kernel reports it: `crate::note_fallback`).
@@ -103,6 +107,9 @@ impl Counters {
             replayed_chunks: get(&self.replayed_chunks),
             replayed_ops: get(&self.replayed_ops),
             replay_misses: get(&self.replay_misses),
+            collectives: get(&self.collectives),
+            collective_errors: get(&self.collective_errors),
+            collectives_waiting: crate::tensor::group::waiting(),
             cached_executables,
             live_buffers: crate::pjrt::live::BUFFERS.get(),
             live_executables: crate::pjrt::live::EXECUTABLES.get(),
@@ -186,6 +193,14 @@ pub struct Metrics {
     /// Chunks whose ops matched a replay plan but whose binding did not (a
     /// tensor held elsewhere, two arguments now one tensor): built in full.
     pub replay_misses: u64,
+    /// Collectives run across a process group's ranks.
+    pub collectives: u64,
+    /// Collectives that failed every rank (a mismatch, a missing rank).
+    pub collective_errors: u64,
+    /// Where ranks wait now: one line per collective some ranks are waiting
+    /// at, naming each waiting rank's call and line, how long it has waited,
+    /// and the ranks missing (with the last collective each finished).
+    pub collectives_waiting: Vec<String>,
     /// Executables held by the in-memory cache.
     pub cached_executables: usize,
     /// Device buffers alive now.
@@ -252,6 +267,7 @@ impl Metrics {
              \"chunks_op_by_op\": {}, \"chunks_op_by_op_while_compiling\": {}, \"chunks_split\": {}, \
              \"background_compiles\": {}, \"compiling_in_background\": {}, \"promotions\": {}, \
              \"replayed_chunks\": {}, \"replayed_ops\": {}, \"replay_misses\": {}, \
+             \"collectives\": {}, \"collective_errors\": {}, \"collectives_waiting\": [{}], \
              \"cached_executables\": {}, \"live_buffers\": {}, \"live_executables\": {}, \
              \"recompile_reasons\": [{}], \"fallbacks\": {{{}}}, \"host_syncs_by_site\": {{{}}}, \
              \"op_timing\": {{{}}}}}",
@@ -285,6 +301,13 @@ impl Metrics {
             self.replayed_chunks,
             self.replayed_ops,
             self.replay_misses,
+            self.collectives,
+            self.collective_errors,
+            self.collectives_waiting
+                .iter()
+                .map(|w| json_string(w))
+                .collect::<Vec<_>>()
+                .join(", "),
             self.cached_executables,
             self.live_buffers,
             self.live_executables,
@@ -316,6 +339,7 @@ impl Metrics {
              fused chunk keys    {} ({} chunks run op by op, {} while compiling; {} promoted; {} split by changing shapes)\n\
              background compiles {} ({} compiling now)\n\
              replayed            {} chunks, {} ops ({} misses)\n\
+             collectives         {} ({} failed)\n\
              cached executables  {}\n\
              live buffers        {}\n\
              live executables    {}\n",
@@ -352,10 +376,15 @@ impl Metrics {
             self.replayed_chunks,
             self.replayed_ops,
             self.replay_misses,
+            self.collectives,
+            self.collective_errors,
             self.cached_executables,
             self.live_buffers,
             self.live_executables
         );
+        for w in &self.collectives_waiting {
+            s += &format!("  waiting: {w}\n");
+        }
         for r in &self.recompile_reasons {
             s += &format!("recompiled          {r}\n");
         }

@@ -10,7 +10,7 @@
 //! on.
 
 use std::panic::Location;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use fusion::policy::CutReason;
@@ -67,6 +67,8 @@ struct Call {
     /// The rank's count of collectives, this one included.
     number: u64,
     origin: Origin,
+    /// When the rank arrived.
+    since: Instant,
     value: Arc<Value>,
     /// Why the rank's stream could not run what it recorded before the
     /// collective (the rank still comes to the rendezvous, so that the
@@ -109,6 +111,68 @@ impl Round {
     }
 }
 
+/// Every group alive, for the report of where ranks wait.
+static GROUPS: Mutex<Vec<Weak<Group>>> = Mutex::new(Vec::new());
+
+/// Where ranks wait now, one line per group with a collective some of its
+/// ranks have come to: each waiting rank's call, its line and how long it
+/// has waited, and the ranks still missing with the last collective each
+/// finished (`Metrics::collectives_waiting`).
+pub(crate) fn waiting() -> Vec<String> {
+    let groups: Vec<Arc<Group>> = {
+        let mut all = lock(&GROUPS);
+        all.retain(|g| g.strong_count() > 0);
+        all.iter().filter_map(Weak::upgrade).collect()
+    };
+    groups.iter().filter_map(|g| g.waiting()).collect()
+}
+
+impl Group {
+    fn waiting(&self) -> Option<String> {
+        let round = lock(&self.current).clone();
+        let state = lock(&round.state);
+        if state.outcome.is_some() || state.calls.iter().all(Option::is_none) {
+            return None;
+        }
+        let ranks = lock(&self.ranks).clone();
+        let devices: Vec<String> = self.devices.iter().map(|d| d.index().to_string()).collect();
+        let (waiting, missing) = describe_ranks(&state.calls, &ranks);
+        Some(format!(
+            "group on devices [{}]: {}; missing: {}",
+            devices.join(", "),
+            waiting
+                .iter()
+                .zip(state.calls.iter().flatten())
+                .map(|(w, c)| format!("{w}, waiting {:.1} s", c.since.elapsed().as_secs_f64()))
+                .collect::<Vec<_>>()
+                .join("; "),
+            missing.join(", ")
+        ))
+    }
+}
+
+/// Each rank that came to a round (`rank r: <call>`), and each that did
+/// not (`rank r (last finished: <call>)`).
+fn describe_ranks(calls: &[Option<Call>], ranks: &[RankLog]) -> (Vec<String>, Vec<String>) {
+    let waiting = calls
+        .iter()
+        .enumerate()
+        .filter_map(|(r, c)| c.as_ref().map(|c| format!("rank {r}: {}", c.describe())))
+        .collect();
+    let missing = calls
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.is_none())
+        .map(|(r, _)| {
+            format!(
+                "rank {r} (last finished: {})",
+                ranks[r].finished.as_deref().unwrap_or("no collective")
+            )
+        })
+        .collect();
+    (waiting, missing)
+}
+
 fn invalid(op: &'static str, message: String) -> Error {
     fusion::Error::Invalid { op, message }.into()
 }
@@ -141,14 +205,14 @@ impl ProcessGroup {
                 ));
             }
         }
-        Ok(ProcessGroup {
-            inner: Arc::new(Group {
-                devices: devices.to_vec(),
-                timeout,
-                current: Mutex::new(Round::new(devices.len())),
-                ranks: Mutex::new(vec![RankLog::default(); devices.len()]),
-            }),
-        })
+        let inner = Arc::new(Group {
+            devices: devices.to_vec(),
+            timeout,
+            current: Mutex::new(Round::new(devices.len())),
+            ranks: Mutex::new(vec![RankLog::default(); devices.len()]),
+        });
+        lock(&GROUPS).push(Arc::downgrade(&inner));
+        Ok(ProcessGroup { inner })
     }
 
     pub fn size(&self) -> usize {
@@ -280,6 +344,7 @@ impl ProcessGroup {
             ty: x.ty().clone(),
             number,
             origin,
+            since: Instant::now(),
             value: x.value.clone(),
             failed,
         };
@@ -301,6 +366,9 @@ impl ProcessGroup {
         // error; the others have gone.
         if state.outcome.is_none() && state.calls.iter().all(Option::is_some) {
             let outcome = self.run(rt, &state.calls);
+            if outcome.is_err() {
+                Counters::add(&rt.counters.collective_errors, 1);
+            }
             state.outcome = Some(outcome);
             self.next_round(&round);
             round.arrived.notify_all();
@@ -310,6 +378,7 @@ impl ProcessGroup {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 state.outcome = Some(Err(self.timed_out(&state.calls)));
+                Counters::add(&rt.counters.collective_errors, 1);
                 self.next_round(&round);
                 round.arrived.notify_all();
                 break;
@@ -338,22 +407,7 @@ impl ProcessGroup {
     /// The error of a round some ranks did not come to.
     fn timed_out(&self, calls: &[Option<Call>]) -> Error {
         let ranks = lock(&self.inner.ranks).clone();
-        let waiting: Vec<String> = calls
-            .iter()
-            .enumerate()
-            .filter_map(|(r, c)| c.as_ref().map(|c| format!("rank {r}: {}", c.describe())))
-            .collect();
-        let missing: Vec<String> = calls
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| c.is_none())
-            .map(|(r, _)| {
-                format!(
-                    "rank {r} (last finished: {})",
-                    ranks[r].finished.as_deref().unwrap_or("no collective")
-                )
-            })
-            .collect();
+        let (waiting, missing) = describe_ranks(calls, &ranks);
         let op = calls
             .iter()
             .flatten()
@@ -430,6 +484,7 @@ impl ProcessGroup {
         let lists: Vec<Vec<&Buffer>> = inputs.iter().map(|(b, _)| vec![b.as_ref()]).collect();
         let replicas = program.exe.execute_replicated(&lists)?;
         Counters::add(&rt.counters.executions, 1);
+        Counters::add(&rt.counters.collectives, 1);
         // Every replica may read every rank's input until it is done: each
         // rank's completion holds them all.
         let reads: Vec<Arc<Buffer>> = inputs.iter().map(|(b, _)| b.clone()).collect();

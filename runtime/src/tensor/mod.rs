@@ -11,7 +11,7 @@ mod conv;
 mod create;
 mod device;
 mod elementwise;
-mod group;
+pub(crate) mod group;
 mod index;
 mod layout;
 mod loss;
