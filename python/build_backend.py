@@ -76,7 +76,7 @@ def main():
     replace(FFI, os.path.join(PACKAGE, "libeagertpu_ffi.so"))
     if os.path.exists(OUT) and os.path.getmtime(OUT) >= newest(objects + [FFI]):
         return
-    libs = ["-L" + p for p in library_paths()] + ["-lc10", "-ltorch_cpu", "-ltorch"]
+    libs = ["-L" + p for p in library_paths()] + ["-lc10", "-ltorch_cpu", "-ltorch", "-ltorch_python"]
     tmp = OUT + ".tmp"
     cmd = [CXX, "-shared", *objects, "-L" + PACKAGE, "-leagertpu_ffi", *libs, "-Wl,-rpath,$ORIGIN", "-o", tmp]
     print(f"  link {os.path.relpath(OUT, ROOT)}", flush=True)

@@ -1,0 +1,123 @@
+"""torch.distributed on `tpu`: the `eagertpu` c10d backend.
+
+`import eagertpu` registers it for device `tpu`, so
+
+    dist.init_process_group("cpu:gloo,tpu:eagertpu", store=..., rank=r, world_size=n)
+
+runs collectives on `tpu` tensors through EagerTPU's runtime (and CPU tensors,
+barriers of CPU groups and object collectives through gloo). Ranks are threads
+of one process, each driving its own device (PyTorch's threaded process group
+pattern, `torch.testing._internal.distributed.multi_threaded_pg`): global rank
+`g` runs on `tpu:g % device_count`, and `EAGERTPU_DEVICE_COUNT=N` gives N
+devices on the CPU plugin. Subgroups (`dist.new_group`) are groups of their
+ranks' devices.
+
+Every collective first meets the other ranks: they must call the same
+collective with the same dtype and shape, or every rank fails with an error
+listing each rank's call and line; a rank missing after the timeout
+(`init_process_group(timeout=...)`, or `EAGERTPU_COLLECTIVE_TIMEOUT` (300 s)
+when none is given) fails the others with an error naming it. Never a hang.
+"""
+
+import os
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from . import _backend
+
+NAME = "eagertpu"
+
+
+def _timeout_seconds(timeout: timedelta | None) -> float:
+    """0 (the runtime's EAGERTPU_COLLECTIVE_TIMEOUT) unless the user chose one."""
+    from torch.distributed.constants import default_pg_timeout
+
+    if timeout is None or timeout == default_pg_timeout:
+        return 0.0
+    return timeout.total_seconds()
+
+
+def _create(opts, backend_options):
+    """c10d's creator (extended API): rank `opts.group_rank`'s backend.
+
+    Group rank 0 makes the group (one runtime handle per rank) and leaves each
+    rank's handle in the group's store; the others take theirs. Handles are
+    numbers of this process: ranks in other processes are refused with an
+    error saying so."""
+    store, rank, size = opts.store, opts.group_rank, opts.group_size
+    ranks = list(opts.global_ranks_in_group) or list(range(size))
+    # The n-th creation of this group's backend on a rank pairs with rank 0's
+    # n-th, even when a store outlives one init_process_group.
+    generation = store.add(f"eagertpu/joined/{rank}", 1)
+    prefix = f"eagertpu/{generation}"
+    if rank == 0:
+        count = torch.tpu.device_count()
+        devices = [g % count for g in ranks]
+        handles = _backend.group_new(devices, _timeout_seconds(opts.timeout))
+        store.set(f"{prefix}/pid", str(os.getpid()))
+        for r in range(1, size):
+            store.set(f"{prefix}/handle/{r}", str(handles[r]))
+        return _backend.backend(handles[0], 0, size)
+    pid = int(store.get(f"{prefix}/pid"))
+    if pid != os.getpid():
+        raise RuntimeError(
+            f"eagertpu: rank {rank} is in process {os.getpid()} but rank 0 of its group is in "
+            f"process {pid}; the eagertpu backend runs ranks as threads of one process (one device "
+            "each). Across processes, use gloo for now (init_process_group(\"gloo\")) with tensors "
+            "moved to the CPU."
+        )
+    return _backend.backend(int(store.get(f"{prefix}/handle/{rank}")), rank, size)
+
+
+def register() -> None:
+    """Registers the backend for `tpu` (done by `import eagertpu`)."""
+    if NAME.upper() in dist.Backend._plugins:
+        return
+    dist.Backend.register_backend(NAME, _create, extended_api=True, devices=["tpu"])
+    dist.Backend.default_device_backend_map["tpu"] = NAME
+
+
+def spawn_threads(fn, world_size: int, args=(), backend: str = "cpu:gloo,tpu:eagertpu", timeout=None):
+    """Runs `fn(rank, *args)` on `world_size` threads, each a rank of a new
+    default process group (`backend`) on device `tpu:rank % device_count`,
+    as `torch.multiprocessing.spawn` runs processes. Returns each rank's
+    result, in rank order; when ranks fail, raises the first rank's error
+    after every thread has ended (the others fail at their next collective
+    with an error naming it, or return)."""
+    import threading
+
+    from torch.testing._internal.distributed import multi_threaded_pg
+
+    store = dist.HashStore()
+    results: list = [None] * world_size
+    errors: list = [None] * world_size
+    kwargs = {} if timeout is None else {"timeout": timeout}
+
+    def rank_main(rank: int) -> None:
+        try:
+            torch.tpu.set_device(rank % torch.tpu.device_count())
+            dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, **kwargs)
+            try:
+                results[rank] = fn(rank, *args)
+            finally:
+                dist.destroy_process_group()
+        except BaseException as e:  # noqa: BLE001 - re-raised by the caller's thread
+            errors[rank] = e
+
+    torch._C._distributed_c10d._set_thread_isolation_mode(True)
+    multi_threaded_pg._install_threaded_pg()
+    try:
+        threads = [threading.Thread(target=rank_main, args=(r,), name=f"rank{r}") for r in range(world_size)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        multi_threaded_pg._uninstall_threaded_pg()
+        torch._C._distributed_c10d._set_thread_isolation_mode(False)
+    for rank, e in enumerate(errors):
+        if e is not None:
+            raise RuntimeError(f"rank {rank} failed: {e}") from e
+    return results

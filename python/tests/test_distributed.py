@@ -1,0 +1,253 @@
+"""torch.distributed's `eagertpu` backend: ranks are threads of one process,
+each on its own CPU device (EAGERTPU_DEVICE_COUNT). Each case runs in a fresh
+process (the device count is fixed when the runtime starts) and checks every
+rank's result there against the same computation on CPU tensors."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from helpers import run_python
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# Imported by each case: ranks run `body(rank)` on 4 threads; failures are
+# collected as strings and printed as JSON on the last line.
+PRELUDE = """
+import json, os, sys
+from datetime import timedelta
+import torch, torch.distributed as dist
+import eagertpu
+from eagertpu.distributed import spawn_threads
+W = 4
+failures = []
+
+def expect(what, got, want, rank):
+    got = got.cpu()
+    if got.dtype != want.dtype or got.shape != want.shape or not torch.equal(got, want):
+        if not (got.dtype == want.dtype and got.shape == want.shape and got.is_floating_point()
+                and torch.allclose(got.double(), want.double(), rtol=1e-6, atol=1e-6)):
+            failures.append(f"{what} on rank {rank}: got {got}, want {want}")
+"""
+
+
+def run_case(body, mode="fused", **env):
+    r = run_python(PRELUDE + body + "\nprint(json.dumps(failures))", EAGERTPU_DEVICE_COUNT="4", EAGERTPU_MODE=mode, **env)
+    assert r.returncode == 0, r.stderr[-4000:]
+    failures = json.loads(r.stdout.strip().splitlines()[-1])
+    assert not failures, "\n".join(failures)
+    return r
+
+
+COLLECTIVES = """
+DTYPES = [torch.float32, torch.bfloat16, torch.int32, torch.int64]
+
+def data(rank, dtype, n=6):
+    # Distinct per rank; int64 values above 2**53 must survive exactly.
+    base = torch.arange(n, dtype=torch.int64) * (rank + 1) - 3 * rank
+    if dtype == torch.int64:
+        base = base + 2**53 + 1 if rank % 2 else base
+    return base.to(dtype)
+
+def body(rank):
+    d = torch.device("tpu", rank)
+    for dtype in DTYPES:
+        inputs = [data(r, dtype) for r in range(W)]
+        stacked = torch.stack(inputs)
+        reductions = {"sum": (dist.ReduceOp.SUM, stacked.sum(0)), "max": (dist.ReduceOp.MAX, stacked.amax(0)),
+                      "min": (dist.ReduceOp.MIN, stacked.amin(0))}
+        if dtype != torch.int64:
+            reductions["product"] = (dist.ReduceOp.PRODUCT, stacked.prod(0).to(dtype))
+        if dtype.is_floating_point:
+            reductions["avg"] = (dist.ReduceOp.AVG, (stacked.double().mean(0)).to(dtype))
+        for name, (op, want) in reductions.items():
+            x = inputs[rank].to(d)
+            dist.all_reduce(x, op=op)
+            expect(f"all_reduce {name} {dtype}", x, want.to(dtype), rank)
+        x = inputs[rank].to(d)
+        dist.broadcast(x, src=2)
+        expect(f"broadcast {dtype}", x, inputs[2], rank)
+        outs = [torch.empty(6, dtype=dtype, device=d) for _ in range(W)]
+        dist.all_gather(outs, inputs[rank].to(d))
+        for r in range(W):
+            expect(f"all_gather[{r}] {dtype}", outs[r], inputs[r], rank)
+        flat = torch.empty(W * 6, dtype=dtype, device=d)
+        dist.all_gather_into_tensor(flat, inputs[rank].to(d))
+        expect(f"all_gather_into_tensor {dtype}", flat, torch.cat(inputs), rank)
+        grid = torch.empty(W, 6, dtype=dtype, device=d)
+        dist.all_gather_into_tensor(grid, inputs[rank].to(d))
+        expect(f"all_gather_into_tensor stacked {dtype}", grid, stacked, rank)
+        # reduce_scatter: rank r's input holds W blocks of 3; block k goes to rank k.
+        blocks = [torch.cat([data(r, dtype, 3) + k for k in range(W)]) for r in range(W)]
+        block = torch.empty(3, dtype=dtype, device=d)
+        dist.reduce_scatter_tensor(block, blocks[rank].to(d))
+        expect(f"reduce_scatter_tensor {dtype}", block, torch.stack(blocks).sum(0).to(dtype)[3 * rank:3 * rank + 3], rank)
+        block = torch.empty(3, dtype=dtype, device=d)
+        dist.reduce_scatter(block, [b.to(d) for b in blocks[rank].chunk(W)])
+        expect(f"reduce_scatter {dtype}", block, torch.stack(blocks).sum(0).to(dtype)[3 * rank:3 * rank + 3], rank)
+        exchanged = torch.empty(W * 3, dtype=dtype, device=d)
+        dist.all_to_all_single(exchanged, blocks[rank].to(d))
+        expect(f"all_to_all_single {dtype}", exchanged, torch.cat([blocks[r][3 * rank:3 * rank + 3] for r in range(W)]), rank)
+        outs = [torch.empty(3, dtype=dtype, device=d) for _ in range(W)]
+        dist.all_to_all(outs, [b.to(d) for b in blocks[rank].chunk(W)])
+        for r in range(W):
+            expect(f"all_to_all[{r}] {dtype}", outs[r], blocks[r][3 * rank:3 * rank + 3], rank)
+    # A 2-d tensor through a strided view: written back in place.
+    x = torch.arange(12.0).reshape(3, 4).t().to(d) * (rank + 1)
+    dist.all_reduce(x)
+    expect("all_reduce of a transposed view", x, torch.arange(12.0).reshape(3, 4).t() * 10, rank)
+    # Subgroups: their ranks' devices, rank numbers local to the group.
+    odd = dist.new_group([1, 3])
+    even = dist.new_group([0, 2])
+    mine = odd if rank % 2 else even
+    x = torch.tensor([float(rank)], device=d)
+    dist.all_reduce(x, group=mine)
+    expect("all_reduce in a subgroup", x, torch.tensor([4.0 if rank % 2 else 2.0]), rank)
+    x = torch.tensor([float(rank)], device=d)
+    dist.broadcast(x, src=3 if rank % 2 else 2, group=mine)
+    expect("broadcast in a subgroup (global src)", x, torch.tensor([3.0 if rank % 2 else 2.0]), rank)
+    dist.barrier()
+    # CPU tensors go to gloo.
+    c = torch.ones(2) * rank
+    dist.all_reduce(c)
+    expect("all_reduce of a CPU tensor (gloo)", c, torch.ones(2) * 6, rank)
+
+spawn_threads(body, W)
+m = eagertpu.metrics()
+if m["fallbacks"]:
+    failures.append(f"ops ran on the CPU: {m['fallbacks']}")
+"""
+
+
+def test_collectives_match_the_cpu_for_each_dtype_reduction_and_subgroup():
+    run_case(COLLECTIVES)
+
+
+MISMATCH = """
+def body(rank):
+    d = torch.device("tpu", rank)
+    x = torch.ones(2 if rank != 1 else 3, device=d)
+    try:
+        dist.all_reduce(x)  # the mismatched call
+        failures.append(f"rank {rank}: a mismatched all_reduce did not fail")
+    except RuntimeError as e:
+        msg = str(e)
+        for want in ["different collectives", "rank 0: all_reduce(Sum) float32[2]",
+                     "rank 1: all_reduce(Sum) float32[3]", "<string>:"]:
+            if want not in msg:
+                failures.append(f"rank {rank}: {want!r} not in {msg!r}")
+    # The group goes on.
+    y = torch.full((2,), float(rank), device=d)
+    dist.all_reduce(y)
+    expect("all_reduce after a mismatch", y, torch.full((2,), 6.0), rank)
+
+spawn_threads(body, W)
+"""
+
+
+def test_a_mismatched_collective_fails_every_rank_naming_each_call_and_line():
+    run_case(MISMATCH)
+
+
+MISSING = """
+import time
+def body(rank):
+    d = torch.device("tpu", rank)
+    if rank == 3:
+        return  # never comes to the collective
+    start = time.monotonic()
+    try:
+        dist.all_reduce(torch.ones(2, device=d))
+        failures.append(f"rank {rank}: an all_reduce without rank 3 did not fail")
+    except RuntimeError as e:
+        msg = str(e)
+        for want in ["timed out", "rank 3 (last finished: no collective)", "waiting for 1 of 4 ranks"]:
+            if want not in msg:
+                failures.append(f"rank {rank}: {want!r} not in {msg!r}")
+    if time.monotonic() - start > 60:
+        failures.append(f"rank {rank}: the timeout took {time.monotonic() - start:.0f} s")
+    # The process goes on.
+    x = torch.arange(4.0, device=d)
+    expect("an op after a timeout", x * 2, torch.arange(4.0) * 2, rank)
+
+spawn_threads(body, W, timeout=timedelta(seconds=1))
+"""
+
+
+def test_a_missing_rank_fails_the_others_within_the_timeout_and_the_process_goes_on():
+    run_case(MISSING)
+
+
+def run_example(*args, **env):
+    r = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "examples", "ddp_mlp.py"), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert "ops that ran on the CPU" not in r.stderr, r.stderr[-2000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("mode", ["debug", "strict", "fused"])
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_ddp_of_an_mlp_matches_one_process_on_the_global_batch(mode, ranks):
+    out = run_example("--ranks", str(ranks), EAGERTPU_MODE=mode)
+    assert out["ranks"] == ranks and out["mpmd"] and out["steps"] == 5
+    assert out["max_param_diff_vs_single"] < 1e-5, out
+
+
+def test_ddp_of_a_transformer_matches_one_process_on_the_global_batch():
+    out = run_example("--ranks", "2", "--model", "transformer")
+    assert out["max_param_diff_vs_single"] < 1e-5, out
+
+
+def test_ddp_keeps_working_under_torch_distributed_debug_detail():
+    out = run_example("--ranks", "2", TORCH_DISTRIBUTED_DEBUG="DETAIL")
+    assert out["max_param_diff_vs_single"] < 1e-5, out
+
+
+WAITING = """
+import time
+def body(rank):
+    d = torch.device("tpu", rank)
+    x = torch.full((2,), float(rank), device=d)
+    if rank == 3:
+        # Where the others wait, on demand, before this rank comes.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            waiting = eagertpu.metrics()["collectives_waiting"]
+            if waiting and waiting[0].count("all_reduce(Sum) float32[2]") == 3:
+                break
+            time.sleep(0.05)
+        line = waiting[0] if waiting else ""
+        for want in ["group on devices [0, 1, 2, 3]", "rank 0: all_reduce(Sum) float32[2] (collective #2) at <string>:",
+                     "rank 2: all_reduce", "waiting", "missing: rank 3 (last finished: all_reduce(Sum) float32[1]"]:
+            if want not in line:
+                failures.append(f"{want!r} not in {waiting!r}")
+        if "  waiting: group on devices [0, 1, 2, 3]: rank 0: all_reduce" not in eagertpu.metrics_report():
+            failures.append("the report does not show where ranks wait")
+        print(line, file=sys.stderr)
+    dist.all_reduce(x)
+    expect("all_reduce after the wait", x, torch.full((2,), 6.0), rank)
+
+before = eagertpu.metrics()["collectives"]
+
+def both(rank):
+    dist.all_reduce(torch.ones(1, device=torch.device("tpu", rank)))
+    body(rank)
+
+spawn_threads(both, W)
+if eagertpu.metrics()["collectives"] - before != 2:
+    failures.append(f"collectives counted: {eagertpu.metrics()['collectives'] - before}, want 2")
+if eagertpu.metrics()["collectives_waiting"]:
+    failures.append(f"still waiting: {eagertpu.metrics()['collectives_waiting']}")
+"""
+
+
+def test_where_ranks_wait_is_in_the_metrics_on_demand():
+    run_case(WAITING)
