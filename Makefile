@@ -75,11 +75,13 @@ test-python: build
 
 # Debug-mode latency next to raw PJRT, every workload in every mode, and the
 # same workloads through PyTorch next to PyTorch CPU eager
-# (target/bench/debug.json, modes.json, torch.json).
+# (target/bench/debug.json, modes.json, torch.json); collectives next to gloo
+# and DDP steps on 1, 2 and 4 ranks (target/bench/collectives.json).
 bench: build
 	$(CARGO) bench --bench debug_latency
 	$(CARGO) bench --bench modes
 	$(VPY) benches/torch_bench.py
+	$(VPY) benches/collectives_bench.py
 
 # Which plugin is found and what it reports.
 info: build
