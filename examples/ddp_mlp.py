@@ -1,9 +1,12 @@
 """Data-parallel training on `tpu` with PyTorch's DistributedDataParallel.
 
     python examples/ddp_mlp.py --ranks 4 [--model transformer] [--steps 5]
+    torchrun --nproc-per-node 2 examples/ddp_mlp.py
 
 Each rank is a thread driving its own device (`EAGERTPU_DEVICE_COUNT` gives
-the CPU plugin that many; this script asks for one per rank). Every rank
+the CPU plugin that many; this script asks for one per rank), or, under
+torchrun, a process (its collectives then run on gloo over host copies: the
+CPU plugin has no collectives across processes). Every rank
 trains a copy of one model on its shard of a global batch; DDP all-reduces the
 gradients through the `eagertpu` backend. Rank 0 does work of its own between
 steps (it reads the loss every other step and builds tensors the others do
@@ -31,10 +34,15 @@ def parse():
 
 
 ARGS = parse()
-# Devices are fixed when the runtime starts: one per rank.
-os.environ.setdefault("EAGERTPU_DEVICE_COUNT", str(ARGS.ranks))
+# torchrun starts one process per rank and says which in the environment.
+TORCHRUN = "RANK" in os.environ and "WORLD_SIZE" in os.environ
+if TORCHRUN:
+    ARGS.ranks = int(os.environ["WORLD_SIZE"])
+# Devices are fixed when the runtime starts: one per rank in this process.
+os.environ.setdefault("EAGERTPU_DEVICE_COUNT", "1" if TORCHRUN else str(ARGS.ranks))
 
 import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
@@ -82,7 +90,7 @@ def train_single(model, xs, ys):
 
 
 def train_rank(rank, base, xs, ys):
-    device = torch.device("tpu", rank)
+    device = torch.device("tpu", rank % torch.tpu.device_count())
     model = DDP(copy.deepcopy(base).to(device))
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     shard = slice(rank * ARGS.batch_per_rank, (rank + 1) * ARGS.batch_per_rank)
@@ -101,16 +109,29 @@ def train_rank(rank, base, xs, ys):
     return [p.detach().cpu() for p in model.module.parameters()]
 
 
-def main():
-    base = make_model()
-    xs, ys = make_data(ARGS.ranks * ARGS.batch_per_rank)
-    expected = train_single(copy.deepcopy(base), xs, ys)
-    per_rank = spawn_threads(train_rank, ARGS.ranks, args=(base, xs, ys))
-    diff = max(
+def largest_difference(per_rank, expected):
+    return max(
         ((p - e).abs().max() / e.abs().max().clamp_min(1e-12)).item()
         for params in per_rank
         for p, e in zip(params, expected)
     )
+
+
+def main():
+    base = make_model()
+    xs, ys = make_data(ARGS.ranks * ARGS.batch_per_rank)
+    expected = train_single(copy.deepcopy(base), xs, ys)
+    if TORCHRUN:
+        dist.init_process_group("cpu:gloo,tpu:eagertpu")
+        rank = dist.get_rank()
+        diff = torch.tensor([largest_difference([train_rank(rank, base, xs, ys)], expected)])
+        dist.all_reduce(diff, op=dist.ReduceOp.MAX)  # a CPU tensor: gloo
+        dist.destroy_process_group()
+        if rank != 0:
+            return
+        diff = diff.item()
+    else:
+        diff = largest_difference(spawn_threads(train_rank, ARGS.ranks, args=(base, xs, ys)), expected)
     fallbacks = eagertpu.fallbacks()
     if fallbacks:
         print(f"ops that ran on the CPU: {fallbacks}", file=sys.stderr)

@@ -11,6 +11,12 @@
 //
 // The Python side (eagertpu/distributed.py) makes the group's handles and
 // hands one to each rank's backend (through the c10d store).
+//
+// Ranks in different processes (torchrun) cannot share a group of the CPU
+// plugin's devices: StagedBackend then copies each collective's tpu tensors
+// to the host, runs it with c10d's own gloo backend, and copies the results
+// back (the copies are counted as host transfers). Never a transport of our
+// own.
 
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -236,6 +242,195 @@ class EagerBackend final : public c10d::Backend {
   uint64_t sequence_ = 0;
 };
 
+// Each tensor's host copy (a counted device-to-host transfer).
+std::vector<at::Tensor> on_host(const std::vector<at::Tensor>& ts) {
+  std::vector<at::Tensor> host;
+  host.reserve(ts.size());
+  for (const auto& t : ts) host.push_back(t.to(at::kCPU));
+  return host;
+}
+
+std::vector<std::vector<at::Tensor>> on_host(const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<std::vector<at::Tensor>> host;
+  for (const auto& l : lists) host.push_back(on_host(l));
+  return host;
+}
+
+void copy_back(const std::vector<at::Tensor>& device, const std::vector<at::Tensor>& host) {
+  for (size_t i = 0; i < device.size(); ++i) device[i].copy_(host[i]);
+}
+
+// A rank of a group whose ranks are processes: gloo on host copies.
+class StagedBackend final : public c10d::Backend {
+ public:
+  StagedBackend(c10::intrusive_ptr<c10d::Backend> gloo, int rank, int size)
+      : Backend(rank, size), gloo_(std::move(gloo)) {}
+
+  const std::string getBackendName() const override { return "eagertpu"; }
+  void setSequenceNumberForGroup() override { sequence_ = 0; }
+  uint64_t getSequenceNumberForGroup() override { return sequence_; }
+
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override {
+    c10d::AllreduceOptions host_opts = opts;
+    bool avg = averaged(host_opts.reduceOp, tensors, "all_reduce");
+    return staged(tensors, [&](auto& host) {
+      auto work = gloo_->allreduce(host, host_opts);
+      work->wait();
+      if (avg)
+        for (auto& t : host) t.div_(getSize());
+      return work;
+    });
+  }
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override {
+    return staged(tensors, [&](auto& host) { return gloo_->broadcast(host, opts); });
+  }
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override {
+    ++sequence_;
+    auto host_in = on_host(inputs);
+    auto host_out = on_host(outputs);
+    gloo_->allgather(host_out, host_in, opts)->wait();
+    for (size_t i = 0; i < outputs.size(); ++i) copy_back(outputs[i], host_out[i]);
+    return done(outputs.empty() ? std::vector<at::Tensor>{} : outputs[0]);
+  }
+  c10::intrusive_ptr<c10d::Work> all_gather_single(at::Tensor& output, at::Tensor& input,
+                                                   const c10d::AllgatherOptions& opts) override {
+    return staged_single(output, input, [&](auto& out, auto& in) { return gloo_->_allgather_base(out, in, opts); });
+  }
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override {
+    return all_gather_single(output, input, opts);
+  }
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override {
+    ++sequence_;
+    c10d::ReduceScatterOptions host_opts = opts;
+    bool avg = averaged(host_opts.reduceOp, outputs, "reduce_scatter");
+    auto host_in = on_host(inputs);
+    auto host_out = on_host(outputs);
+    gloo_->reduce_scatter(host_out, host_in, host_opts)->wait();
+    if (avg)
+      for (auto& t : host_out) t.div_(getSize());
+    copy_back(outputs, host_out);
+    return done(outputs);
+  }
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_single(at::Tensor& output, at::Tensor& input,
+                                                       const c10d::ReduceScatterOptions& opts) override {
+    c10d::ReduceScatterOptions host_opts = opts;
+    std::vector<at::Tensor> outputs{output};
+    bool avg = averaged(host_opts.reduceOp, outputs, "reduce_scatter");
+    return staged_single(output, input, [&](auto& out, auto& in) {
+      auto work = gloo_->_reduce_scatter_base(out, in, host_opts);
+      work->wait();
+      if (avg) out.div_(getSize());
+      return work;
+    });
+  }
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts) override {
+    return reduce_scatter_single(output, input, opts);
+  }
+  c10::intrusive_ptr<c10d::Work> all_to_all_single(at::Tensor& output, at::Tensor& input,
+                                                   std::vector<int64_t>& output_splits,
+                                                   std::vector<int64_t>& input_splits,
+                                                   const c10d::AllToAllOptions& opts) override {
+    return staged_single(
+        output, input,
+        [&](auto& out, auto& in) { return gloo_->alltoall_base(out, in, output_splits, input_splits, opts); },
+        /*keep_shapes=*/true);
+  }
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_splits,
+                                               std::vector<int64_t>& input_splits,
+                                               const c10d::AllToAllOptions& opts) override {
+    return all_to_all_single(output, input, output_splits, input_splits, opts);
+  }
+  // gloo exchanges one flat tensor: each input's elements, split by input.
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override {
+    ++sequence_;
+    std::vector<at::Tensor> flat;
+    std::vector<int64_t> input_splits, output_splits;
+    int64_t received = 0;
+    for (const auto& t : inputs) {
+      flat.push_back(t.to(at::kCPU).reshape({-1}));
+      input_splits.push_back(t.numel());
+    }
+    for (const auto& t : outputs) {
+      output_splits.push_back(t.numel());
+      received += t.numel();
+    }
+    at::Tensor in = at::cat(flat);
+    at::Tensor out = at::empty({received}, in.options());
+    gloo_->alltoall_base(out, in, output_splits, input_splits, opts)->wait();
+    int64_t offset = 0;
+    for (auto& t : outputs) {
+      t.copy_(out.narrow(0, offset, t.numel()).view(t.sizes()));
+      offset += t.numel();
+    }
+    return done(outputs);
+  }
+
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override {
+    ++sequence_;
+    // The rank's own work first, as on the one-process path.
+    torch_sync();
+    c10d::BarrierOptions host = opts;
+    host.device = at::Device(at::kCPU);
+    host.device_ids.clear();
+    gloo_->barrier(host)->wait();
+    return done({});
+  }
+
+ private:
+  static void torch_sync() { check(eagertpu_sync()); }
+
+  // gloo has no AVG: a SUM divided by the group's size (floating-point
+  // tensors only, as on the one-process path). Rewrites `op` to SUM.
+  bool averaged(c10d::ReduceOp& op, const std::vector<at::Tensor>& ts, const char* collective) const {
+    if (op.op_ != c10d::ReduceOp::AVG) return false;
+    for (const auto& t : ts)
+      TORCH_CHECK_VALUE(at::isFloatingType(t.scalar_type()), "eagertpu ", collective, ": AVG of ", t.scalar_type(),
+                        " tensors; expected a floating-point dtype");
+    op = c10d::ReduceOp(c10d::ReduceOp::SUM);
+    return true;
+  }
+
+  template <typename Run>
+  c10::intrusive_ptr<c10d::Work> staged(std::vector<at::Tensor>& tensors, Run run) {
+    ++sequence_;
+    auto host = on_host(tensors);
+    run(host)->wait();
+    copy_back(tensors, host);
+    return done(tensors);
+  }
+
+  // A collective of one input and one output tensor, on host copies; gloo
+  // takes them flat (PyTorch allows an all_gather_into_tensor's output
+  // stacked as well as concatenated) unless `keep_shapes`.
+  template <typename Run>
+  c10::intrusive_ptr<c10d::Work> staged_single(at::Tensor& output, at::Tensor& input, Run run,
+                                               bool keep_shapes = false) {
+    ++sequence_;
+    at::Tensor in = input.to(at::kCPU);
+    at::Tensor out = output.to(at::kCPU);
+    if (!keep_shapes) {
+      in = in.reshape({-1});
+      out = out.reshape({-1});
+    }
+    run(out, in)->wait();
+    output.copy_(out.view(output.sizes()));
+    return done({output});
+  }
+
+  c10::intrusive_ptr<c10d::Backend> gloo_;
+  uint64_t sequence_ = 0;
+};
+
 }  // namespace
 }  // namespace etpu
 
@@ -259,4 +454,10 @@ PYBIND11_MODULE(_backend, m) {
         return c10::make_intrusive<etpu::EagerBackend>(handle, rank, size);
       },
       "Rank `rank`'s c10d backend over its group handle (which it frees).");
+  m.def(
+      "staged_backend",
+      [](c10::intrusive_ptr<c10d::Backend> gloo, int rank, int size) -> c10::intrusive_ptr<c10d::Backend> {
+        return c10::make_intrusive<etpu::StagedBackend>(std::move(gloo), rank, size);
+      },
+      "Rank `rank`'s c10d backend for ranks in different processes: gloo on host copies.");
 }

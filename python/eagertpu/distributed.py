@@ -10,7 +10,9 @@ of one process, each driving its own device (PyTorch's threaded process group
 pattern, `torch.testing._internal.distributed.multi_threaded_pg`): global rank
 `g` runs on `tpu:g % device_count`, and `EAGERTPU_DEVICE_COUNT=N` gives N
 devices on the CPU plugin. Subgroups (`dist.new_group`) are groups of their
-ranks' devices.
+ranks' devices. Ranks that are processes (`torchrun`) work too: the CPU
+plugin cannot run a collective across processes, so each collective copies
+its tensors to the host and runs on c10d's gloo (counted as host transfers).
 
 Every collective first meets the other ranks: they must call the same
 collective with the same dtype and shape, or every rank fails with an error
@@ -42,32 +44,33 @@ def _timeout_seconds(timeout: timedelta | None) -> float:
 def _create(opts, backend_options):
     """c10d's creator (extended API): rank `opts.group_rank`'s backend.
 
-    Group rank 0 makes the group (one runtime handle per rank) and leaves each
-    rank's handle in the group's store; the others take theirs. Handles are
-    numbers of this process: ranks in other processes are refused with an
-    error saying so."""
+    Ranks that are threads of one process share a group of its devices: group
+    rank 0 makes it (one runtime handle per rank) and leaves each rank's
+    handle in the group's store. Ranks in different processes (`torchrun`)
+    run each collective with c10d's gloo on host copies of their tensors."""
     store, rank, size = opts.store, opts.group_rank, opts.group_size
     ranks = list(opts.global_ranks_in_group) or list(range(size))
-    # The n-th creation of this group's backend on a rank pairs with rank 0's
-    # n-th, even when a store outlives one init_process_group.
+    # The n-th creation of this group's backend on a rank pairs with the
+    # others' n-th, even when a store outlives one init_process_group.
     generation = store.add(f"eagertpu/joined/{rank}", 1)
     prefix = f"eagertpu/{generation}"
+    store.set(f"{prefix}/pid/{rank}", str(os.getpid()))
+    pids = [int(store.get(f"{prefix}/pid/{r}")) for r in range(size)]
+    if len(set(pids)) == size and size > 1:
+        gloo = dist.ProcessGroupGloo(dist.PrefixStore(f"{prefix}/gloo", store), rank, size, opts.timeout)
+        return _backend.staged_backend(gloo, rank, size)
+    if len(set(pids)) != 1:
+        raise RuntimeError(
+            f"eagertpu: the ranks of a group are threads of one process or each a process of its own; "
+            f"got ranks in processes {pids}"
+        )
     if rank == 0:
         count = torch.tpu.device_count()
         devices = [g % count for g in ranks]
         handles = _backend.group_new(devices, _timeout_seconds(opts.timeout))
-        store.set(f"{prefix}/pid", str(os.getpid()))
         for r in range(1, size):
             store.set(f"{prefix}/handle/{r}", str(handles[r]))
         return _backend.backend(handles[0], 0, size)
-    pid = int(store.get(f"{prefix}/pid"))
-    if pid != os.getpid():
-        raise RuntimeError(
-            f"eagertpu: rank {rank} is in process {os.getpid()} but rank 0 of its group is in "
-            f"process {pid}; the eagertpu backend runs ranks as threads of one process (one device "
-            "each). Across processes, use gloo for now (init_process_group(\"gloo\")) with tensors "
-            "moved to the CPU."
-        )
     return _backend.backend(int(store.get(f"{prefix}/handle/{rank}")), rank, size)
 
 

@@ -1,7 +1,8 @@
 """torch.distributed's `eagertpu` backend: ranks are threads of one process,
-each on its own CPU device (EAGERTPU_DEVICE_COUNT). Each case runs in a fresh
-process (the device count is fixed when the runtime starts) and checks every
-rank's result there against the same computation on CPU tensors."""
+each on its own CPU device (EAGERTPU_DEVICE_COUNT), or processes under
+torchrun (collectives staged through gloo). Each case runs in fresh processes
+(the device count is fixed when the runtime starts) and checks every rank's
+result there against the same computation on CPU tensors."""
 
 import json
 import os
@@ -13,22 +14,39 @@ from helpers import run_python
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-# Imported by each case: ranks run `body(rank)` on 4 threads; failures are
-# collected as strings and printed as JSON on the last line.
+# Imported by each case: `run_ranks(body)` runs `body(rank)` on 4 threads, or
+# on this process's rank under torchrun; failures are collected as strings and
+# printed as JSON on the last line (of each process).
 PRELUDE = """
 import json, os, sys
 from datetime import timedelta
 import torch, torch.distributed as dist
 import eagertpu
 from eagertpu.distributed import spawn_threads
-W = 4
+TORCHRUN = "RANK" in os.environ
+W = int(os.environ.get("WORLD_SIZE", 4))
 failures = []
 
+def dev(rank):
+    return torch.device("tpu", rank % torch.tpu.device_count())
+
+def run_ranks(body, **kwargs):
+    if not TORCHRUN:
+        return spawn_threads(body, W, **kwargs)
+    dist.init_process_group("cpu:gloo,tpu:eagertpu", **kwargs)
+    try:
+        body(dist.get_rank())
+    finally:
+        dist.destroy_process_group()
+
 def expect(what, got, want, rank):
+    # Exact for integers; floats within rounding (a bfloat16 product rounds at
+    # each step on gloo, once on the CPU reference: one ulp is 2**-7).
     got = got.cpu()
     if got.dtype != want.dtype or got.shape != want.shape or not torch.equal(got, want):
+        tol = 1e-2 if got.dtype == torch.bfloat16 else 1e-6
         if not (got.dtype == want.dtype and got.shape == want.shape and got.is_floating_point()
-                and torch.allclose(got.double(), want.double(), rtol=1e-6, atol=1e-6)):
+                and torch.allclose(got.double(), want.double(), rtol=tol, atol=1e-6)):
             failures.append(f"{what} on rank {rank}: got {got}, want {want}")
 """
 
@@ -39,6 +57,26 @@ def run_case(body, mode="fused", **env):
     failures = json.loads(r.stdout.strip().splitlines()[-1])
     assert not failures, "\n".join(failures)
     return r
+
+
+def run_torchrun_case(body, processes, tmp_path):
+    """`body` under `torchrun --nproc-per-node processes`: each process writes
+    its failures to a file of its own (their stdout interleaves)."""
+    script = tmp_path / "case.py"
+    script.write_text(
+        PRELUDE + body + "\nopen(os.path.join(os.environ['FAILURES_DIR'], os.environ['RANK']), 'w')"
+        ".write(json.dumps(failures))"
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(processes), str(script)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "EAGERTPU_DEVICE_COUNT": "1", "FAILURES_DIR": str(tmp_path)},
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-4000:]
+    failures = [f for rank in range(processes) for f in json.loads((tmp_path / str(rank)).read_text())]
+    assert not failures, "\n".join(failures)
 
 
 COLLECTIVES = """
@@ -52,7 +90,7 @@ def data(rank, dtype, n=6):
     return base.to(dtype)
 
 def body(rank):
-    d = torch.device("tpu", rank)
+    d = dev(rank)
     for dtype in DTYPES:
         inputs = [data(r, dtype) for r in range(W)]
         stacked = torch.stack(inputs)
@@ -114,7 +152,7 @@ def body(rank):
     dist.all_reduce(c)
     expect("all_reduce of a CPU tensor (gloo)", c, torch.ones(2) * 6, rank)
 
-spawn_threads(body, W)
+run_ranks(body)
 m = eagertpu.metrics()
 if m["fallbacks"]:
     failures.append(f"ops ran on the CPU: {m['fallbacks']}")
@@ -125,9 +163,18 @@ def test_collectives_match_the_cpu_for_each_dtype_reduction_and_subgroup():
     run_case(COLLECTIVES)
 
 
+def test_collectives_of_ranks_in_processes_match_the_cpu_through_gloo(tmp_path):
+    # Each rank a process of its own (torchrun): the CPU plugin has no
+    # collectives across processes, so they run on gloo over host copies.
+    run_torchrun_case(COLLECTIVES + """
+if eagertpu.metrics()["transfers_to_host"] == 0:
+    failures.append("staged collectives made no host transfers")
+""", 4, tmp_path)
+
+
 MISMATCH = """
 def body(rank):
-    d = torch.device("tpu", rank)
+    d = dev(rank)
     x = torch.ones(2 if rank != 1 else 3, device=d)
     try:
         dist.all_reduce(x)  # the mismatched call
@@ -154,7 +201,7 @@ def test_a_mismatched_collective_fails_every_rank_naming_each_call_and_line():
 MISSING = """
 import time
 def body(rank):
-    d = torch.device("tpu", rank)
+    d = dev(rank)
     if rank == 3:
         return  # never comes to the collective
     start = time.monotonic()
@@ -214,7 +261,7 @@ def test_ddp_keeps_working_under_torch_distributed_debug_detail():
 WAITING = """
 import time
 def body(rank):
-    d = torch.device("tpu", rank)
+    d = dev(rank)
     x = torch.full((2,), float(rank), device=d)
     if rank == 3:
         # Where the others wait, on demand, before this rank comes.
@@ -238,7 +285,7 @@ def body(rank):
 before = eagertpu.metrics()["collectives"]
 
 def both(rank):
-    dist.all_reduce(torch.ones(1, device=torch.device("tpu", rank)))
+    dist.all_reduce(torch.ones(1, device=dev(rank)))
     body(rank)
 
 spawn_threads(both, W)
@@ -251,3 +298,17 @@ if eagertpu.metrics()["collectives_waiting"]:
 
 def test_where_ranks_wait_is_in_the_metrics_on_demand():
     run_case(WAITING)
+
+
+def test_the_ddp_example_runs_under_torchrun_with_ranks_as_processes():
+    r = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", os.path.join(ROOT, "examples", "ddp_mlp.py")],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "EAGERTPU_DEVICE_COUNT"},
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-4000:]
+    out = json.loads([line for line in r.stdout.splitlines() if line.startswith("{")][-1])
+    assert out["ranks"] == 2 and out["mpmd"], out
+    assert out["max_param_diff_vs_single"] < 1e-5, out
