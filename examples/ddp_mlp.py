@@ -1,6 +1,6 @@
 """Data-parallel training on `tpu` with PyTorch's DistributedDataParallel.
 
-    python examples/ddp_mlp.py --ranks 4 [--model transformer] [--steps 5]
+    python examples/ddp_mlp.py --ranks 4 [--model transformer] [--steps 5] [--parallel fsdp]
     torchrun --nproc-per-node 2 examples/ddp_mlp.py
 
 Each rank is a thread driving its own device (`EAGERTPU_DEVICE_COUNT` gives
@@ -8,7 +8,8 @@ the CPU plugin that many; this script asks for one per rank), or, under
 torchrun, a process (its collectives then run on gloo over host copies: the
 CPU plugin has no collectives across processes). Every rank
 trains a copy of one model on its shard of a global batch; DDP all-reduces the
-gradients through the `eagertpu` backend. Rank 0 does work of its own between
+gradients through the `eagertpu` backend (or, with `--parallel fsdp`, FSDP2's
+`fully_shard` shards the parameters and all-gathers them for each layer). Rank 0 does work of its own between
 steps (it reads the loss every other step and builds tensors the others do
 not), so the ranks run different op streams between collectives (MPMD).
 
@@ -29,6 +30,7 @@ def parse():
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--model", choices=["mlp", "transformer"], default="mlp")
+    p.add_argument("--parallel", choices=["ddp", "fsdp"], default="ddp")
     p.add_argument("--batch-per-rank", type=int, default=8)
     return p.parse_args()
 
@@ -89,9 +91,30 @@ def train_single(model, xs, ys):
     return [p.detach() for p in model.parameters()]
 
 
+def parallel(base, device):
+    """`base` on `device`, data-parallel: DDP, or FSDP2 with each layer sharded."""
+    if ARGS.parallel == "ddp":
+        return DDP(copy.deepcopy(base).to(device))
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh("tpu", (ARGS.ranks,))
+    model = copy.deepcopy(base).to(device)
+    for layer in model.children():
+        if any(p.requires_grad for p in layer.parameters()):
+            fully_shard(layer, mesh=mesh)
+    return fully_shard(model, mesh=mesh)
+
+
+def full_parameters(model):
+    """Each parameter whole, on the host (FSDP2's are DTensor shards)."""
+    params = model.module.parameters() if isinstance(model, DDP) else model.parameters()
+    return [(p.full_tensor() if hasattr(p, "full_tensor") else p).detach().cpu() for p in params]
+
+
 def train_rank(rank, base, xs, ys):
     device = torch.device("tpu", rank % torch.tpu.device_count())
-    model = DDP(copy.deepcopy(base).to(device))
+    model = parallel(base, device)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     shard = slice(rank * ARGS.batch_per_rank, (rank + 1) * ARGS.batch_per_rank)
     for step, (x, y) in enumerate(zip(xs, ys)):
@@ -103,10 +126,11 @@ def train_rank(rank, base, xs, ys):
         opt.step()
         if rank == 0:
             # Work only rank 0 does: other ops, host reads.
-            norm = torch.stack([p.detach().norm() for p in model.parameters()]).sum()
+            norm = torch.stack([p.detach().to_local().norm() if hasattr(p, "to_local") else p.detach().norm()
+                                for p in model.parameters()]).sum()
             if step % 2 == 0:
                 print(f"step {step}: loss {loss.item():.4f}, parameter norm {norm.item():.3f}", file=sys.stderr)
-    return [p.detach().cpu() for p in model.module.parameters()]
+    return full_parameters(model)
 
 
 def largest_difference(per_rank, expected):

@@ -8,6 +8,8 @@
 #include <c10/util/flat_hash_map.h>
 #include <sys/mman.h>
 
+#include <array>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -76,6 +78,17 @@ AddressSpace& addresses() {
 }
 
 thread_local c10::DeviceIndex current_device = 0;
+
+// Streams and events. EagerTPU runs a device's ops in the order they are
+// issued (one op stream per device), so every torch stream of a device is a
+// name for that order: work issued after a wait is already after what was
+// recorded before it, and an event is "recorded" as soon as it is issued.
+// Streams buy ordering (always kept), never overlap. Ids are per process;
+// the current stream is per thread and device, as in CUDA.
+constexpr size_t kMaxDevices = 64;
+thread_local std::array<c10::StreamId, kMaxDevices> current_streams{};
+std::atomic<c10::StreamId> next_stream{1};
+char event_marker;  // what every recorded event points at
 
 c10::DeviceIndex device_count() {
   int64_t n = 0;
@@ -149,11 +162,49 @@ struct TpuGuard final : c10::impl::DeviceGuardImplInterface {
     if (d.index() >= 0) current_device = d.index();
   }
 
-  c10::Stream getStream(c10::Device d) const noexcept override {
-    return c10::Stream(c10::Stream::DEFAULT, d);
+  static c10::Device concrete(c10::Device d) {
+    return d.index() >= 0 ? d : c10::Device(c10::DeviceType::PrivateUse1, current_device);
   }
 
-  c10::Stream exchangeStream(c10::Stream s) const noexcept override { return s; }
+  c10::Stream getStream(c10::Device d) const noexcept override {
+    d = concrete(d);
+    return c10::Stream(c10::Stream::UNSAFE, d, current_streams[static_cast<size_t>(d.index()) % kMaxDevices]);
+  }
+
+  c10::Stream getDefaultStream(c10::Device d) const override { return c10::Stream(c10::Stream::DEFAULT, concrete(d)); }
+
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool) const override { return getNewStream(d, 0); }
+
+  c10::Stream getNewStream(c10::Device d, int) const override {
+    return c10::Stream(c10::Stream::UNSAFE, concrete(d), next_stream.fetch_add(1));
+  }
+
+  c10::Stream exchangeStream(c10::Stream s) const noexcept override {
+    c10::Stream old = getStream(s.device());
+    current_streams[static_cast<size_t>(old.device_index()) % kMaxDevices] = s.id();
+    return old;
+  }
+
+  void record(void** event, const c10::Stream&, const c10::DeviceIndex, const c10::EventFlag) const override {
+    *event = &event_marker;
+  }
+
+  // The stream's later work is issued after the record: already ordered.
+  void block(void*, const c10::Stream&) const override {}
+
+  // Recorded work completes in issue order and every read of a result waits
+  // for it, so an event never needs polling; it reports done.
+  bool queryEvent(void*) const override { return true; }
+
+  void synchronizeEvent(void*) const override { check(eagertpu_sync()); }
+
+  // Values stay alive while any recorded op reads them (the runtime counts
+  // its references): nothing to record.
+  void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {}
+
+  double elapsedTime(void*, void*, const c10::DeviceIndex) const override {
+    TORCH_CHECK(false, "tpu events do not measure device time yet (Event.elapsed_time)");
+  }
 
   c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
 

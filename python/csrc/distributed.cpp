@@ -89,17 +89,72 @@ void write_row(const at::Tensor& out, const Handle& x, int64_t i) {
   write(out, reshape(slice(x, 0, i, i + 1, 1), out.sizes()));
 }
 
-class EagerBackend final : public c10d::Backend {
+// What both kinds of rank share: the name, the sequence numbers c10d's
+// debug wrapper (TORCH_DISTRIBUTED_DEBUG=DETAIL) compares across ranks, the
+// coalesced collectives (one after another: each is a program of its own
+// anyway) and the deprecated aliases of the single-tensor collectives.
+class RankBackend : public c10d::Backend {
  public:
-  EagerBackend(etpu_group group, int rank, int size) : Backend(rank, size), group_(group) {}
-  ~EagerBackend() override { etpu_group_free(group_); }
+  using Backend::Backend;
 
   const std::string getBackendName() const override { return "eagertpu"; }
-
-  // The count of collectives this rank has called (c10d's debug wrapper,
-  // TORCH_DISTRIBUTED_DEBUG=DETAIL, compares it across ranks).
   void setSequenceNumberForGroup() override { sequence_ = 0; }
   uint64_t getSequenceNumberForGroup() override { return sequence_; }
+
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts) override {
+    for (auto& t : tensors) {
+      std::vector<at::Tensor> one{t};
+      allreduce(one, opts);
+    }
+    return done(tensors);
+  }
+  c10::intrusive_ptr<c10d::Work> all_gather_single_coalesced(std::vector<at::Tensor>& outputs,
+                                                             std::vector<at::Tensor>& inputs,
+                                                             const c10d::AllgatherOptions& opts) override {
+    for (size_t i = 0; i < outputs.size(); ++i) all_gather_single(outputs[i], inputs.at(i), opts);
+    return done(outputs);
+  }
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& opts) override {
+    return all_gather_single_coalesced(outputs, inputs, opts);
+  }
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_single_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) override {
+    for (size_t i = 0; i < outputs.size(); ++i) reduce_scatter_single(outputs[i], inputs.at(i), opts);
+    return done(outputs);
+  }
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) override {
+    return reduce_scatter_single_coalesced(outputs, inputs, opts);
+  }
+
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override {
+    return all_gather_single(output, input, opts);
+  }
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts) override {
+    return reduce_scatter_single(output, input, opts);
+  }
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_splits,
+                                               std::vector<int64_t>& input_splits,
+                                               const c10d::AllToAllOptions& opts) override {
+    return all_to_all_single(output, input, output_splits, input_splits, opts);
+  }
+
+ protected:
+  uint64_t sequence_ = 0;
+};
+
+class EagerBackend final : public RankBackend {
+ public:
+  EagerBackend(etpu_group group, int rank, int size) : RankBackend(rank, size), group_(group) {}
+  ~EagerBackend() override { etpu_group_free(group_); }
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override {
@@ -151,10 +206,6 @@ class EagerBackend final : public c10d::Backend {
     write(output, reshape(gathered, output.sizes()));
     return done({output});
   }
-  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
-                                                 const c10d::AllgatherOptions& opts) override {
-    return all_gather_single(output, input, opts);
-  }
 
   c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
                                                 std::vector<std::vector<at::Tensor>>& inputs,
@@ -183,10 +234,6 @@ class EagerBackend final : public c10d::Backend {
     write(output, reshape(block, output.sizes()));
     return done({output});
   }
-  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
-                                                      const c10d::ReduceScatterOptions& opts) override {
-    return reduce_scatter_single(output, input, opts);
-  }
 
   c10::intrusive_ptr<c10d::Work> all_to_all_single(at::Tensor& output, at::Tensor& input,
                                                    std::vector<int64_t>& output_splits,
@@ -201,12 +248,6 @@ class EagerBackend final : public c10d::Backend {
     check(etpu_all_to_all(group_, getRank(), read(input).get(), 0, 0, origin(), exchanged.out()));
     write(output, reshape(exchanged, output.sizes()));
     return done({output});
-  }
-  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
-                                               std::vector<int64_t>& output_splits,
-                                               std::vector<int64_t>& input_splits,
-                                               const c10d::AllToAllOptions& opts) override {
-    return all_to_all_single(output, input, output_splits, input_splits, opts);
   }
 
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
@@ -239,7 +280,6 @@ class EagerBackend final : public c10d::Backend {
   }
 
   etpu_group group_;
-  uint64_t sequence_ = 0;
 };
 
 // Each tensor's host copy (a counted device-to-host transfer).
@@ -261,30 +301,24 @@ void copy_back(const std::vector<at::Tensor>& device, const std::vector<at::Tens
 }
 
 // A rank of a group whose ranks are processes: gloo on host copies.
-class StagedBackend final : public c10d::Backend {
+class StagedBackend final : public RankBackend {
  public:
   StagedBackend(c10::intrusive_ptr<c10d::Backend> gloo, int rank, int size)
-      : Backend(rank, size), gloo_(std::move(gloo)) {}
-
-  const std::string getBackendName() const override { return "eagertpu"; }
-  void setSequenceNumberForGroup() override { sequence_ = 0; }
-  uint64_t getSequenceNumberForGroup() override { return sequence_; }
+      : RankBackend(rank, size), gloo_(std::move(gloo)) {}
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override {
     c10d::AllreduceOptions host_opts = opts;
     bool avg = averaged(host_opts.reduceOp, tensors, "all_reduce");
     return staged(tensors, [&](auto& host) {
-      auto work = gloo_->allreduce(host, host_opts);
-      work->wait();
+      gloo_->allreduce(host, host_opts)->wait();
       if (avg)
         for (auto& t : host) t.div_(getSize());
-      return work;
     });
   }
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override {
-    return staged(tensors, [&](auto& host) { return gloo_->broadcast(host, opts); });
+    return staged(tensors, [&](auto& host) { gloo_->broadcast(host, opts)->wait(); });
   }
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                            std::vector<at::Tensor>& inputs,
@@ -298,11 +332,7 @@ class StagedBackend final : public c10d::Backend {
   }
   c10::intrusive_ptr<c10d::Work> all_gather_single(at::Tensor& output, at::Tensor& input,
                                                    const c10d::AllgatherOptions& opts) override {
-    return staged_single(output, input, [&](auto& out, auto& in) { return gloo_->_allgather_base(out, in, opts); });
-  }
-  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
-                                                 const c10d::AllgatherOptions& opts) override {
-    return all_gather_single(output, input, opts);
+    return staged_single(output, input, [&](auto& out, auto& in) { gloo_->_allgather_base(out, in, opts)->wait(); });
   }
   c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
                                                 std::vector<std::vector<at::Tensor>>& inputs,
@@ -324,15 +354,9 @@ class StagedBackend final : public c10d::Backend {
     std::vector<at::Tensor> outputs{output};
     bool avg = averaged(host_opts.reduceOp, outputs, "reduce_scatter");
     return staged_single(output, input, [&](auto& out, auto& in) {
-      auto work = gloo_->_reduce_scatter_base(out, in, host_opts);
-      work->wait();
+      gloo_->_reduce_scatter_base(out, in, host_opts)->wait();
       if (avg) out.div_(getSize());
-      return work;
     });
-  }
-  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
-                                                      const c10d::ReduceScatterOptions& opts) override {
-    return reduce_scatter_single(output, input, opts);
   }
   c10::intrusive_ptr<c10d::Work> all_to_all_single(at::Tensor& output, at::Tensor& input,
                                                    std::vector<int64_t>& output_splits,
@@ -340,14 +364,8 @@ class StagedBackend final : public c10d::Backend {
                                                    const c10d::AllToAllOptions& opts) override {
     return staged_single(
         output, input,
-        [&](auto& out, auto& in) { return gloo_->alltoall_base(out, in, output_splits, input_splits, opts); },
+        [&](auto& out, auto& in) { gloo_->alltoall_base(out, in, output_splits, input_splits, opts)->wait(); },
         /*keep_shapes=*/true);
-  }
-  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
-                                               std::vector<int64_t>& output_splits,
-                                               std::vector<int64_t>& input_splits,
-                                               const c10d::AllToAllOptions& opts) override {
-    return all_to_all_single(output, input, output_splits, input_splits, opts);
   }
   // gloo exchanges one flat tensor: each input's elements, split by input.
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
@@ -400,11 +418,14 @@ class StagedBackend final : public c10d::Backend {
     return true;
   }
 
+  // `run` runs gloo's collective on the host copies and waits for it once:
+  // a second wait of a gloo work copies its result into the outputs again,
+  // undoing what came after the first (an AVG's division).
   template <typename Run>
   c10::intrusive_ptr<c10d::Work> staged(std::vector<at::Tensor>& tensors, Run run) {
     ++sequence_;
     auto host = on_host(tensors);
-    run(host)->wait();
+    run(host);
     copy_back(tensors, host);
     return done(tensors);
   }
@@ -422,13 +443,12 @@ class StagedBackend final : public c10d::Backend {
       in = in.reshape({-1});
       out = out.reshape({-1});
     }
-    run(out, in)->wait();
+    run(out, in);
     output.copy_(out.view(output.sizes()));
     return done({output});
   }
 
   c10::intrusive_ptr<c10d::Backend> gloo_;
-  uint64_t sequence_ = 0;
 };
 
 }  // namespace

@@ -1,13 +1,12 @@
 """`torch.tpu`: the device module of the `tpu` backend, in the shape of
-`torch.cuda` (device_count, is_available, synchronize, manual_seed, memory)."""
+`torch.cuda` (device_count, is_available, synchronize, manual_seed, memory,
+streams and events)."""
 
 import os
 
 import torch
 
 from . import _lib
-
-_current = 0
 
 
 def is_available() -> bool:
@@ -22,12 +21,12 @@ def device_count() -> int:
 
 
 def current_device() -> int:
-    return _current
+    """This thread's current tpu device (each thread has its own, as in CUDA)."""
+    return torch.accelerator.current_device_index()
 
 
 def set_device(device) -> None:
-    global _current
-    _current = _index(device)
+    torch.accelerator.set_device_index(_index(device))
 
 
 class device:
@@ -129,3 +128,64 @@ def memory_stats(device=None) -> dict:
 def get_amp_supported_dtype() -> list:
     """Autocast's lower-precision dtypes on tpu."""
     return [torch.bfloat16, torch.float16]
+
+
+class Stream(torch.Stream):
+    """A stream of a tpu device, as `torch.cuda.Stream`.
+
+    EagerTPU runs a device's ops in the order they are issued, so every stream
+    of a device names that one order: `wait_stream`, `wait_event` and
+    `record_event` always hold (the work after a wait is issued after what it
+    waits for), and streams never overlap work. Code written for CUDA streams
+    (FSDP2's all-gather streams) runs unchanged and right."""
+
+    def __new__(cls, device=None, priority=0, **kwargs):
+        return super().__new__(cls, device=torch.device("tpu", _index(device)), priority=priority, **kwargs)
+
+
+def Event(enable_timing=False, blocking=False, interprocess=False) -> torch.Event:  # noqa: N802 - torch.cuda.Event's name
+    """An event of the current tpu device, as `torch.cuda.Event` (a plain
+    `torch.Event`: PyTorch's own methods take no subclass). A recorded event is
+    complete once the work before it is (`synchronize` waits for the device);
+    `query` reports it done, as reads of results wait for their work anyway.
+    `elapsed_time` is not measured yet and raises."""
+    return torch.Event(
+        torch.device("tpu", current_device()), enable_timing=enable_timing, blocking=blocking,
+        interprocess=interprocess,
+    )
+
+
+def current_stream(device=None) -> torch.Stream:
+    """This thread's current stream of `device`."""
+    return torch.accelerator.current_stream(torch.device("tpu", _index(device)))
+
+
+def default_stream(device=None) -> torch.Stream:
+    """The stream a thread starts with on `device` (id 0)."""
+    index = _index(device)
+    return torch.Stream(stream_id=0, device_index=index, device_type=current_stream(index).device_type)
+
+
+def set_stream(stream: torch.Stream) -> None:
+    """Makes `stream` this thread's current stream of its device."""
+    torch.accelerator.set_stream(stream)
+
+
+class stream:
+    """`with torch.tpu.stream(s):` makes `s` the current stream in the block
+    (None: no change), as `torch.cuda.stream`."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.previous = None
+
+    def __enter__(self):
+        if self.stream is not None:
+            self.previous = current_stream(self.stream.device_index)
+            set_stream(self.stream)
+        return self.stream
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            set_stream(self.previous)
+        return False

@@ -122,6 +122,11 @@ def body(rank):
         block = torch.empty(3, dtype=dtype, device=d)
         dist.reduce_scatter_tensor(block, blocks[rank].to(d))
         expect(f"reduce_scatter_tensor {dtype}", block, torch.stack(blocks).sum(0).to(dtype)[3 * rank:3 * rank + 3], rank)
+        if dtype.is_floating_point:
+            block = torch.empty(3, dtype=dtype, device=d)
+            dist.reduce_scatter_tensor(block, blocks[rank].to(d), op=dist.ReduceOp.AVG)
+            want = (torch.stack(blocks).double().mean(0)).to(dtype)[3 * rank:3 * rank + 3]
+            expect(f"reduce_scatter_tensor avg {dtype}", block, want, rank)
         block = torch.empty(3, dtype=dtype, device=d)
         dist.reduce_scatter(block, [b.to(d) for b in blocks[rank].chunk(W)])
         expect(f"reduce_scatter {dtype}", block, torch.stack(blocks).sum(0).to(dtype)[3 * rank:3 * rank + 3], rank)
@@ -311,4 +316,24 @@ def test_the_ddp_example_runs_under_torchrun_with_ranks_as_processes():
     assert r.returncode == 0, r.stderr[-4000:]
     out = json.loads([line for line in r.stdout.splitlines() if line.startswith("{")][-1])
     assert out["ranks"] == 2 and out["mpmd"], out
+    assert out["max_param_diff_vs_single"] < 1e-5, out
+
+
+@pytest.mark.parametrize("model", ["mlp", "transformer"])
+def test_fsdp2_matches_one_process_on_the_global_batch(model):
+    out = run_example("--ranks", "2", "--parallel", "fsdp", "--model", model)
+    assert out["max_param_diff_vs_single"] < 1e-5, out
+
+
+def test_fsdp2_of_a_transformer_under_torchrun_matches_one_process():
+    r = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+         os.path.join(ROOT, "examples", "ddp_mlp.py"), "--parallel", "fsdp", "--model", "transformer"],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "EAGERTPU_DEVICE_COUNT"},
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-4000:]
+    out = json.loads([line for line in r.stdout.splitlines() if line.startswith("{")][-1])
     assert out["max_param_diff_vs_single"] < 1e-5, out
