@@ -27,8 +27,8 @@ pub use runtime::{
     Distribution, Element, Error, Extreme, GradScaling, GruCellGrad, Interpolation, LstmCell,
     LstmCellGrad, Manifest, Metrics, Mode, ModeGuard, Operand, OrderStatistic, OrderStatisticKind,
     PadMode, PointwiseLoss, PointwiseLossKind, ProcessGroup, Reduce, Result, Sgd, SgdParam,
-    SgdUpdate, Tensor, default_device, manifest, metrics, mode, note_fallback, set_check_nan,
-    set_mode, shutdown, sync, timing, wait_for_compiles, with_mode, with_origin,
+    SgdUpdate, Subgroups, Tensor, default_device, manifest, metrics, mode, note_fallback,
+    set_check_nan, set_mode, shutdown, sync, timing, wait_for_compiles, with_mode, with_origin,
 };
 
 /// Lower layers, for tools and tests: the op IR and the PJRT wrappers.

@@ -10,7 +10,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{child, is_child};
-use eagertpu::{CollectiveReduce, Device, Mode, ProcessGroup, Tensor};
+use eagertpu::{CollectiveReduce, Device, Mode, ProcessGroup, Subgroups, Tensor};
 
 const RANKS: usize = 4;
 const LEN: usize = 8;
@@ -238,4 +238,92 @@ fn child_a_rank_that_never_comes_fails_the_others_within_the_timeout() {
 #[test]
 fn a_rank_that_never_comes_fails_the_others_within_the_timeout() {
     four_devices("child_a_rank_that_never_comes_fails_the_others_within_the_timeout");
+}
+
+/// Rank `r`'s results of each collective within subgroups `[[0, 2], [1, 3]]`:
+/// sum, max, gathered, the first half of the sum (reduce-scattered), what
+/// all-to-all delivered and the broadcast of the subgroup's second rank.
+fn subgroup_step(sub: &Subgroups, pg: &ProcessGroup, r: usize) -> Vec<Vec<f32>> {
+    let d = pg.device(r).unwrap();
+    let x = d.tensor(&operand(r, 0), &[LEN as i64]).unwrap();
+    let results = [
+        sub.all_reduce(r, &x, CollectiveReduce::Sum).unwrap(),
+        sub.all_reduce(r, &x, CollectiveReduce::Max).unwrap(),
+        sub.all_gather(r, &x, 0).unwrap(),
+        sub.reduce_scatter(r, &x, CollectiveReduce::Sum, 0).unwrap(),
+        sub.all_to_all(r, &x, 0, 0).unwrap(),
+        sub.broadcast(r, &x, 1).unwrap(),
+    ];
+    results.iter().map(|t| t.to_vec::<f32>().unwrap()).collect()
+}
+
+/// The same, on the host: rank `r`'s subgroup is `[r % 2, r % 2 + 2]`.
+fn subgroup_reference(r: usize) -> Vec<Vec<f32>> {
+    let members = [r % 2, r % 2 + 2];
+    let position = r / 2;
+    let xs: Vec<Vec<f32>> = members.iter().map(|&k| operand(k, 0)).collect();
+    let sum: Vec<f32> = (0..LEN).map(|i| xs[0][i] + xs[1][i]).collect();
+    let max: Vec<f32> = (0..LEN).map(|i| xs[0][i].max(xs[1][i])).collect();
+    let half = LEN / 2;
+    let block = sum[position * half..(position + 1) * half].to_vec();
+    let received: Vec<f32> = xs
+        .iter()
+        .flat_map(|x| x[position * half..(position + 1) * half].to_vec())
+        .collect();
+    vec![sum, max, xs.concat(), block, received, xs[1].clone()]
+}
+
+#[test]
+fn child_collectives_within_subgroups_exchange_only_with_the_subgroup() {
+    if !is_child("child_collectives_within_subgroups_exchange_only_with_the_subgroup") {
+        return;
+    }
+    let pg = group();
+    let sub = pg.split(&[vec![0, 2], vec![1, 3]]).unwrap();
+    assert_eq!(sub.size(), 2);
+    for mode in [Mode::Debug, Mode::Fused] {
+        eagertpu::set_mode(mode).unwrap();
+        let results = on_ranks(&pg, RANKS, |pg, r| subgroup_step(&sub, pg, r));
+        for (r, got) in results.iter().enumerate() {
+            assert_eq!(got, &subgroup_reference(r), "{mode:?}, rank {r}");
+        }
+    }
+    // A mismatch names the subgroups.
+    let errors = on_ranks(&pg, RANKS, |pg, r| {
+        let x = pg.device(r).unwrap().tensor(&[1.0f32; 4], &[4]).unwrap();
+        let result = if r == 3 {
+            pg.all_reduce(r, &x, CollectiveReduce::Sum)
+        } else {
+            sub.all_reduce(r, &x, CollectiveReduce::Sum)
+        };
+        result.unwrap_err().to_string()
+    });
+    for e in &errors {
+        assert!(
+            e.contains("rank 0: all_reduce(Sum) within subgroups [[0, 2], [1, 3]] float32[4]")
+                && e.contains("rank 3: all_reduce(Sum) float32[4]"),
+            "{e}"
+        );
+    }
+    // Partitions that are not one.
+    for (partition, words) in [
+        (vec![vec![0, 1], vec![2]], "groups of one size"),
+        (vec![vec![0, 1], vec![1, 3]], "each replica"),
+        (vec![vec![0, 1]], "expected every rank of the group's 4"),
+    ] {
+        let e = pg
+            .split(&partition)
+            .err()
+            .expect("not a partition")
+            .to_string();
+        assert!(
+            e.contains("split") && e.contains(words),
+            "{partition:?}: {e}"
+        );
+    }
+}
+
+#[test]
+fn collectives_within_subgroups_exchange_only_with_the_subgroup() {
+    four_devices("child_collectives_within_subgroups_exchange_only_with_the_subgroup");
 }

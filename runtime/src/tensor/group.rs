@@ -33,6 +33,17 @@ pub struct ProcessGroup {
     inner: Arc<Group>,
 }
 
+/// A group's ranks split into subgroups of one size, each collective run
+/// within every subgroup at once, as one program (XLA's replica groups list
+/// every subgroup): every rank of the group calls it, and exchanges values
+/// with the ranks of its own subgroup only (tensor parallelism within pairs,
+/// data parallelism across them). Made by [`ProcessGroup::split`].
+#[derive(Clone)]
+pub struct Subgroups {
+    group: ProcessGroup,
+    groups: ReplicaGroups,
+}
+
 struct Group {
     devices: Vec<Device>,
     timeout: Duration,
@@ -77,7 +88,8 @@ struct Call {
 }
 
 impl Call {
-    /// `all_reduce(Sum) float32[4] (collective #3) at train.py:12`.
+    /// `all_reduce(Sum) float32[4] (collective #3) at train.py:12`, naming the
+    /// subgroups when there are several.
     fn describe(&self) -> String {
         let what = match &self.collective {
             Collective::AllReduce { op, .. } => format!("all_reduce({op:?})"),
@@ -92,8 +104,14 @@ impl Call {
                 ..
             } => format!("all_to_all(split dim {split_dim}, concat dim {concat_dim})"),
         };
+        let groups = self.collective.groups().groups();
+        let within = if groups.len() > 1 {
+            format!(" within subgroups {groups:?}")
+        } else {
+            String::new()
+        };
         format!(
-            "{what} {} (collective #{}) at {}",
+            "{what}{within} {} (collective #{}) at {}",
             self.ty, self.number, self.origin
         )
     }
@@ -239,10 +257,45 @@ impl ProcessGroup {
         ReplicaGroups::all(self.size() as u32)
     }
 
+    /// The group's ranks split into `partition`'s subgroups: every rank of
+    /// the group exactly once, in subgroups of one size (`[[0, 2], [1, 3]]`).
+    pub fn split(&self, partition: &[Vec<usize>]) -> Result<Subgroups> {
+        let as_u32 = |r: usize| u32::try_from(r).unwrap_or(u32::MAX);
+        let groups = partition
+            .iter()
+            .map(|g| g.iter().map(|&r| as_u32(r)).collect())
+            .collect();
+        let groups = ReplicaGroups::new("split", groups)?;
+        if groups.replicas() != self.size() {
+            return Err(invalid(
+                "split",
+                format!(
+                    "got subgroups {partition:?} of {} ranks; expected every rank of the group's {}",
+                    groups.replicas(),
+                    self.size()
+                ),
+            ));
+        }
+        Ok(Subgroups {
+            group: self.clone(),
+            groups,
+        })
+    }
+
     /// Every rank gets the reduction of all ranks' `x`.
     #[track_caller]
     pub fn all_reduce(&self, rank: usize, x: &Tensor, op: CollectiveReduce) -> Result<Tensor> {
-        let groups = self.all();
+        self.all_reduce_in(rank, x, op, self.all())
+    }
+
+    #[track_caller]
+    fn all_reduce_in(
+        &self,
+        rank: usize,
+        x: &Tensor,
+        op: CollectiveReduce,
+        groups: ReplicaGroups,
+    ) -> Result<Tensor> {
         self.collective(rank, x, Collective::AllReduce { op, groups })
     }
 
@@ -250,8 +303,18 @@ impl ProcessGroup {
     /// tensor of that type: the others' values are not read).
     #[track_caller]
     pub fn broadcast(&self, rank: usize, x: &Tensor, root: usize) -> Result<Tensor> {
+        self.broadcast_in(rank, x, root, self.all())
+    }
+
+    #[track_caller]
+    fn broadcast_in(
+        &self,
+        rank: usize,
+        x: &Tensor,
+        root: usize,
+        groups: ReplicaGroups,
+    ) -> Result<Tensor> {
         let root = u32::try_from(root).unwrap_or(u32::MAX);
-        let groups = self.all();
         self.collective(rank, x, Collective::Broadcast { root, groups })
     }
 
@@ -273,8 +336,18 @@ impl ProcessGroup {
     /// Every rank gets all ranks' `x` concatenated along `dim`, in rank order.
     #[track_caller]
     pub fn all_gather(&self, rank: usize, x: &Tensor, dim: i64) -> Result<Tensor> {
+        self.all_gather_in(rank, x, dim, self.all())
+    }
+
+    #[track_caller]
+    fn all_gather_in(
+        &self,
+        rank: usize,
+        x: &Tensor,
+        dim: i64,
+        groups: ReplicaGroups,
+    ) -> Result<Tensor> {
         let dim = fusion::shape::normalize_dim("all_gather", dim, x.rank())?;
-        let groups = self.all();
         self.collective(rank, x, Collective::AllGather { dim, groups })
     }
 
@@ -288,8 +361,19 @@ impl ProcessGroup {
         op: CollectiveReduce,
         dim: i64,
     ) -> Result<Tensor> {
+        self.reduce_scatter_in(rank, x, op, dim, self.all())
+    }
+
+    #[track_caller]
+    fn reduce_scatter_in(
+        &self,
+        rank: usize,
+        x: &Tensor,
+        op: CollectiveReduce,
+        dim: i64,
+        groups: ReplicaGroups,
+    ) -> Result<Tensor> {
         let dim = fusion::shape::normalize_dim("reduce_scatter", dim, x.rank())?;
-        let groups = self.all();
         self.collective(rank, x, Collective::ReduceScatter { op, dim, groups })
     }
 
@@ -304,9 +388,20 @@ impl ProcessGroup {
         split_dim: i64,
         concat_dim: i64,
     ) -> Result<Tensor> {
+        self.all_to_all_in(rank, x, split_dim, concat_dim, self.all())
+    }
+
+    #[track_caller]
+    fn all_to_all_in(
+        &self,
+        rank: usize,
+        x: &Tensor,
+        split_dim: i64,
+        concat_dim: i64,
+        groups: ReplicaGroups,
+    ) -> Result<Tensor> {
         let split_dim = fusion::shape::normalize_dim("all_to_all", split_dim, x.rank())?;
         let concat_dim = fusion::shape::normalize_dim("all_to_all", concat_dim, x.rank())?;
-        let groups = self.all();
         let c = Collective::AllToAll {
             split_dim,
             concat_dim,
@@ -505,5 +600,64 @@ impl ProcessGroup {
                 Value::computed(out_ty.clone(), outputs.remove(0), done)
             })
             .collect())
+    }
+}
+
+impl Subgroups {
+    /// The subgroups, each a list of the group's ranks.
+    pub fn groups(&self) -> &[Vec<u32>] {
+        self.groups.groups()
+    }
+
+    /// Ranks in each subgroup.
+    pub fn size(&self) -> usize {
+        self.groups.group_size()
+    }
+
+    /// Every rank gets the reduction of its subgroup's `x`.
+    #[track_caller]
+    pub fn all_reduce(&self, rank: usize, x: &Tensor, op: CollectiveReduce) -> Result<Tensor> {
+        self.group.all_reduce_in(rank, x, op, self.groups.clone())
+    }
+
+    /// Every rank gets the `x` of its subgroup's rank at position `root` (of
+    /// `0..size()`, in the subgroup's order), bit for bit.
+    #[track_caller]
+    pub fn broadcast(&self, rank: usize, x: &Tensor, root: usize) -> Result<Tensor> {
+        self.group.broadcast_in(rank, x, root, self.groups.clone())
+    }
+
+    /// Every rank gets its subgroup's `x` concatenated along `dim`, in the
+    /// subgroup's order.
+    #[track_caller]
+    pub fn all_gather(&self, rank: usize, x: &Tensor, dim: i64) -> Result<Tensor> {
+        self.group.all_gather_in(rank, x, dim, self.groups.clone())
+    }
+
+    /// The reduction of the subgroup's `x`, split along `dim` into one block
+    /// per subgroup rank: the rank at position `p` gets block `p`.
+    #[track_caller]
+    pub fn reduce_scatter(
+        &self,
+        rank: usize,
+        x: &Tensor,
+        op: CollectiveReduce,
+        dim: i64,
+    ) -> Result<Tensor> {
+        self.group
+            .reduce_scatter_in(rank, x, op, dim, self.groups.clone())
+    }
+
+    /// `all_to_all` among the ranks of each subgroup.
+    #[track_caller]
+    pub fn all_to_all(
+        &self,
+        rank: usize,
+        x: &Tensor,
+        split_dim: i64,
+        concat_dim: i64,
+    ) -> Result<Tensor> {
+        self.group
+            .all_to_all_in(rank, x, split_dim, concat_dim, self.groups.clone())
     }
 }
