@@ -305,16 +305,22 @@ def test_where_ranks_wait_is_in_the_metrics_on_demand():
     run_case(WAITING)
 
 
-def test_the_ddp_example_runs_under_torchrun_with_ranks_as_processes():
+def run_example_under_torchrun(*args):
+    """examples/ddp_mlp.py on 2 processes (torchrun); rank 0's JSON line."""
     r = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", os.path.join(ROOT, "examples", "ddp_mlp.py")],
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+         os.path.join(ROOT, "examples", "ddp_mlp.py"), *args],
         capture_output=True,
         text=True,
         env={k: v for k, v in os.environ.items() if k != "EAGERTPU_DEVICE_COUNT"},
         timeout=600,
     )
     assert r.returncode == 0, r.stderr[-4000:]
-    out = json.loads([line for line in r.stdout.splitlines() if line.startswith("{")][-1])
+    return json.loads([line for line in r.stdout.splitlines() if line.startswith("{")][-1])
+
+
+def test_the_ddp_example_runs_under_torchrun_with_ranks_as_processes():
+    out = run_example_under_torchrun()
     assert out["ranks"] == 2 and out["mpmd"], out
     assert out["max_param_diff_vs_single"] < 1e-5, out
 
@@ -326,14 +332,5 @@ def test_fsdp2_matches_one_process_on_the_global_batch(model):
 
 
 def test_fsdp2_of_a_transformer_under_torchrun_matches_one_process():
-    r = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-         os.path.join(ROOT, "examples", "ddp_mlp.py"), "--parallel", "fsdp", "--model", "transformer"],
-        capture_output=True,
-        text=True,
-        env={k: v for k, v in os.environ.items() if k != "EAGERTPU_DEVICE_COUNT"},
-        timeout=600,
-    )
-    assert r.returncode == 0, r.stderr[-4000:]
-    out = json.loads([line for line in r.stdout.splitlines() if line.startswith("{")][-1])
+    out = run_example_under_torchrun("--parallel", "fsdp", "--model", "transformer")
     assert out["max_param_diff_vs_single"] < 1e-5, out
