@@ -233,8 +233,50 @@ args!(PJRT_Event_OnReady_Args {
     user_arg: *mut c_void,
 });
 
-/// Key-value store callbacks for multi-process clients (we pass none).
+/// A key-value store callback of `PJRT_Client_Create` (multi-process
+/// clients: libtpu, the CUDA plugin); `args` is the callback's own
+/// `PJRT_KeyValue*Callback_Args`.
 pub type PJRT_KeyValueCallback = Option<unsafe extern "C" fn(args: *mut c_void) -> *mut PJRT_Error>;
+
+/// Makes the `PJRT_Error` a failing key-value callback returns.
+pub type PJRT_CallbackError = Option<
+    unsafe extern "C" fn(
+        code: PJRT_Error_Code,
+        message: *const c_char,
+        message_size: usize,
+    ) -> *mut PJRT_Error,
+>;
+
+/// Frees a value a get callback returned.
+pub type PJRT_KeyValueGetCallback_ValueDeleter = Option<unsafe extern "C" fn(value: *mut c_char)>;
+
+args!(PJRT_KeyValueGetCallback_Args {
+    key: *const c_char,
+    key_size: usize,
+    timeout_in_ms: c_int,
+    callback_error: *mut PJRT_CallbackError,
+    user_arg: *mut c_void,
+    value: *mut c_char,
+    value_size: usize,
+    value_deleter_callback: PJRT_KeyValueGetCallback_ValueDeleter,
+});
+args!(PJRT_KeyValueTryGetCallback_Args {
+    key: *const c_char,
+    key_size: usize,
+    callback_error: *mut PJRT_CallbackError,
+    user_arg: *mut c_void,
+    value: *mut c_char,
+    value_size: usize,
+    value_deleter_callback: PJRT_KeyValueGetCallback_ValueDeleter,
+});
+args!(PJRT_KeyValuePutCallback_Args {
+    key: *const c_char,
+    key_size: usize,
+    value: *const c_char,
+    value_size: usize,
+    callback_error: *mut PJRT_CallbackError,
+    user_arg: *mut c_void,
+});
 
 args!(PJRT_Client_Create_Args {
     create_options: *const PJRT_NamedValue,
@@ -639,6 +681,9 @@ pub fn bound_structs() -> Vec<(&'static str, usize, &'static [Field])> {
         PJRT_Event_Error_Args,
         PJRT_Event_Await_Args,
         PJRT_Event_OnReady_Args,
+        PJRT_KeyValueGetCallback_Args,
+        PJRT_KeyValueTryGetCallback_Args,
+        PJRT_KeyValuePutCallback_Args,
         PJRT_Client_Create_Args,
         PJRT_Client_Destroy_Args,
         PJRT_Client_PlatformName_Args,

@@ -100,12 +100,12 @@ fn c_fields(header: &str, name: &str) -> Option<Vec<String>> {
 }
 
 /// Our Rust field name -> the C member name, where they differ.
-fn c_name(rust_field: &str) -> &str {
-    match rust_field {
-        "type_" => "type",
+fn c_name<'a>(strukt: &str, rust_field: &'a str) -> &'a str {
+    match (strukt, rust_field) {
+        (_, "type_") => "type",
         // The anonymous union of PJRT_NamedValue.
-        "value" => "int64_value",
-        f => f,
+        ("PJRT_NamedValue", "value") => "int64_value",
+        (_, f) => f,
     }
 }
 
@@ -122,7 +122,7 @@ fn bound_structs_match_the_shipped_header() {
     for (name, _, ours) in &structs {
         let fields = c_fields(&header, name)
             .unwrap_or_else(|| panic!("{name} is not in {}", header_path.display()));
-        let our_names: Vec<&str> = ours.iter().map(|f| c_name(f.name)).collect();
+        let our_names: Vec<&str> = ours.iter().map(|f| c_name(name, f.name)).collect();
         for f in &fields {
             // A union member other than the one we name stands for the same bytes.
             let is_union_alias = *name == "PJRT_NamedValue"
@@ -197,7 +197,7 @@ fn bound_structs_match_the_shipped_header() {
     let mut checked = 0;
     for (name, struct_size, ours) in &structs {
         for f in ours.iter() {
-            let key = (name.to_string(), c_name(f.name).to_string());
+            let key = (name.to_string(), c_name(name, f.name).to_string());
             let Some(&(offset, size)) = c.get(&key) else {
                 // A field newer than this header: allowed, it is appended.
                 continue;

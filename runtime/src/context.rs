@@ -12,6 +12,7 @@ use crate::compiler::BackgroundCompiler;
 use crate::config::{Config, Mode};
 use crate::error::{Error, Result};
 use crate::metrics::Counters;
+use crate::pjrt::kv::{self, KeyValueStore, KvCallbacks};
 use crate::pjrt::locate::{self, PluginKind};
 use crate::pjrt::{Client, OptionValue, Plugin};
 use crate::stream::{HazardChecker, Stream};
@@ -126,6 +127,64 @@ impl Runtime {
     }
 }
 
+/// This process's place in a multi-process job, and the store its plugin
+/// finds the others through (set before the runtime starts).
+struct Distributed {
+    node_id: usize,
+    num_nodes: usize,
+    kv: Arc<KvCallbacks>,
+}
+
+static DISTRIBUTED: OnceLock<Distributed> = OnceLock::new();
+
+/// Makes this process node `node_id` of `num_nodes` of a job whose plugin
+/// clients find each other through `store` (PJRT's distributed client:
+/// libtpu and the CUDA plugin call it while the client starts; the CPU plugin
+/// takes it and never calls it). Must come before the runtime starts (the
+/// first op), once.
+pub fn set_distributed_store(
+    store: Arc<dyn KeyValueStore>,
+    node_id: usize,
+    num_nodes: usize,
+) -> Result<()> {
+    let bad = |message: String| Error::Config {
+        what: "distributed store",
+        message,
+    };
+    if node_id >= num_nodes {
+        return Err(bad(format!(
+            "got node {node_id} of {num_nodes}; expected a node in 0..{num_nodes}"
+        )));
+    }
+    if RUNTIME.get().is_some() {
+        return Err(bad(
+            "the runtime has already started; set the store before the first tpu op".into(),
+        ));
+    }
+    let kv = Arc::new(KvCallbacks::new(store));
+    DISTRIBUTED
+        .set(Distributed {
+            node_id,
+            num_nodes,
+            kv,
+        })
+        .map_err(|_| bad("a store was already set for this process".into()))
+}
+
+/// Calls the distributed store's callbacks as a plugin's client does when it
+/// starts: every node of the job running this within `timeout` proves the
+/// store reaches them all (`pjrt::kv::check_store`).
+pub fn check_distributed_store(timeout: std::time::Duration) -> Result<()> {
+    let d = DISTRIBUTED.get().ok_or_else(|| Error::Config {
+        what: "distributed store",
+        message: "no store was set (set_distributed_store)".into(),
+    })?;
+    kv::check_store(&d.kv, d.node_id, d.num_nodes, timeout).map_err(|f| Error::Config {
+        what: "distributed store",
+        message: format!("{f:?}"),
+    })
+}
+
 /// The runtime, started on first call.
 pub(crate) fn get() -> Result<&'static Runtime> {
     match RUNTIME.get_or_init(start) {
@@ -156,7 +215,15 @@ fn start() -> Result<Runtime> {
     {
         options.push(("cpu_device_count", OptionValue::Int(n)));
     }
-    let client = Client::create(plugin.clone(), &options)?;
+    let distributed = DISTRIBUTED.get();
+    if let Some(d) = distributed
+        && located.kind != PluginKind::Cpu
+    {
+        options.push(("node_id", OptionValue::Int(d.node_id as i64)));
+        options.push(("num_nodes", OptionValue::Int(d.num_nodes as i64)));
+    }
+    let kv = distributed.map(|d| d.kv.clone());
+    let client = Client::create_with_store(plugin.clone(), &options, kv)?;
     let devices = client.devices();
     if devices.is_empty() {
         return Err(Error::Config {

@@ -20,11 +20,12 @@ pub mod timing;
 mod value;
 
 pub use config::Mode;
-pub use context::Manifest;
+pub use context::{Manifest, check_distributed_store, set_distributed_store};
 pub use error::{Error, Result};
 pub use host::Element;
 pub use metrics::Metrics;
 pub use origin::with_origin;
+pub use pjrt::kv::{KeyValueStore, KvFailure};
 pub use tensor::{
     Activation, Adam, AdamParam, AdamUpdate, ArgReduce, BatchNormOutput, Cumulative, Device,
     Distribution, Extreme, GradScaling, GruCellGrad, Interpolation, LstmCell, LstmCellGrad,

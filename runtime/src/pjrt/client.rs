@@ -16,6 +16,8 @@ pub(super) struct ClientInner {
     platform_name: String,
     platform_version: String,
     devices: Vec<DeviceInfo>,
+    /// The key-value store the plugin may call while the client lives.
+    _kv: Option<Arc<super::kv::KvCallbacks>>,
 }
 
 impl ClientInner {
@@ -50,6 +52,16 @@ impl Client {
     /// Creates a client with the given plugin-specific create options
     /// (`cpu_device_count` for the CPU plugin, for example).
     pub fn create(plugin: Arc<Plugin>, options: &[(&str, OptionValue)]) -> Result<Client> {
+        Client::create_with_store(plugin, options, None)
+    }
+
+    /// A client whose plugin finds the job's other processes through `kv`
+    /// (PJRT's distributed client: libtpu, the CUDA plugin).
+    pub fn create_with_store(
+        plugin: Arc<Plugin>,
+        options: &[(&str, OptionValue)],
+        kv: Option<Arc<super::kv::KvCallbacks>>,
+    ) -> Result<Client> {
         let owned: Vec<(CString, OptionValue)> = options
             .iter()
             .map(|(k, v)| (CString::new(*k).unwrap_or_default(), v.clone()))
@@ -61,6 +73,9 @@ impl Client {
             num_options: values.len(),
             ..Default::default()
         };
+        if let Some(kv) = &kv {
+            kv.install(&mut args);
+        }
         pjrt_call!(plugin, PJRT_Client_Create, &mut args)?;
         let mut inner = ClientInner {
             plugin,
@@ -68,6 +83,7 @@ impl Client {
             platform_name: String::new(),
             platform_version: String::new(),
             devices: vec![],
+            _kv: kv,
         };
         // From here on, `inner` destroys the client if anything below fails.
         inner.platform_name = inner.platform_name()?;

@@ -16,6 +16,7 @@ mod client;
 mod event;
 mod executable;
 mod exit;
+pub mod kv;
 pub mod locate;
 mod options;
 pub mod probe;
