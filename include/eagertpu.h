@@ -257,6 +257,35 @@ etpu_status etpu_all_to_all(etpu_group group, int64_t rank, etpu_tensor x, int64
 /* Returns once every rank has called it and this rank's earlier work has run. */
 etpu_status etpu_barrier(etpu_group group, int64_t rank, const char* origin);
 
+/* -------------------------------------------------- distributed store ---- */
+/* A multi-process job's plugin clients (libtpu, the CUDA plugin) find each
+ * other through a key-value store: PyTorch's c10d store, handed over as three
+ * functions. Each returns an etpu_kv_status and hands back the value (or, on
+ * failure, a message) by calling deliver(sink, bytes, size), which copies. */
+
+/* etpu_kv_status */
+enum { ETPU_KV_OK = 0, ETPU_KV_NOT_FOUND = 1, ETPU_KV_TIMEOUT = 2, ETPU_KV_UNAVAILABLE = 3 };
+
+typedef void (*etpu_kv_deliver)(void* sink, const char* bytes, size_t size);
+/* The value under `key`, waiting up to `timeout_ms` for a process to put it. */
+typedef int32_t (*etpu_kv_get)(void* user, const char* key, size_t key_size, int64_t timeout_ms, void* sink,
+                               etpu_kv_deliver deliver);
+/* The value under `key` now, or ETPU_KV_NOT_FOUND. */
+typedef int32_t (*etpu_kv_try_get)(void* user, const char* key, size_t key_size, void* sink, etpu_kv_deliver deliver);
+typedef int32_t (*etpu_kv_put)(void* user, const char* key, size_t key_size, const char* value, size_t value_size,
+                               void* sink, etpu_kv_deliver deliver);
+
+/* Makes this process node `node_id` of `num_nodes`; its plugin's client gets
+ * the store (the CPU plugin takes it and never calls it). `user` is passed to
+ * each function and must stay valid for the process. Before the runtime starts
+ * (the first op), once. */
+etpu_status etpu_set_distributed_store(int64_t node_id, int64_t num_nodes, etpu_kv_get get, etpu_kv_try_get try_get,
+                                       etpu_kv_put put, void* user);
+/* Calls the store's functions as a plugin's client does when it starts: this
+ * node puts its key, then reads every node's within `timeout_ms`; a node
+ * missing is an error naming it. */
+etpu_status etpu_check_distributed_store(int64_t timeout_ms);
+
 /* ---------------------------------------------------------------- ops ---- */
 
 /* BEGIN elementwise op lists: generated from fusion/src/elementwise.rs. */

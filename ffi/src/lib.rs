@@ -15,6 +15,7 @@
 
 mod collectives;
 mod conv_pool;
+mod distributed;
 mod handles;
 mod index;
 mod op_lists;
@@ -269,6 +270,7 @@ pub fn all_signatures() -> Vec<Signature> {
     v.extend(pointwise::signatures());
     v.extend(optim::signatures());
     v.extend(collectives::signatures());
+    v.extend(distributed::signatures());
     v
 }
 

@@ -55,6 +55,44 @@ pub const ETPU_OPERAND_HANDLE: i32 = 0;
 pub const ETPU_OPERAND_VIEW: i32 = 1;
 pub const ETPU_OPERAND_SCALAR: i32 = 2;
 
+/// Where a key-value callback hands back bytes (a value, or its failure's
+/// message): `deliver(sink, bytes, size)` copies them.
+pub type KvDeliver = unsafe extern "C" fn(sink: *mut c_void, bytes: *const c_char, size: usize);
+
+/// The foreign store's calls (`etpu_kv_get`, `etpu_kv_try_get`,
+/// `etpu_kv_put`): each returns an `etpu_kv_status` and delivers the value,
+/// or the failure's message, through `deliver`.
+pub type KvGetFn = Option<
+    unsafe extern "C" fn(
+        user: *mut c_void,
+        key: *const c_char,
+        key_size: usize,
+        timeout_ms: i64,
+        sink: *mut c_void,
+        deliver: KvDeliver,
+    ) -> i32,
+>;
+pub type KvTryGetFn = Option<
+    unsafe extern "C" fn(
+        user: *mut c_void,
+        key: *const c_char,
+        key_size: usize,
+        sink: *mut c_void,
+        deliver: KvDeliver,
+    ) -> i32,
+>;
+pub type KvPutFn = Option<
+    unsafe extern "C" fn(
+        user: *mut c_void,
+        key: *const c_char,
+        key_size: usize,
+        value: *const c_char,
+        value_size: usize,
+        sink: *mut c_void,
+        deliver: KvDeliver,
+    ) -> i32,
+>;
+
 /// A Rust type with a C spelling in `eagertpu.h`.
 pub trait CType {
     const C_NAME: &'static str;
@@ -79,6 +117,9 @@ c_types! {
     StorageHandle => "etpu_storage",
     *mut StorageHandle => "etpu_storage*",
     GroupHandle => "etpu_group",
+    KvGetFn => "etpu_kv_get",
+    KvTryGetFn => "etpu_kv_try_get",
+    KvPutFn => "etpu_kv_put",
     *mut GroupHandle => "etpu_group*",
     ScalarArg => "etpu_scalar",
     *const ScalarArg => "const etpu_scalar*",

@@ -57,7 +57,11 @@ fn prototypes(h: &str) -> BTreeMap<String, (String, Vec<String>)> {
     for stmt in h.split(';') {
         let stmt = stmt.split_whitespace().collect::<Vec<_>>().join(" ");
         let Some(open) = stmt.find('(') else { continue };
-        if !stmt.ends_with(')') || stmt.contains('{') || stmt.starts_with('#') {
+        if !stmt.ends_with(')')
+            || stmt.contains('{')
+            || stmt.starts_with('#')
+            || stmt.starts_with("typedef")
+        {
             continue;
         }
         let head = stmt[..open].trim();

@@ -20,9 +20,12 @@
 
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/csrc/distributed/c10d/exception.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -451,6 +454,61 @@ class StagedBackend final : public RankBackend {
   c10::intrusive_ptr<c10d::Backend> gloo_;
 };
 
+// A c10d store as the runtime's key-value store for PJRT's distributed
+// client (etpu_set_distributed_store): `user` is the store, kept for the
+// process. A wait that times out is ETPU_KV_TIMEOUT, any other failure
+// ETPU_KV_UNAVAILABLE, each with its message.
+c10d::Store& store_of(void* user) { return **static_cast<c10::intrusive_ptr<c10d::Store>*>(user); }
+
+template <typename Call>
+int32_t store_call(void* sink, etpu_kv_deliver deliver, Call call) {
+  auto fail = [&](int32_t status, const char* what) {
+    deliver(sink, what, std::strlen(what));
+    return status;
+  };
+  try {
+    return call();
+  } catch (const c10::DistNetworkError& e) {
+    return fail(ETPU_KV_UNAVAILABLE, e.what());
+  } catch (const c10::DistStoreError& e) {
+    return fail(ETPU_KV_TIMEOUT, e.what());
+  } catch (const std::exception& e) {
+    return fail(ETPU_KV_UNAVAILABLE, e.what());
+  }
+}
+
+int32_t store_get(void* user, const char* key, size_t key_size, int64_t timeout_ms, void* sink,
+                  etpu_kv_deliver deliver) {
+  return store_call(sink, deliver, [&] {
+    std::string k(key, key_size);
+    store_of(user).wait({k}, std::chrono::milliseconds(timeout_ms));
+    auto value = store_of(user).get(k);
+    deliver(sink, reinterpret_cast<const char*>(value.data()), value.size());
+    return static_cast<int32_t>(ETPU_KV_OK);
+  });
+}
+
+int32_t store_try_get(void* user, const char* key, size_t key_size, void* sink, etpu_kv_deliver deliver) {
+  return store_call(sink, deliver, [&] {
+    std::string k(key, key_size);
+    if (!store_of(user).check({k})) {
+      deliver(sink, "no such key", 11);
+      return static_cast<int32_t>(ETPU_KV_NOT_FOUND);
+    }
+    auto value = store_of(user).get(k);
+    deliver(sink, reinterpret_cast<const char*>(value.data()), value.size());
+    return static_cast<int32_t>(ETPU_KV_OK);
+  });
+}
+
+int32_t store_put(void* user, const char* key, size_t key_size, const char* value, size_t value_size, void* sink,
+                  etpu_kv_deliver deliver) {
+  return store_call(sink, deliver, [&] {
+    store_of(user).set(std::string(key, key_size), std::vector<uint8_t>(value, value + value_size));
+    return static_cast<int32_t>(ETPU_KV_OK);
+  });
+}
+
 }  // namespace
 }  // namespace etpu
 
@@ -480,4 +538,17 @@ PYBIND11_MODULE(_backend, m) {
         return c10::make_intrusive<etpu::StagedBackend>(std::move(gloo), rank, size);
       },
       "Rank `rank`'s c10d backend for ranks in different processes: gloo on host copies.");
+  m.def(
+      "set_distributed_store",
+      [](c10::intrusive_ptr<c10d::Store> store, int64_t node_id, int64_t num_nodes) {
+        auto* kept = new c10::intrusive_ptr<c10d::Store>(std::move(store));  // lives for the process
+        etpu_status status =
+            etpu_set_distributed_store(node_id, num_nodes, etpu::store_get, etpu::store_try_get, etpu::store_put, kept);
+        if (status != ETPU_OK) delete kept;
+        etpu::check(status);
+      },
+      "Makes this process node `node_id` of `num_nodes`, PJRT's client finding the others through `store`.");
+  m.def(
+      "check_distributed_store", [](int64_t timeout_ms) { etpu::check(etpu_check_distributed_store(timeout_ms)); },
+      "Calls the store as a plugin's client does when it starts; a missing node is an error naming it.");
 }

@@ -74,6 +74,24 @@ def _create(opts, backend_options):
     return _backend.backend(int(store.get(f"{prefix}/handle/{rank}")), rank, size)
 
 
+def set_pjrt_store(store, node_id: int, num_nodes: int) -> None:
+    """Makes this process node `node_id` of `num_nodes` of a multi-process job
+    whose PJRT clients find each other through `store` (a c10d Store, such as
+    the TCPStore torchrun makes): libtpu and the CUDA plugin call it while
+    their client starts, so the job runs on PJRT's own distributed runtime.
+    The CPU plugin takes it and never calls it. Call it before the first
+    `tpu` op (the runtime starts then), once per process."""
+    _backend.set_distributed_store(store, node_id, num_nodes)
+
+
+def check_pjrt_store(timeout: timedelta = timedelta(seconds=60)) -> None:
+    """Calls the store given to `set_pjrt_store` as a plugin's client does
+    when it starts: this node puts its key, then reads every node's. Run on
+    every node, it proves the store reaches them all; a node missing after
+    `timeout` is an error naming it."""
+    _backend.check_distributed_store(int(timeout.total_seconds() * 1000))
+
+
 def register() -> None:
     """Registers the backend for `tpu` (done by `import eagertpu`)."""
     if NAME.upper() in dist.Backend._plugins:

@@ -334,3 +334,91 @@ def test_fsdp2_matches_one_process_on_the_global_batch(model):
 def test_fsdp2_of_a_transformer_under_torchrun_matches_one_process():
     out = run_example_under_torchrun("--parallel", "fsdp", "--model", "transformer")
     assert out["max_param_diff_vs_single"] < 1e-5, out
+
+
+STORE_NODE = """
+import os, sys
+from datetime import timedelta
+import torch, torch.distributed as dist
+import eagertpu
+from eagertpu.distributed import set_pjrt_store, check_pjrt_store
+node, nodes = int(os.environ["NODE"]), int(os.environ["NODES"])
+store = dist.TCPStore("127.0.0.1", int(os.environ["PORT"]), nodes, node == 0, timeout=timedelta(seconds=60),
+                      wait_for_workers=False)
+set_pjrt_store(store, node, nodes)
+try:
+    check_pjrt_store(timedelta(seconds=float(os.environ["CHECK_SECONDS"])))
+    print("check passed")
+except RuntimeError as e:
+    print("check failed:", e)
+# What each node put went through the plugin-facing callbacks into the TCPStore.
+print("stored:", sorted(store.get(f"eagertpu/check/node/{n}").decode() for n in range(nodes) if store.check([f"eagertpu/check/node/{n}"])))
+# The runtime starts with the store handed to PJRT_Client_Create, and works.
+print("op:", (torch.arange(3.0, device="tpu") * 2).tolist())
+try:
+    set_pjrt_store(store, node, nodes)
+except RuntimeError as e:
+    print("second store:", e)
+"""
+
+
+def free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_store_nodes(nodes, check_seconds, only=None):
+    """`nodes` processes sharing a TCPStore (node 0 hosts it); the stdout of
+    each node started (`only`: those), in node order."""
+    port = str(free_port())
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", STORE_NODE],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "NODE": str(n), "NODES": str(nodes), "PORT": port, "CHECK_SECONDS": str(check_seconds)},
+        )
+        for n in (only if only is not None else range(nodes))
+    ]
+    outs = [p.communicate(timeout=300) for p in procs]
+    for p, (_, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-3000:]
+    return [out for out, _ in outs]
+
+
+def test_the_pjrt_client_store_reaches_every_node_through_a_real_tcp_store():
+    for out in run_store_nodes(2, 60):
+        assert "check passed" in out, out
+        assert "stored: ['node 0 of 2', 'node 1 of 2']" in out, out
+        assert "op: [0.0, 2.0, 4.0]" in out, out
+        assert "second store: distributed store: the runtime has already started" in out, out
+
+
+def test_a_missing_node_fails_the_store_check_naming_it_and_the_process_goes_on():
+    (out,) = run_store_nodes(2, 1, only=[0])
+    assert "check failed:" in out and "node 1 of 2 did not put eagertpu/check/node/1" in out, out
+    assert "op: [0.0, 2.0, 4.0]" in out, out
+
+
+def test_a_bad_node_number_is_refused():
+    r = run_python(
+        """
+        import torch, torch.distributed as dist
+        from eagertpu.distributed import set_pjrt_store
+        store = dist.HashStore()
+        for node, nodes in [(2, 2), (-1, 2)]:
+            try:
+                set_pjrt_store(store, node, nodes)
+                print("accepted", node, nodes)
+            except RuntimeError as e:
+                print("refused:", e)
+        """
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "refused: distributed store: got node 2 of 2; expected a node in 0..2" in r.stdout, r.stdout
+    assert "refused: distributed store: node -1 is negative" in r.stdout, r.stdout
+    assert "accepted" not in r.stdout
