@@ -253,8 +253,10 @@ def test_ddp_of_an_mlp_matches_one_process_on_the_global_batch(mode, ranks):
     assert out["max_param_diff_vs_single"] < 1e-5, out
 
 
-def test_ddp_of_a_transformer_matches_one_process_on_the_global_batch():
-    out = run_example("--ranks", "2", "--model", "transformer")
+@pytest.mark.parametrize("mode", ["debug", "strict", "fused"])
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_ddp_of_a_transformer_matches_one_process_on_the_global_batch(mode, ranks):
+    out = run_example("--ranks", str(ranks), "--model", "transformer", EAGERTPU_MODE=mode)
     assert out["max_param_diff_vs_single"] < 1e-5, out
 
 
