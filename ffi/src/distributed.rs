@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use eagertpu::{KeyValueStore, KvFailure};
 
-use crate::types::{KvGetFn, KvPutFn, KvTryGetFn};
+use crate::types::{KvGet, KvGetFn, KvPut, KvPutFn, KvTryGet, KvTryGetFn};
 use crate::{Failure, c_api};
 
 /// `etpu_kv_status`.
@@ -19,30 +19,9 @@ const KV_TIMEOUT: i32 = 2;
 /// The caller's store: its functions and their user argument, which the
 /// caller keeps alive for the process.
 struct ForeignStore {
-    get: unsafe extern "C" fn(
-        *mut c_void,
-        *const c_char,
-        usize,
-        i64,
-        *mut c_void,
-        crate::types::KvDeliver,
-    ) -> i32,
-    try_get: unsafe extern "C" fn(
-        *mut c_void,
-        *const c_char,
-        usize,
-        *mut c_void,
-        crate::types::KvDeliver,
-    ) -> i32,
-    put: unsafe extern "C" fn(
-        *mut c_void,
-        *const c_char,
-        usize,
-        *const c_char,
-        usize,
-        *mut c_void,
-        crate::types::KvDeliver,
-    ) -> i32,
+    get: KvGet,
+    try_get: KvTryGet,
+    put: KvPut,
     user: usize,
 }
 

@@ -62,36 +62,34 @@ pub type KvDeliver = unsafe extern "C" fn(sink: *mut c_void, bytes: *const c_cha
 /// The foreign store's calls (`etpu_kv_get`, `etpu_kv_try_get`,
 /// `etpu_kv_put`): each returns an `etpu_kv_status` and delivers the value,
 /// or the failure's message, through `deliver`.
-pub type KvGetFn = Option<
-    unsafe extern "C" fn(
-        user: *mut c_void,
-        key: *const c_char,
-        key_size: usize,
-        timeout_ms: i64,
-        sink: *mut c_void,
-        deliver: KvDeliver,
-    ) -> i32,
->;
-pub type KvTryGetFn = Option<
-    unsafe extern "C" fn(
-        user: *mut c_void,
-        key: *const c_char,
-        key_size: usize,
-        sink: *mut c_void,
-        deliver: KvDeliver,
-    ) -> i32,
->;
-pub type KvPutFn = Option<
-    unsafe extern "C" fn(
-        user: *mut c_void,
-        key: *const c_char,
-        key_size: usize,
-        value: *const c_char,
-        value_size: usize,
-        sink: *mut c_void,
-        deliver: KvDeliver,
-    ) -> i32,
->;
+pub type KvGet = unsafe extern "C" fn(
+    user: *mut c_void,
+    key: *const c_char,
+    key_size: usize,
+    timeout_ms: i64,
+    sink: *mut c_void,
+    deliver: KvDeliver,
+) -> i32;
+pub type KvTryGet = unsafe extern "C" fn(
+    user: *mut c_void,
+    key: *const c_char,
+    key_size: usize,
+    sink: *mut c_void,
+    deliver: KvDeliver,
+) -> i32;
+pub type KvPut = unsafe extern "C" fn(
+    user: *mut c_void,
+    key: *const c_char,
+    key_size: usize,
+    value: *const c_char,
+    value_size: usize,
+    sink: *mut c_void,
+    deliver: KvDeliver,
+) -> i32;
+/// The functions as arguments (NULL is `None`, refused).
+pub type KvGetFn = Option<KvGet>;
+pub type KvTryGetFn = Option<KvTryGet>;
+pub type KvPutFn = Option<KvPut>;
 
 /// A Rust type with a C spelling in `eagertpu.h`.
 pub trait CType {

@@ -399,7 +399,7 @@ class StagedBackend final : public RankBackend {
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override {
     ++sequence_;
     // The rank's own work first, as on the one-process path.
-    torch_sync();
+    check(eagertpu_sync());
     c10d::BarrierOptions host = opts;
     host.device = at::Device(at::kCPU);
     host.device_ids.clear();
@@ -408,8 +408,6 @@ class StagedBackend final : public RankBackend {
   }
 
  private:
-  static void torch_sync() { check(eagertpu_sync()); }
-
   // gloo has no AVG: a SUM divided by the group's size (floating-point
   // tensors only, as on the one-process path). Rewrites `op` to SUM.
   bool averaged(c10d::ReduceOp& op, const std::vector<at::Tensor>& ts, const char* collective) const {
