@@ -89,6 +89,13 @@ etpu_status eagertpu_sync(void);
 etpu_status eagertpu_shutdown(void);
 /* Waits until the fused chunks queued for background compilation are compiled. */
 etpu_status eagertpu_wait_for_compiles(void);
+/* Opens a call of compiled graph `id` (torch.compile) on `device` for this thread:
+   pending work runs first; the ops recorded until eagertpu_graph_end run as one
+   program, compiled at once and replayed at the graph's next calls. *opened is 0
+   in debug mode, where the graph's ops run one by one. */
+etpu_status eagertpu_graph_begin(int64_t device, uint64_t id, int32_t* opened);
+/* Closes this thread's open graph call on `device`: its ops run as one program. */
+etpu_status eagertpu_graph_end(int64_t device);
 /* 1: the first op producing NaN/Inf is an error naming it. */
 etpu_status eagertpu_set_check_nan(int32_t on);
 /* The metrics report: at most `capacity` bytes (NUL-terminated) into `buf`

@@ -337,6 +337,24 @@ mod runtime_api {
             Ok(())
         }
 
+        /// Opens a call of compiled graph `id` (torch.compile) on device
+        /// `device` for this thread: what is pending runs first, and the ops
+        /// recorded until `eagertpu_graph_end` run as one program, compiled at
+        /// once and replayed at the graph's next calls. `opened`: 0 in debug
+        /// mode, where the graph's ops run one by one.
+        fn eagertpu_graph_begin(device: i64, id: u64, opened: *mut i32) {
+            let device = crate::handles::device(device)?;
+            let open = device.graph_begin(id)?;
+            // SAFETY: `opened` is NULL or writable (the caller's contract).
+            unsafe { put(opened, i32::from(open), "opened") }
+        }
+
+        /// Closes this thread's open graph call on `device` and launches its
+        /// ops as one program (nothing open: nothing to do).
+        fn eagertpu_graph_end(device: i64) {
+            Ok(crate::handles::device(device)?.graph_end()?)
+        }
+
         /// Makes the first op producing NaN/Inf an error naming it (0 or 1).
         fn eagertpu_set_check_nan(on: i32) {
             eagertpu::set_check_nan(on != 0)?;

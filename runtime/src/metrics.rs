@@ -40,6 +40,7 @@ pub(crate) struct Counters {
     pub replayed_chunks: AtomicU64,
     pub replayed_ops: AtomicU64,
     pub replay_misses: AtomicU64,
+    pub compiled_graph_calls: AtomicU64,
     /// Collectives run, and collectives that failed every rank (a mismatch,
     /// a missing rank, a failed input).
     pub collectives: AtomicU64,
@@ -107,6 +108,7 @@ impl Counters {
             replayed_chunks: get(&self.replayed_chunks),
             replayed_ops: get(&self.replayed_ops),
             replay_misses: get(&self.replay_misses),
+            compiled_graph_calls: get(&self.compiled_graph_calls),
             collectives: get(&self.collectives),
             collective_errors: get(&self.collective_errors),
             collectives_waiting: crate::tensor::group::waiting(),
@@ -193,6 +195,9 @@ pub struct Metrics {
     /// Chunks whose ops matched a replay plan but whose binding did not (a
     /// tensor held elsewhere, two arguments now one tensor): built in full.
     pub replay_misses: u64,
+    /// Calls of compiled graphs (`torch.compile`), each one chunk of its own
+    /// (in debug mode, none: a graph's ops run one by one there).
+    pub compiled_graph_calls: u64,
     /// Collectives run across a process group's ranks.
     pub collectives: u64,
     /// Collectives that failed every rank (a mismatch, a missing rank).
@@ -267,7 +272,7 @@ impl Metrics {
              \"chunks_op_by_op\": {}, \"chunks_op_by_op_while_compiling\": {}, \"chunks_split\": {}, \
              \"background_compiles\": {}, \"compiling_in_background\": {}, \"promotions\": {}, \
              \"replayed_chunks\": {}, \"replayed_ops\": {}, \"replay_misses\": {}, \
-             \"collectives\": {}, \"collective_errors\": {}, \"collectives_waiting\": [{}], \
+             \"compiled_graph_calls\": {}, \"collectives\": {}, \"collective_errors\": {}, \"collectives_waiting\": [{}], \
              \"cached_executables\": {}, \"live_buffers\": {}, \"live_executables\": {}, \
              \"recompile_reasons\": [{}], \"fallbacks\": {{{}}}, \"host_syncs_by_site\": {{{}}}, \
              \"op_timing\": {{{}}}}}",
@@ -301,6 +306,7 @@ impl Metrics {
             self.replayed_chunks,
             self.replayed_ops,
             self.replay_misses,
+            self.compiled_graph_calls,
             self.collectives,
             self.collective_errors,
             self.collectives_waiting
@@ -339,6 +345,7 @@ impl Metrics {
              fused chunk keys    {} ({} chunks run op by op, {} while compiling; {} promoted; {} split by changing shapes)\n\
              background compiles {} ({} compiling now)\n\
              replayed            {} chunks, {} ops ({} misses)\n\
+             compiled graph calls {}\n\
              collectives         {} ({} failed)\n\
              cached executables  {}\n\
              live buffers        {}\n\
@@ -376,6 +383,7 @@ impl Metrics {
             self.replayed_chunks,
             self.replayed_ops,
             self.replay_misses,
+            self.compiled_graph_calls,
             self.collectives,
             self.collective_errors,
             self.cached_executables,

@@ -67,10 +67,13 @@ pub enum CutReason {
     Shutdown,
     /// Another thread's op reads a value pending in this thread's trace.
     CrossThread,
+    /// A compiled graph (`torch.compile`) starts or ends: its ops are one
+    /// chunk of their own.
+    Graph,
 }
 
 impl CutReason {
-    pub const ALL: [CutReason; 10] = [
+    pub const ALL: [CutReason; 11] = [
         CutReason::EveryOp,
         CutReason::HostRead,
         CutReason::Sync,
@@ -81,6 +84,7 @@ impl CutReason {
         CutReason::ModeSwitch,
         CutReason::Shutdown,
         CutReason::CrossThread,
+        CutReason::Graph,
     ];
 
     pub fn name(self) -> &'static str {
@@ -95,6 +99,7 @@ impl CutReason {
             CutReason::ModeSwitch => "mode_switch",
             CutReason::Shutdown => "shutdown",
             CutReason::CrossThread => "cross_thread",
+            CutReason::Graph => "graph",
         }
     }
 

@@ -97,7 +97,7 @@ impl Stream {
             let call = st.calls;
             let number = st.trace.index.checks.len().min(MAX_CHECKS - 1) as i64 + 1;
             let previous = st.trace.index.flag.clone();
-            let fed = (rt.effective_mode() == crate::config::Mode::Fused).then_some(from);
+            let fed = st.compares_plans(rt).then_some(from);
             let mut rec = Recorder {
                 st,
                 stream: self,

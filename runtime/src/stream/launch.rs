@@ -96,9 +96,16 @@ impl Stream {
             None => {
                 let (graph, params, binding) = self.build_graph(rt, st, launches, !debug)?;
                 let graph = Arc::new(graph);
-                let program = if rt.effective_mode() == Mode::Fused
-                    && tiers::several_calls(launches)
-                {
+                let program = if st.in_graph() && launches.len() > 1 {
+                    // A compiled graph: compiled now, whatever its hotness.
+                    match rt.cache.get(&graph, &rt.counters) {
+                        Ok(p) => {
+                            planned = Some((binding, graph.clone(), p.clone()));
+                            p
+                        }
+                        Err(e) => return Ok(Launched::failed(self.isolate(rt, launches, e))),
+                    }
+                } else if rt.effective_mode() == Mode::Fused && tiers::several_calls(launches) {
                     match self.fused_program(rt, st, &graph, launches) {
                         Ok(p) => {
                             planned = Some((binding, graph.clone(), p.clone()));

@@ -49,6 +49,7 @@ use crate::value::Value;
 pub use crate::origin::Origin;
 
 mod checks;
+mod graphs;
 mod hazards;
 mod launch;
 mod liveness;
@@ -75,6 +76,8 @@ pub(super) struct Trace {
     index: checks::IndexChecks,
     /// Chunks to replay, and which the one being recorded matches.
     replay: replay::Replay,
+    /// The compiled graph being called on this thread, if any (`graphs.rs`).
+    graph: Option<graphs::GraphScope>,
 }
 
 impl Trace {
@@ -85,6 +88,7 @@ impl Trace {
             window: Window::new(limits),
             index: checks::IndexChecks::default(),
             replay: replay::Replay::default(),
+            graph: None,
         }
     }
 }
@@ -119,6 +123,8 @@ pub(super) struct StreamState {
     tiers: tiers::Tiers,
     /// API calls recorded (numbers each call's nodes).
     calls: u32,
+    /// The replay plans of each compiled graph, by graph id (`graphs.rs`).
+    graph_plans: HashMap<u64, replay::Replay, FxBuild>,
 }
 
 /// A device and its op stream.
@@ -142,6 +148,7 @@ impl Stream {
                 outstanding: vec![],
                 tiers: tiers::Tiers::default(),
                 calls: 0,
+                graph_plans: HashMap::default(),
             }),
         }
     }
@@ -160,7 +167,8 @@ impl Stream {
             let before = st.trace.nodes.len();
             st.calls = st.calls.wrapping_add(1);
             let call = st.calls;
-            let fed = (rt.effective_mode() == Mode::Fused).then_some(before);
+            let in_graph = st.in_graph();
+            let fed = st.compares_plans(rt).then_some(before);
             let mut rec = Recorder {
                 st: &mut st,
                 stream: self,
@@ -178,6 +186,10 @@ impl Stream {
             };
             if rt.effective_mode() != Mode::Debug {
                 self.record_index_checks(rt, &mut st, before)?;
+            }
+            if in_graph {
+                // The graph's end cuts it (`graphs.rs`).
+                return Ok(out);
             }
             match rt.effective_mode() {
                 Mode::Debug => self.flush(rt, &mut st, CutReason::EveryOp, true)?,

@@ -52,6 +52,21 @@ impl Device {
         self.stream.device.kind()
     }
 
+    /// Opens a call of compiled graph `id` (`torch.compile`) on this thread:
+    /// what is pending runs first, then the ops recorded until
+    /// [`Device::graph_end`] are one chunk, compiled at once and replayed at
+    /// the graph's next calls. False in debug mode, where nothing opens and
+    /// the graph's ops run one by one.
+    pub fn graph_begin(&self, id: u64) -> Result<bool> {
+        self.stream.graph_begin(context::get()?, id)
+    }
+
+    /// Closes this thread's open graph call and launches its ops as one
+    /// program (nothing open: nothing to do).
+    pub fn graph_end(&self) -> Result<()> {
+        self.stream.graph_end(context::get()?)
+    }
+
     /// Memory in use, when the plugin reports it (libtpu and CUDA do; the XLA
     /// CPU plugin does not, which is an error naming the missing call).
     pub fn memory_stats(&self) -> Result<MemoryStats> {

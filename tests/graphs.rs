@@ -1,0 +1,152 @@
+//! Compiled graphs (`Device::graph_begin`/`graph_end`, what torch.compile's
+//! backend calls): the ops of one call are one chunk however many there are,
+//! compiled at the first call in strict and fused mode alike and replayed at
+//! the next calls, with the values eager execution gives; debug mode opens no
+//! graph. Counting runs in a child process with the on-disk cache off.
+
+mod common;
+
+use common::*;
+use eagertpu::{DType, Device, Mode, Tensor, metrics};
+
+/// `steps` rounds of `tanh(x * 1.01 + 0.5) - 0.25`: four ops a round.
+fn chain(x: &Tensor, steps: usize) -> Tensor {
+    let mut y = x.clone();
+    for _ in 0..steps {
+        y = (&y * 1.01).unwrap();
+        y = (&y + 0.5).unwrap().tanh().unwrap();
+        y = (&y - 0.25).unwrap();
+    }
+    y
+}
+
+fn chain_reference(x: &Host, steps: usize) -> Host {
+    let f = |v: f64| round(DType::F32, v);
+    x.map(DType::F32, |v| {
+        let mut y = v;
+        for _ in 0..steps {
+            y = f(f(f(y * f(1.01)) + 0.5).tanh());
+            y = f(y - 0.25);
+        }
+        y
+    })
+}
+
+fn graph_chunks() -> u64 {
+    let m = metrics().unwrap();
+    m.chunks
+        .iter()
+        .find(|(r, _)| *r == "graph")
+        .map_or(0, |c| c.1)
+}
+
+/// (graph chunks, compiles, replayed chunks, graph calls) so far.
+fn counts() -> [u64; 4] {
+    let m = metrics().unwrap();
+    [
+        graph_chunks(),
+        m.compiles,
+        m.replayed_chunks,
+        m.compiled_graph_calls,
+    ]
+}
+
+fn delta(before: [u64; 4]) -> [u64; 4] {
+    let now = counts();
+    std::array::from_fn(|i| now[i] - before[i])
+}
+
+#[test]
+fn child_graph_calls() {
+    if !is_child("child_graph_calls") {
+        return;
+    }
+    let device = Device::get(0).unwrap();
+    let host = Host::random(DType::F32, &[64], 3);
+    let x = host.tensor();
+    // Each a program of its own (the cache serves every mode: the same ops
+    // in another mode would find their program); 200 rounds: 800 ops, past
+    // the window's 512-op limit.
+    for (mode, id, steps) in [
+        (Mode::Strict, 1, 5),
+        (Mode::Fused, 2, 6),
+        (Mode::Fused, 3, 200),
+    ] {
+        let _m = in_mode(mode);
+        let want = chain_reference(&host, steps);
+        for call in 0..3 {
+            let before = counts();
+            assert!(device.graph_begin(id).unwrap());
+            let y = chain(&x, steps);
+            device.graph_end().unwrap();
+            let [chunks, compiles, replayed, calls] = delta(before);
+            assert_eq!((chunks, calls), (1, 1), "{mode:?} graph {id}, call {call}");
+            // Compiled at the first call, whatever its hotness; bound to that
+            // program by replay at the next ones.
+            assert_eq!(
+                (compiles, replayed),
+                if call == 0 { (1, 0) } else { (0, 1) },
+                "{mode:?} graph {id}, call {call}: {:?}",
+                metrics().unwrap().report()
+            );
+            assert_close_tol(&format!("{mode:?} call {call}"), &y, &want, (1e-5, 1e-6));
+        }
+    }
+    // Eager ops pending before a graph run first, as their own chunk; the
+    // eager loop after it is untouched.
+    let _m = in_mode(Mode::Fused);
+    let pending = (&x * 2.0).unwrap();
+    let before = counts();
+    assert!(device.graph_begin(4).unwrap());
+    let y = chain(&pending, 3);
+    device.graph_end().unwrap();
+    assert_eq!(
+        delta(before)[0],
+        2,
+        "the eager op's chunk, then the graph's"
+    );
+    let doubled = host.map(DType::F32, |v| v * 2.0);
+    assert_close_tol(
+        "after eager ops",
+        &y,
+        &chain_reference(&doubled, 3),
+        (1e-5, 1e-6),
+    );
+    println!("GRAPHS OK");
+}
+
+#[test]
+fn a_graph_call_is_one_chunk_compiled_once_and_replayed() {
+    let (ok, out) = child("child_graph_calls", &[]);
+    assert!(ok && out.contains("GRAPHS OK"), "{out}");
+}
+
+#[test]
+fn debug_mode_opens_no_graph_and_runs_its_ops_one_by_one() {
+    let _m = in_mode(Mode::Debug);
+    let device = Device::get(0).unwrap();
+    let host = Host::random(DType::F32, &[16], 5);
+    let calls = metrics().unwrap().compiled_graph_calls;
+    assert!(!device.graph_begin(9).unwrap());
+    let y = chain(&host.tensor(), 4);
+    device.graph_end().unwrap();
+    assert_eq!(metrics().unwrap().compiled_graph_calls, calls);
+    assert_close_tol("debug", &y, &chain_reference(&host, 4), (1e-5, 1e-6));
+}
+
+#[test]
+fn a_graph_open_twice_on_one_thread_is_an_error_and_the_thread_goes_on() {
+    let _m = in_mode(Mode::Strict);
+    let device = Device::get(0).unwrap();
+    assert!(device.graph_begin(11).unwrap());
+    let e = err_text(device.graph_begin(12));
+    assert!(e.contains("graph 12") && e.contains("graph 11"), "{e}");
+    device.graph_end().unwrap();
+    let host = Host::random(DType::F32, &[8], 6);
+    assert_close_tol(
+        "after",
+        &chain(&host.tensor(), 2),
+        &chain_reference(&host, 2),
+        (1e-5, 1e-6),
+    );
+}
