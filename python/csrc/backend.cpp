@@ -6,6 +6,7 @@
 #include <torch/library.h>
 
 #include <array>
+#include <cstring>
 #include <deque>
 
 #include <Python.h>
@@ -141,6 +142,30 @@ std::optional<const char*> cached_site(const Site& key) {
   return text;
 }
 
+// The code of an FX graph (torch.compile) is in files named so.
+constexpr char kGraphCode[] = "<eval_with_key>";
+
+// The user's line behind line `line` of a compiled graph's code, as the
+// dynamo backend mapped it (eagertpu.dynamo.user_line), if it did. The GIL held.
+std::optional<std::string> compiled_graph_user_line(const char* file, int line) {
+  PyObject* name = PyUnicode_FromString("eagertpu.dynamo");
+  PyObject* module = name == nullptr ? nullptr : PyImport_GetModule(name);
+  Py_XDECREF(name);
+  if (module == nullptr) {
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  PyObject* found = PyObject_CallMethod(module, "user_line", "si", file, line);
+  Py_DECREF(module);
+  std::optional<std::string> out;
+  if (found != nullptr && PyUnicode_Check(found)) {
+    if (const char* text = PyUnicode_AsUTF8(found)) out = text;
+  }
+  Py_XDECREF(found);
+  PyErr_Clear();
+  return out;
+}
+
 // The user's `file:line` of the frame running `code` at byte offset `lasti`,
 // or nullptr for an internal frame. The GIL held.
 const char* site_of(PyCodeObject* code, int lasti) {
@@ -148,7 +173,13 @@ const char* site_of(PyCodeObject* code, int lasti) {
   if (auto cached = cached_site(key)) return *cached;
   const char* file = PyUnicode_AsUTF8(code->co_filename);
   std::optional<std::string> text;
-  if (file != nullptr && !internal_file(file)) text = std::string(file) + ":" + std::to_string(PyCode_Addr2Line(code, lasti));
+  if (file != nullptr && !internal_file(file)) {
+    int line = PyCode_Addr2Line(code, lasti);
+    text = std::string(file) + ":" + std::to_string(line);
+    if (std::strncmp(file, kGraphCode, sizeof(kGraphCode) - 1) == 0) {
+      if (auto user = compiled_graph_user_line(file, line)) text = std::move(user);
+    }
+  }
   std::lock_guard<std::mutex> lock(sites_mu);
   if (sites.size() >= kMaxSites) {
     if (!text) return nullptr;

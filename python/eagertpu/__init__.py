@@ -53,6 +53,9 @@ def _register() -> None:
     for d in (os.path.dirname(torch.__file__), _HERE, os.path.dirname(contextlib.__file__)):
         torch.ops.eagertpu.add_internal_dir(os.path.join(d, ""))
     torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
+    from . import dynamo
+
+    dynamo.install_inductor_hook()
     if torch.distributed.is_available():
         from . import distributed
 

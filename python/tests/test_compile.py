@@ -1,0 +1,232 @@
+"""torch.compile on tpu (backend "tpu"): compiled functions, modules and whole
+training steps give the CPU's values in every mode; each graph call is one
+chunk, compiled once and replayed after; graph breaks, recompiles and errors
+behave as users expect; a second process loads the programs from the disk
+cache; the default backend (Inductor) refuses at once, naming "tpu"."""
+
+import copy
+import sys
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from helpers import assert_same, next_op_works, run_python, tpu
+
+import eagertpu
+from eagertpu.dynamo import dynamo_stats
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def counts():
+    m = eagertpu.metrics()
+    return {
+        "compiles": m["compiles"],
+        "graph_calls": m["compiled_graph_calls"],
+        "graph_chunks": m["chunks"]["graph"],
+        "replayed": m["replayed_chunks"],
+    }
+
+
+def since(before):
+    now = counts()
+    return {k: now[k] - before[k] for k in now}
+
+
+def chain(x, y):
+    for _ in range(10):
+        x = (x * 1.01 + y).tanh()
+    return x.sum(0), x * 2
+
+
+def test_compiled_function_matches_cpu_and_replays(mode):
+    x, y = torch.randn(8, 16), torch.randn(16)
+    expected = chain(x, y)
+    compiled = torch.compile(chain, backend="tpu")
+    before = counts()
+    for _ in range(3):
+        assert_same(compiled(tpu(x), tpu(y)), expected)
+    d = since(before)
+    if mode == "debug":
+        # Debug mode runs a graph's ops one by one, as every op.
+        assert d["graph_calls"] == 0
+        return
+    assert d["graph_calls"] == 3
+    assert d["graph_chunks"] >= 3
+    # The graph compiles at most once (none when the disk cache has it), and
+    # its later calls are bound to that program without a graph lookup.
+    assert d["compiles"] <= 1
+    assert d["replayed"] >= 2
+
+
+def test_backend_alias_eagertpu():
+    x = torch.randn(5)
+    assert_same(torch.compile(lambda t: t.sin() * 3, backend="eagertpu")(tpu(x)), x.sin() * 3)
+
+
+def convnet():
+    torch.manual_seed(0)
+    # No bias before BatchNorm: its true gradient is 0, and AdamW would move
+    # it by lr in the direction of rounding noise, differently per device.
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1, bias=False),
+        nn.BatchNorm2d(8),
+        nn.ReLU(),
+        nn.Flatten(),
+        nn.Linear(8 * 8 * 8, 10),
+    )
+
+
+def train(device, compile_module=False, compile_step=False, steps=4):
+    model = convnet().to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    forward = torch.compile(model, backend="tpu") if compile_module else model
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(4, 3, 8, 8, generator=g), torch.randint(0, 10, (4,), generator=g)
+
+    def step(xb, yb):
+        opt.zero_grad()
+        loss = F.cross_entropy(forward(xb), yb)
+        loss.backward()
+        opt.step()
+        return loss
+
+    if compile_step:
+        step = torch.compile(step, backend="tpu")
+    losses = [step(x.to(device), y.to(device)).item() for _ in range(steps)]
+    return losses, model
+
+
+@pytest.mark.parametrize("what", ["module", "step"])
+def test_compiled_training_matches_cpu(mode, what, no_fallbacks):
+    ref_losses, ref_model = train("cpu")
+    before = counts()
+    losses, model = train("tpu", compile_module=what == "module", compile_step=what == "step")
+    assert losses == pytest.approx(ref_losses, rel=1e-4, abs=1e-5)
+    for (name, p), q in zip(model.state_dict().items(), ref_model.state_dict().values()):
+        assert_same(p, q, rtol=1e-4, atol=1e-4, what=name)
+    if mode != "debug":
+        assert since(before)["graph_calls"] >= 8  # forward and backward, each step
+
+
+class WithBreak(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(6, 6), nn.Linear(6, 3)
+
+    def forward(self, x):
+        h = self.a(x).relu()
+        torch._dynamo.graph_break()
+        return self.b(h).softmax(-1)
+
+
+def test_graph_break_inside_a_model_runs_eagerly_between_graphs(mode):
+    torch.manual_seed(0)
+    model = WithBreak()
+    x = torch.randn(4, 6)
+    expected = model(x)
+    compiled = torch.compile(copy.deepcopy(model).to("tpu"), backend="tpu")
+    breaks = dynamo_stats()["graph_breaks"]
+    assert_same(compiled(tpu(x)), expected.detach())
+    assert_same(compiled(tpu(x)), expected.detach())
+    assert dynamo_stats()["graph_breaks"] > breaks
+
+
+def test_recompile_for_a_new_batch_size_names_the_input():
+    compiled = torch.compile(lambda x: (x * 2).sum(0), backend="tpu", dynamic=False)
+    for batch in (4, 6):
+        x = torch.randn(batch, 3)
+        assert_same(compiled(tpu(x)), (x * 2).sum(0))
+    stats = dynamo_stats()
+    assert stats["recompiles"] >= 1
+    assert any("size mismatch at index 0. expected 4, actual 6" in r for r in stats["recompile_reasons"]), stats
+
+
+def lookup(i, w):
+    y = F.embedding(i, w)  # the line a bad index is blamed on
+    return (y * 2).sum()
+
+
+def test_bad_index_in_a_compiled_graph_names_the_op_and_the_users_line(mode):
+    w = torch.randn(10, 4)
+    compiled = torch.compile(lookup, backend="tpu")
+    ok = torch.tensor([1, 2])
+    assert_same(compiled(tpu(ok), tpu(w)), lookup(ok, w))
+    with pytest.raises(RuntimeError) as info:
+        compiled(tpu(torch.tensor([1, 12])), tpu(w)).item()
+    message = str(info.value)
+    assert "index" in message and "out of range" in message and "size 10" in message, message
+    line = lookup.__code__.co_firstlineno + 1
+    assert f"{__file__}:{line}" in message, message
+    # The process goes on: the next call and the next op are right.
+    other = torch.tensor([3, 4])
+    assert_same(compiled(tpu(other), tpu(w)), lookup(other, w))
+    next_op_works()
+
+
+def test_default_backend_on_tpu_names_the_backend_to_use():
+    with pytest.raises(Exception) as info:
+        torch.compile(lambda x: x * 2 + 1)(torch.ones(3, device="tpu"))
+    assert 'backend="tpu"' in str(info.value), str(info.value)
+    next_op_works()
+
+
+def test_generate_with_a_static_cache_compiled_by_hugging_face(mode):
+    from test_generate import generate, tiny_llama
+    from transformers import CompileConfig
+
+    model, prompt = tiny_llama()
+    expected = generate(model, prompt, 6)
+    on_tpu = copy.deepcopy(model).to("tpu")
+    before = counts()
+    got = on_tpu.generate(
+        prompt.to("tpu"),
+        attention_mask=torch.ones_like(prompt).to("tpu"),
+        max_new_tokens=6,
+        do_sample=False,
+        cache_implementation="static",
+        compile_config=CompileConfig(backend="tpu"),
+    )
+    assert torch.equal(got.cpu(), expected)
+    if mode != "debug":
+        # Hugging Face compiles the decode step: every token after the first.
+        assert since(before)["graph_calls"] >= 4
+
+
+DISK_CACHE_RUN = """
+    import json, torch, eagertpu
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 2)).to("tpu")
+    compiled = torch.compile(model, backend="tpu")
+    x = torch.randn(4, 8, device="tpu", requires_grad=True)
+    out = compiled(x)
+    out.sum().backward()
+    m = eagertpu.metrics()
+    print(json.dumps({"compiles": m["compiles"], "disk_hits": m["disk_hits"],
+                      "graph_calls": m["compiled_graph_calls"], "out": out.detach().cpu().tolist()}))
+"""
+
+
+def test_a_second_process_loads_compiled_graphs_from_the_disk_cache(tmp_path):
+    import json
+
+    runs = []
+    for _ in range(2):
+        r = run_python(DISK_CACHE_RUN, EAGERTPU_CACHE_DIR=str(tmp_path), EAGERTPU_MODE="fused")
+        assert r.returncode == 0, r.stderr
+        runs.append(json.loads(r.stdout.strip().splitlines()[-1]))
+    first, second = runs
+    assert first["compiles"] > 0 and first["graph_calls"] == 2
+    assert second["compiles"] == 0, second
+    assert second["disk_hits"] > 0 and second["graph_calls"] == 2
+    assert second["out"] == first["out"]
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
