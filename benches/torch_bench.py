@@ -11,7 +11,8 @@ Configurations are interleaved in short bursts, round by round (this machine
 is noisy); each figure is the median over rounds and each ratio the median of
 the rounds' own ratios. Then the model-sized workloads of
 torch_workloads.py: generate, gpt_train, two_threads, compile_heavy;
-torch_stages.py: per_op, replay.
+torch_stages.py: per_op, replay; torch_compiled.py: compiled (torch.compile
+with backend="tpu" next to fused eager and CPU eager).
 Writes target/bench/torch.json; numerical checks are reported in it
 ("checks") and printed, and a failed one makes the exit status 1 once every
 workload has run.
@@ -31,11 +32,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import eagertpu
+from torch_compiled import RUNS as COMPILED_RUNS
 from torch_stages import RUNS as STAGE_RUNS
 from torch_workloads import RUNS as MODEL_RUNS
 from torch_workloads import device_of, enter, median_ratio, settle
 
-RUNS = {**MODEL_RUNS, **STAGE_RUNS}
+RUNS = {**MODEL_RUNS, **STAGE_RUNS, **COMPILED_RUNS}
 
 CONFIGS = ["cpu", "debug", "strict", "fused"]
 
