@@ -35,7 +35,7 @@ import eagertpu
 from torch_compiled import RUNS as COMPILED_RUNS
 from torch_stages import RUNS as STAGE_RUNS
 from torch_workloads import RUNS as MODEL_RUNS
-from torch_workloads import device_of, enter, median_ratio, settle
+from torch_workloads import chain_ops, device_of, enter, median_ratio, settle
 
 RUNS = {**MODEL_RUNS, **STAGE_RUNS, **COMPILED_RUNS}
 
@@ -46,13 +46,7 @@ CONFIGS = ["cpu", "debug", "strict", "fused"]
 
 
 def chain_once(x):
-    y = x
-    for _ in range(50):
-        y = y * 1.0001
-        y = y + 0.5
-        y = y.tanh()
-        y = y - x
-    return y.sum().item()
+    return chain_ops(x).item()
 
 
 def chain_round(config, reps):

@@ -19,7 +19,7 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch_workloads import enter, median_ratio, print_ratios, settle, table
+from torch_workloads import chain_ops, enter, median_ratio, print_ratios, settle, table
 
 import eagertpu
 
@@ -30,20 +30,10 @@ def device_of(config):
     return torch.device("cpu") if config == "cpu" else torch.device("tpu")
 
 
-def chain_once(x):
-    y = x
-    for _ in range(50):
-        y = y * 1.0001
-        y = y + 0.5
-        y = y.tanh()
-        y = y - x
-    return y.sum()
-
-
 class Chain:
     def __init__(self, config):
         self.x = torch.randn(256, generator=torch.Generator().manual_seed(0)).to(device_of(config))
-        self.fn = torch.compile(chain_once, backend="tpu") if config == "compiled" else chain_once
+        self.fn = torch.compile(chain_ops, backend="tpu") if config == "compiled" else chain_ops
         self.results = []
 
     def __call__(self):
