@@ -22,7 +22,7 @@ def _autoload() -> None:
 
 import torch  # noqa: E402 - after _autoload, which importing torch calls
 
-from . import _lib
+from . import _lib, dynamo
 
 __all__ = [
     "sync",
@@ -53,8 +53,6 @@ def _register() -> None:
     for d in (os.path.dirname(torch.__file__), _HERE, os.path.dirname(contextlib.__file__)):
         torch.ops.eagertpu.add_internal_dir(os.path.join(d, ""))
     torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
-    from . import dynamo
-
     dynamo.install_inductor_hook()
     if torch.distributed.is_available():
         from . import distributed
@@ -142,14 +140,19 @@ def host_syncs() -> dict:
 
 def metrics() -> dict:
     """The runtime's counters (compiles, cache hits, chunks by cut reason,
-    transfers, host syncs, ...) as numbers, with `fallbacks` ({op: count})
-    and `host_syncs_by_site` ({"file:line": count})."""
-    return _lib.runtime_metrics()
+    transfers, host syncs, compiled graph calls, ...) as numbers, with
+    `fallbacks` ({op: count}), `host_syncs_by_site` ({"file:line": count})
+    and `dynamo` (torch.compile's graphs, graph breaks and recompiles with
+    their reasons: `eagertpu.dynamo.dynamo_stats()`)."""
+    m = _lib.runtime_metrics()
+    m["dynamo"] = dynamo.dynamo_stats()
+    return m
 
 
 def metrics_report() -> str:
-    """A text report: runtime counters, CPU fallbacks, host syncs by call site."""
-    return _lib.runtime_report()
+    """A text report: runtime counters, CPU fallbacks, host syncs by call
+    site, torch.compile's graph breaks and recompiles."""
+    return _lib.runtime_report() + dynamo.report()
 
 
 def memory_info(device="tpu:0") -> dict:

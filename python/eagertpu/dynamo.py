@@ -27,6 +27,7 @@ import ctypes
 import itertools
 import linecache
 import re
+import sys
 import threading
 
 import torch
@@ -162,8 +163,11 @@ def backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
 
 
 def dynamo_stats() -> dict:
-    """Dynamo's counters for this process: graphs compiled, graph breaks by
-    reason, recompiles (`torch._dynamo.utils.counters`)."""
+    """Dynamo's counters for this process: graphs captured, graph breaks by
+    reason, recompiles with the guard that failed (all 0 until something is
+    compiled: dynamo is not imported for this)."""
+    if "torch._dynamo.utils" not in sys.modules:
+        return {"graphs_captured": 0, "graph_breaks": 0, "graph_break_reasons": {}, "recompiles": 0, "recompile_reasons": []}
     from torch._dynamo.utils import counters, guard_failures
 
     stats = counters["stats"]
@@ -178,6 +182,20 @@ def dynamo_stats() -> dict:
         "recompiles": len(reasons),
         "recompile_reasons": reasons,
     }
+
+
+def report() -> str:
+    """The torch.compile lines of `eagertpu.metrics_report()`."""
+    stats = dynamo_stats()
+    text = (
+        f"torch.compile       {stats['graphs_captured']} graphs captured, "
+        f"{stats['graph_breaks']} graph breaks, {stats['recompiles']} recompiles\n"
+    )
+    for reason, n in stats["graph_break_reasons"].items():
+        text += f"  graph break ({n}x): {reason.splitlines()[0]}\n"
+    for reason in stats["recompile_reasons"]:
+        text += f"  recompiled: {reason}\n"
+    return text
 
 
 INDUCTOR_MESSAGE = (
