@@ -96,6 +96,18 @@ etpu_status eagertpu_wait_for_compiles(void);
 etpu_status eagertpu_graph_begin(int64_t device, uint64_t id, int32_t* opened);
 /* Closes this thread's open graph call on `device`: its ops run as one program. */
 etpu_status eagertpu_graph_end(int64_t device);
+/* After a call of graph `id` through a scope, with the tensors it read and returned:
+   makes its later calls direct (*captured = 1) if that call ran as one chunk whose
+   parameters were those inputs (and scalars) and whose results are those outputs. */
+etpu_status eagertpu_graph_capture(int64_t device, uint64_t id, const etpu_tensor* inputs,
+                                   size_t n_inputs, const etpu_tensor* outputs, size_t n_outputs,
+                                   int32_t* captured);
+/* Calls captured graph `id`: its program runs on the inputs' buffers, nothing is recorded,
+   and n_outputs new handles are written to `outputs` (*called = 1). *called = 0, nothing
+   written, when it has no direct call or the inputs' types differ from the captured ones. */
+etpu_status eagertpu_graph_call(int64_t device, uint64_t id, const etpu_tensor* inputs,
+                                size_t n_inputs, etpu_tensor* outputs, size_t n_outputs,
+                                int32_t* called);
 /* 1: the first op producing NaN/Inf is an error naming it. */
 etpu_status eagertpu_set_check_nan(int32_t on);
 /* The metrics report: at most `capacity` bytes (NUL-terminated) into `buf`

@@ -112,7 +112,97 @@ fn child_graph_calls() {
         &chain_reference(&doubled, 3),
         (1e-5, 1e-6),
     );
+    direct_calls(&device);
     println!("GRAPHS OK");
+}
+
+/// (ops recorded, graph calls, direct graph calls) so far.
+fn direct_counts() -> [u64; 3] {
+    let m = metrics().unwrap();
+    [m.ops_recorded, m.compiled_graph_calls, m.direct_graph_calls]
+}
+
+/// A graph called once through a scope, then captured: its next calls run
+/// its program on new inputs with nothing recorded; other input types, a
+/// random key or an output that is no result of the chunk keep it on scopes.
+fn direct_calls(device: &Device) {
+    // (In fused mode: the caller holds it.)
+    let host = Host::random(DType::F32, &[64], 7);
+    let x = host.tensor();
+    assert!(device.graph_begin(20).unwrap());
+    let y = chain(&x, 4);
+    device.graph_end().unwrap();
+    assert!(
+        device
+            .graph_capture(20, std::slice::from_ref(&x), std::slice::from_ref(&y))
+            .unwrap()
+    );
+    assert_close_tol("scope call", &y, &chain_reference(&host, 4), (1e-5, 1e-6));
+    for seed in 8..11 {
+        let other = Host::random(DType::F32, &[64], seed);
+        let before = direct_counts();
+        let out = device
+            .graph_call(20, &[other.tensor()])
+            .unwrap()
+            .expect("a direct call");
+        let now = direct_counts();
+        assert_eq!(
+            [now[0] - before[0], now[1] - before[1], now[2] - before[2]],
+            [0, 1, 1]
+        );
+        assert_eq!(out.len(), 1);
+        assert_close_tol(
+            &format!("direct call {seed}"),
+            &out[0],
+            &chain_reference(&other, 4),
+            (1e-5, 1e-6),
+        );
+    }
+    // An input still pending runs first.
+    let pending = (&x * 2.0).unwrap();
+    let out = device
+        .graph_call(20, &[pending])
+        .unwrap()
+        .expect("a direct call");
+    let doubled = host.map(DType::F32, |v| v * 2.0);
+    assert_close_tol(
+        "pending input",
+        &out[0],
+        &chain_reference(&doubled, 4),
+        (1e-5, 1e-6),
+    );
+    // Another input type: no direct call (the caller goes through a scope).
+    let wide = Host::random(DType::F32, &[32], 9).tensor();
+    assert!(device.graph_call(20, &[wide]).unwrap().is_none());
+    assert!(
+        device
+            .graph_call(21, std::slice::from_ref(&x))
+            .unwrap()
+            .is_none(),
+        "never captured"
+    );
+
+    // A random key is a new parameter at every call: not capturable.
+    assert!(device.graph_begin(22).unwrap());
+    let r = device.rand_uniform((1, 2), &[64], DType::F32).unwrap();
+    let noisy = (&chain(&x, 2) + &r).unwrap();
+    device.graph_end().unwrap();
+    assert!(
+        !device
+            .graph_capture(22, std::slice::from_ref(&x), &[noisy])
+            .unwrap()
+    );
+    // An output that is not one of the chunk's results (a view made after
+    // the call) is not capturable either.
+    assert!(device.graph_begin(23).unwrap());
+    let z = chain(&x, 2);
+    device.graph_end().unwrap();
+    let other_value = (&z + 1.0).unwrap();
+    assert!(
+        !device
+            .graph_capture(23, std::slice::from_ref(&x), &[other_value])
+            .unwrap()
+    );
 }
 
 #[test]

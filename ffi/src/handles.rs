@@ -113,6 +113,32 @@ pub(crate) unsafe fn dims<'a>(p: *const i64, len: usize, what: &str) -> FfiResul
     Ok(unsafe { std::slice::from_raw_parts(p, len) })
 }
 
+/// The `n` tensors of a handle list (`what` names it in errors).
+///
+/// # Safety
+/// `p` must be NULL or valid for `n` reads.
+pub(crate) unsafe fn tensors(
+    p: *const TensorHandle,
+    n: usize,
+    what: &str,
+) -> FfiResult<Vec<Tensor>> {
+    if n == 0 {
+        return Ok(vec![]);
+    }
+    if p.is_null() {
+        return Err(Failure::invalid(format!(
+            "{what} is NULL but its length is {n}"
+        )));
+    }
+    // SAFETY: non-null and valid for `n` handles (the caller's contract).
+    let handles = unsafe { std::slice::from_raw_parts(p, n) };
+    handles
+        .iter()
+        .enumerate()
+        .map(|(i, h)| get(*h, &format!("{what}[{i}]")))
+        .collect()
+}
+
 /// Number of live handles (for leak checks).
 pub fn live_handles() -> usize {
     table().len()

@@ -290,6 +290,7 @@ mod runtime_api {
     use std::ffi::c_char;
 
     use super::*;
+    use crate::types::TensorHandle;
 
     c_api! {
         /// Number of devices of the loaded plugin.
@@ -353,6 +354,60 @@ mod runtime_api {
         /// ops as one program (nothing open: nothing to do).
         fn eagertpu_graph_end(device: i64) {
             Ok(crate::handles::device(device)?.graph_end()?)
+        }
+
+        /// After a call of graph `id` through a scope: makes its later calls
+        /// direct if that call ran as one chunk whose parameters were the
+        /// `n_inputs` tensors it read and whose results are the `n_outputs`
+        /// it returned (`captured`: 1 if so).
+        fn eagertpu_graph_capture(
+            device: i64,
+            id: u64,
+            inputs: *const TensorHandle,
+            n_inputs: usize,
+            outputs: *const TensorHandle,
+            n_outputs: usize,
+            captured: *mut i32,
+        ) {
+            let device = crate::handles::device(device)?;
+            // SAFETY: `inputs` and `outputs` as documented.
+            let (ins, outs) = unsafe { (crate::handles::tensors(inputs, n_inputs, "inputs")?, crate::handles::tensors(outputs, n_outputs, "outputs")?) };
+            let ok = device.graph_capture(id, &ins, &outs)?;
+            // SAFETY: `captured` is NULL or writable.
+            unsafe { put(captured, i32::from(ok), "captured") }
+        }
+
+        /// Calls captured graph `id` on the `n_inputs` tensors: its program
+        /// runs on their buffers, nothing is recorded, and `n_outputs` new
+        /// handles are written to `outputs`. `called` is 0 (nothing written)
+        /// when the graph has no direct call or the inputs' types differ
+        /// from the captured ones.
+        fn eagertpu_graph_call(
+            device: i64,
+            id: u64,
+            inputs: *const TensorHandle,
+            n_inputs: usize,
+            outputs: *mut TensorHandle,
+            n_outputs: usize,
+            called: *mut i32,
+        ) {
+            let device = crate::handles::device(device)?;
+            // SAFETY: `inputs` as documented.
+            let ins = unsafe { crate::handles::tensors(inputs, n_inputs, "inputs")? };
+            let results = device.graph_call(id, &ins)?;
+            let Some(results) = results.filter(|r| r.len() == n_outputs) else {
+                // SAFETY: `called` is NULL or writable.
+                return unsafe { put(called, 0, "called") };
+            };
+            if outputs.is_null() && n_outputs > 0 {
+                return Err(Failure::invalid("outputs is NULL"));
+            }
+            for (i, t) in results.into_iter().enumerate() {
+                // SAFETY: `outputs` holds `n_outputs` writable handles.
+                unsafe { crate::handles::put_tensor(outputs.add(i), t)? };
+            }
+            // SAFETY: `called` is NULL or writable.
+            unsafe { put(called, 1, "called") }
         }
 
         /// Makes the first op producing NaN/Inf an error naming it (0 or 1).

@@ -11,8 +11,10 @@ error messages as eager mode, as one chunk: the runtime opens a graph scope
 compiles that chunk at once through the one compile cache (memory and disk: a
 restarted process loads it and compiles nothing). The graph's later calls are
 bound to its program by trace-guarded replay (no graph is built, hashed or
-looked up again). In debug mode a graph's ops run one by one, as every op does
-there.
+looked up again), or, when its first call allowed it (`GraphCall._capture`),
+run that program directly on the inputs' buffers with no op dispatched
+(`torch.ops.eagertpu.graph_call`). In debug mode a graph's ops run one by one,
+as every op does there.
 
 Graph breaks run in the current eager mode between graphs. Dynamo's own
 counters (graph breaks, recompiles and their reasons) are in `dynamo_stats()`,
@@ -90,6 +92,11 @@ class GraphCall:
         self.kind = kind
         self.id = _new_id()
         self.device = _device_index(example_inputs)
+        # After the first call, the runtime may call the graph's program
+        # directly (`_capture`): then the output shapes and dtypes.
+        self.captured = False
+        self.direct = None
+        self.out_type = tuple
         _map_user_lines(gm)
 
     def __call__(self, *args):
@@ -98,6 +105,56 @@ class GraphCall:
         # aot graph's arguments are tensors and numbers, never a list.
         if len(args) == 1 and type(args[0]) is list:
             args = args[0]
+        if self.direct is not None:
+            out = self._call_direct(args)
+            if out is not None:
+                return out
+        out, opened = self._call_in_scope(args)
+        if opened and not self.captured:  # (debug mode opens no scope)
+            self.captured = True
+            self._capture(args, out)
+        return out
+
+    def _on_device(self, tensors) -> bool:
+        return all(
+            isinstance(t, torch.Tensor) and t.device.type == "tpu" and (t.device.index or 0) == self.device
+            for t in tensors
+        )
+
+    def _capture(self, args, out) -> None:
+        """After the first call: asks the runtime to call the graph directly
+        from now on. Only for a graph over tpu tensors returning new
+        contiguous tpu tensors (none sharing memory with an input or another
+        output: a direct call returns fresh tensors)."""
+        if not isinstance(out, (tuple, list)) or not self._on_device(args):
+            return
+        # A backward's gradient of an input that needs none is None.
+        tensors = [t for t in out if t is not None]
+        if not self._on_device(tensors):
+            return
+        storages = [t.untyped_storage().data_ptr() for t in args]
+        seen = set()
+        for t in tensors:
+            ptr = t.untyped_storage().data_ptr()
+            if not t.is_contiguous() or t.storage_offset() != 0 or ptr in seen or ptr in storages:
+                return
+            seen.add(ptr)
+        if torch.ops.eagertpu.graph_capture(self.device, self.id, list(args), tensors):
+            self.direct = [None if t is None else (t.shape, t.dtype) for t in out]
+            self.out_type = type(out)
+
+    def _call_direct(self, args):
+        if not self._on_device(args):
+            return None
+        dev = torch.device("tpu", self.device)
+        outs = [None if m is None else torch.empty(m[0], dtype=m[1], device=dev) for m in self.direct]
+        if not torch.ops.eagertpu.graph_call(self.device, self.id, list(args), [t for t in outs if t is not None]):
+            # The inputs' types changed: through a scope, then captured again.
+            self.direct, self.captured = None, False
+            return None
+        return tuple(outs) if self.out_type is tuple else outs
+
+    def _call_in_scope(self, args):
         opened = ctypes.c_int32(0)
         _lib.check(_lib.ffi.eagertpu_graph_begin(ctypes.c_int64(self.device), ctypes.c_uint64(self.id), ctypes.byref(opened)))
         try:
@@ -107,7 +164,7 @@ class GraphCall:
             _lib.ffi.eagertpu_graph_end(ctypes.c_int64(self.device))
             raise
         _lib.check(_lib.ffi.eagertpu_graph_end(ctypes.c_int64(self.device)))
-        return out
+        return out, opened.value != 0
 
 
 def _compiler(kind):

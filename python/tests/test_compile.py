@@ -31,6 +31,8 @@ def counts():
         "graph_calls": m["compiled_graph_calls"],
         "graph_chunks": m["chunks"]["graph"],
         "replayed": m["replayed_chunks"],
+        "direct": m["direct_graph_calls"],
+        "ops": m["ops_recorded"],
     }
 
 
@@ -50,19 +52,35 @@ def test_compiled_function_matches_cpu_and_replays(mode):
     expected = chain(x, y)
     compiled = torch.compile(chain, backend="tpu")
     before = counts()
-    for _ in range(3):
+    assert_same(compiled(tpu(x), tpu(y)), expected)
+    first = since(before)
+    for _ in range(2):
         assert_same(compiled(tpu(x), tpu(y)), expected)
     d = since(before)
     if mode == "debug":
         # Debug mode runs a graph's ops one by one, as every op.
-        assert d["graph_calls"] == 0
+        assert d["graph_calls"] == 0 and d["direct"] == 0
         return
     assert d["graph_calls"] == 3
-    assert d["graph_chunks"] >= 3
-    # The graph compiles at most once (none when the disk cache has it), and
-    # its later calls are bound to that program without a graph lookup.
-    assert d["compiles"] <= 1
-    assert d["replayed"] >= 2
+    # The first call is one chunk, compiled at once (or loaded from disk);
+    # the later ones run that program directly on the inputs: no op recorded.
+    assert first["graph_chunks"] >= 1 and d["compiles"] <= 1
+    assert d["direct"] == 2
+    assert d["ops"] - first["ops"] <= 4  # the inputs' transfers, not the graph's ops
+
+
+def test_direct_calls_follow_new_input_values_and_fall_back_on_new_types(mode):
+    compiled = torch.compile(chain, backend="tpu", dynamic=False)
+    y = torch.randn(16)
+    for i in range(4):
+        x = torch.randn(8, 16)
+        assert_same(compiled(tpu(x), tpu(y)), chain(x, y), what=f"call {i}")
+    # A graph input computed by pending eager ops is launched first.
+    x = torch.randn(8, 16)
+    assert_same(compiled(tpu(x) * 2 - 1, tpu(y)), chain(x * 2 - 1, y))
+    # A non-contiguous input (a view): runs through a scope, still right.
+    xt = torch.randn(16, 8)
+    assert_same(compiled(tpu(xt).t(), tpu(y)), chain(xt.t(), y))
 
 
 def test_backend_alias_eagertpu():

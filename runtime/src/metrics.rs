@@ -41,6 +41,7 @@ pub(crate) struct Counters {
     pub replayed_ops: AtomicU64,
     pub replay_misses: AtomicU64,
     pub compiled_graph_calls: AtomicU64,
+    pub direct_graph_calls: AtomicU64,
     /// Collectives run, and collectives that failed every rank (a mismatch,
     /// a missing rank, a failed input).
     pub collectives: AtomicU64,
@@ -109,6 +110,7 @@ impl Counters {
             replayed_ops: get(&self.replayed_ops),
             replay_misses: get(&self.replay_misses),
             compiled_graph_calls: get(&self.compiled_graph_calls),
+            direct_graph_calls: get(&self.direct_graph_calls),
             collectives: get(&self.collectives),
             collective_errors: get(&self.collective_errors),
             collectives_waiting: crate::tensor::group::waiting(),
@@ -198,6 +200,9 @@ pub struct Metrics {
     /// Calls of compiled graphs (`torch.compile`), each one chunk of its own
     /// (in debug mode, none: a graph's ops run one by one there).
     pub compiled_graph_calls: u64,
+    /// Those that ran their program directly on the inputs' buffers, with
+    /// no op recorded (`graphs.rs`).
+    pub direct_graph_calls: u64,
     /// Collectives run across a process group's ranks.
     pub collectives: u64,
     /// Collectives that failed every rank (a mismatch, a missing rank).
@@ -272,7 +277,7 @@ impl Metrics {
              \"chunks_op_by_op\": {}, \"chunks_op_by_op_while_compiling\": {}, \"chunks_split\": {}, \
              \"background_compiles\": {}, \"compiling_in_background\": {}, \"promotions\": {}, \
              \"replayed_chunks\": {}, \"replayed_ops\": {}, \"replay_misses\": {}, \
-             \"compiled_graph_calls\": {}, \"collectives\": {}, \"collective_errors\": {}, \"collectives_waiting\": [{}], \
+             \"compiled_graph_calls\": {}, \"direct_graph_calls\": {}, \"collectives\": {}, \"collective_errors\": {}, \"collectives_waiting\": [{}], \
              \"cached_executables\": {}, \"live_buffers\": {}, \"live_executables\": {}, \
              \"recompile_reasons\": [{}], \"fallbacks\": {{{}}}, \"host_syncs_by_site\": {{{}}}, \
              \"op_timing\": {{{}}}}}",
@@ -307,6 +312,7 @@ impl Metrics {
             self.replayed_ops,
             self.replay_misses,
             self.compiled_graph_calls,
+            self.direct_graph_calls,
             self.collectives,
             self.collective_errors,
             self.collectives_waiting
@@ -345,7 +351,7 @@ impl Metrics {
              fused chunk keys    {} ({} chunks run op by op, {} while compiling; {} promoted; {} split by changing shapes)\n\
              background compiles {} ({} compiling now)\n\
              replayed            {} chunks, {} ops ({} misses)\n\
-             compiled graph calls {}\n\
+             compiled graph calls {} ({} direct)\n\
              collectives         {} ({} failed)\n\
              cached executables  {}\n\
              live buffers        {}\n\
@@ -384,6 +390,7 @@ impl Metrics {
             self.replayed_ops,
             self.replay_misses,
             self.compiled_graph_calls,
+            self.direct_graph_calls,
             self.collectives,
             self.collective_errors,
             self.cached_executables,

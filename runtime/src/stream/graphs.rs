@@ -16,12 +16,22 @@
 //! In debug mode no scope opens: the graph's ops run one by one, as every op
 //! does there.
 
+use std::sync::Arc;
+
+use fusion::policy::CutReason;
+use fusion::{Graph, TensorType};
+
+use super::launch::Param;
+use super::liveness::Launch;
 use super::{Stream, StreamState, lock, replay, this_thread_trace};
+use crate::cache::Program;
+use crate::completion::{Blame, Completion};
 use crate::config::Mode;
 use crate::context::Runtime;
 use crate::error::{Error, Result};
 use crate::metrics::Counters;
-use fusion::policy::CutReason;
+use crate::pjrt::Buffer;
+use crate::value::Value;
 
 /// Graphs whose replay plans a stream keeps; past this, all are dropped (the
 /// next call of each builds its chunk in full once, and finds its program in
@@ -33,6 +43,48 @@ const MAX_GRAPHS: usize = 1024;
 pub(super) struct GraphScope {
     id: u64,
     outer: replay::Replay,
+    /// The chunks the call launched, and the last one (a call launched as
+    /// one chunk can be called directly next time).
+    launched: u32,
+    last: Option<GraphLaunch>,
+}
+
+/// A graph call's chunk as it ran: its program, its parameters' values and
+/// buffers, the values it exported, in order.
+pub(super) struct GraphLaunch {
+    id: u64,
+    program: Arc<Program>,
+    graph: Arc<Graph>,
+    params: Vec<(Option<Arc<Value>>, Arc<Buffer>)>,
+    exports: Vec<Arc<Value>>,
+    blame: Blame,
+    /// No RNG key, no index check, no donation: the program computes the
+    /// same function of the same parameters at every call.
+    pure: bool,
+}
+
+/// Where a parameter of a directly called graph comes from.
+enum Source {
+    Input(usize),
+    /// A lifted scalar (a constant of the graph).
+    Constant(Arc<Buffer>),
+}
+
+/// What a graph output is: a program output, or one of the inputs.
+enum Output {
+    Program(usize),
+    Input(usize),
+}
+
+/// A graph whose calls run its program on the inputs' buffers: no op is
+/// recorded (`Stream::graph_call`).
+pub(super) struct DirectCall {
+    program: Arc<Program>,
+    inputs: Vec<TensorType>,
+    params: Vec<Source>,
+    outputs: Vec<Output>,
+    out_types: Vec<TensorType>,
+    blame: Blame,
 }
 
 impl Stream {
@@ -53,7 +105,12 @@ impl Stream {
         self.flush(rt, &mut st, CutReason::Graph, false)?;
         let plans = st.graph_plans.remove(&id).unwrap_or_default();
         let outer = std::mem::replace(&mut st.trace.replay, plans);
-        st.trace.graph = Some(GraphScope { id, outer });
+        st.trace.graph = Some(GraphScope {
+            id,
+            outer,
+            launched: 0,
+            last: None,
+        });
         Counters::add(&rt.counters.compiled_graph_calls, 1);
         Ok(true)
     }
@@ -80,6 +137,183 @@ impl Stream {
             st.graph_plans.clear();
         }
         st.graph_plans.insert(scope.id, plans);
+        st.last_graph_launch = scope.last.filter(|_| scope.launched == 1);
+    }
+
+    /// Makes graph `id`'s later calls direct (`graph_call`) if its last call
+    /// ran as one pure chunk whose parameters were its `inputs` (the values
+    /// the call read, in order) and lifted scalars, and whose `outputs` are
+    /// that chunk's results or inputs. True if it did.
+    pub fn graph_capture(
+        &self,
+        rt: &Runtime,
+        id: u64,
+        inputs: &[Arc<Value>],
+        outputs: &[Arc<Value>],
+    ) -> Result<bool> {
+        if rt.effective_mode() == Mode::Debug {
+            return Ok(false);
+        }
+        let mut st = lock(&self.state);
+        st.activate(this_thread_trace());
+        let Some(last) = st.last_graph_launch.take() else {
+            return Ok(false);
+        };
+        if last.id != id || !last.pure || last.graph.num_aliases() > 0 {
+            return Ok(false);
+        }
+        let position = |v: &Arc<Value>| inputs.iter().position(|i| Arc::ptr_eq(i, v));
+        let mut params = Vec::with_capacity(last.params.len());
+        for (value, buffer) in &last.params {
+            params.push(match value {
+                // A tensor that is not an input (a constant the graph holds):
+                // not known to stay the same, so no direct call.
+                Some(v) => match position(v) {
+                    Some(k) => Source::Input(k),
+                    None => return Ok(false),
+                },
+                None => Source::Constant(buffer.clone()),
+            });
+        }
+        let mut outs = Vec::with_capacity(outputs.len());
+        for o in outputs {
+            match last.exports.iter().position(|e| Arc::ptr_eq(e, o)) {
+                Some(j) => outs.push(Output::Program(j)),
+                None => match position(o) {
+                    Some(k) => outs.push(Output::Input(k)),
+                    None => return Ok(false),
+                },
+            }
+        }
+        let call = DirectCall {
+            program: last.program,
+            inputs: inputs.iter().map(|v| v.ty.clone()).collect(),
+            params,
+            outputs: outs,
+            out_types: last.exports.iter().map(|v| v.ty.clone()).collect(),
+            blame: last.blame,
+        };
+        if st.direct_calls.len() >= MAX_GRAPHS {
+            st.direct_calls.clear();
+        }
+        st.direct_calls.insert(id, Arc::new(call));
+        Ok(true)
+    }
+
+    /// Calls graph `id` directly: its program runs on `inputs`' buffers
+    /// (launching those still pending first), nothing is recorded, and the
+    /// outputs come back. `None` when the graph has no direct call or the
+    /// inputs' types are not those it was captured with (the caller then
+    /// calls it through a graph scope).
+    pub fn graph_call(
+        &self,
+        rt: &Runtime,
+        id: u64,
+        inputs: &[Arc<Value>],
+    ) -> Result<Option<Vec<Arc<Value>>>> {
+        if rt.effective_mode() == Mode::Debug {
+            return Ok(None);
+        }
+        let mut st = lock(&self.state);
+        st.activate(this_thread_trace());
+        let Some(call) = st.direct_calls.get(&id).cloned() else {
+            return Ok(None);
+        };
+        if inputs.len() != call.inputs.len()
+            || inputs.iter().zip(&call.inputs).any(|(v, t)| v.ty != *t)
+        {
+            return Ok(None);
+        }
+        for v in inputs {
+            if v.is_pending() {
+                let index = if v.trace == st.active {
+                    self.flush(rt, &mut st, CutReason::Graph, false)?;
+                    std::mem::take(&mut st.trace.index)
+                } else {
+                    self.flush_trace(rt, &mut st, v.trace, CutReason::Graph)?
+                };
+                st.trace.index.merge(index);
+            }
+        }
+        let mut launched = Vec::with_capacity(inputs.len());
+        for v in inputs {
+            launched.push(v.buffer()?.ok_or_else(|| {
+                Error::Internal(
+                    "a compiled graph's input is pending after its trace was cut".into(),
+                )
+            })?);
+        }
+        let buffers: Vec<&Buffer> = call
+            .params
+            .iter()
+            .map(|p| match p {
+                Source::Input(k) => launched[*k].0.as_ref(),
+                Source::Constant(b) => b.as_ref(),
+            })
+            .collect();
+        let (outputs, event) = call
+            .program
+            .exe
+            .execute(&buffers, &self.device)
+            .map_err(|e| call.blame.error(e))?;
+        Counters::add(&rt.counters.executions, 1);
+        Counters::add(&rt.counters.compiled_graph_calls, 1);
+        Counters::add(&rt.counters.direct_graph_calls, 1);
+        let deps: Vec<Arc<Completion>> = launched
+            .iter()
+            .filter_map(|(_, d)| d.clone())
+            .filter(|d| !d.done_ok())
+            .collect();
+        let reads: Vec<Arc<Buffer>> = launched.iter().map(|(b, _)| b.clone()).collect();
+        let done = Completion::new(event, call.blame.clone(), deps, reads);
+        st.outstanding.retain(|c| !c.done_ok());
+        st.outstanding.push(done.clone());
+        let results: Vec<Arc<Value>> = outputs
+            .into_iter()
+            .zip(&call.out_types)
+            .map(|(b, ty)| Value::computed(ty.clone(), b, done.clone()))
+            .collect();
+        Ok(Some(
+            call.outputs
+                .iter()
+                .map(|o| match o {
+                    Output::Program(j) => results[*j].clone(),
+                    Output::Input(k) => inputs[*k].clone(),
+                })
+                .collect(),
+        ))
+    }
+
+    /// Notes a chunk launched inside a graph scope (`launch.rs`).
+    pub(super) fn note_graph_launch(
+        st: &mut StreamState,
+        program: &Arc<Program>,
+        graph: &Arc<Graph>,
+        params: &[Param],
+        launches: &[Launch],
+    ) {
+        let Some(scope) = st.trace.graph.as_mut() else {
+            return;
+        };
+        scope.launched += 1;
+        let pure = launches
+            .iter()
+            .all(|l| !l.node.lift && l.node.op.index_operand().is_none());
+        scope.last = Some(GraphLaunch {
+            id: scope.id,
+            program: program.clone(),
+            graph: graph.clone(),
+            params: params
+                .iter()
+                .map(|p| (p.value.clone(), p.buffer.clone()))
+                .collect(),
+            exports: launches.iter().filter_map(|l| l.export.clone()).collect(),
+            blame: launches
+                .last()
+                .map(|l| l.node.blame(launches.len()))
+                .expect("a chunk has nodes"),
+            pure,
+        });
     }
 }
 

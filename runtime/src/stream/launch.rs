@@ -156,6 +156,9 @@ impl Stream {
             Err(e) => return Err(blame(e)),
         };
         Counters::add(&rt.counters.executions, 1);
+        if st.in_graph() {
+            Self::note_graph_launch(st, &program, &graph, &params, launches);
+        }
         let donated = graph.num_aliases() - kept.len();
         Counters::add(&rt.counters.donated_buffers, donated as u64);
         let deps: Vec<Arc<Completion>> = params

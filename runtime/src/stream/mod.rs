@@ -125,6 +125,10 @@ pub(super) struct StreamState {
     calls: u32,
     /// The replay plans of each compiled graph, by graph id (`graphs.rs`).
     graph_plans: HashMap<u64, replay::Replay, FxBuild>,
+    /// The chunk of the graph call closed last on this stream, if it was one.
+    last_graph_launch: Option<graphs::GraphLaunch>,
+    /// Graphs called directly, by graph id.
+    direct_calls: HashMap<u64, Arc<graphs::DirectCall>, FxBuild>,
 }
 
 /// A device and its op stream.
@@ -149,6 +153,8 @@ impl Stream {
                 tiers: tiers::Tiers::default(),
                 calls: 0,
                 graph_plans: HashMap::default(),
+                last_graph_launch: None,
+                direct_calls: HashMap::default(),
             }),
         }
     }

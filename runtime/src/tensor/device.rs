@@ -1,5 +1,6 @@
 //! `Device`: a device of the loaded plugin, and where new tensors are made.
 
+use super::Tensor;
 use crate::context;
 use crate::error::{Error, Result};
 use crate::pjrt::MemoryStats;
@@ -65,6 +66,30 @@ impl Device {
     /// program (nothing open: nothing to do).
     pub fn graph_end(&self) -> Result<()> {
         self.stream.graph_end(context::get()?)
+    }
+
+    /// After a call of graph `id` through a scope, with the tensors it read
+    /// and returned: makes its later calls direct ([`Device::graph_call`])
+    /// if that call ran as one chunk of the graph's own ops (no random key,
+    /// no index check) whose parameters were those inputs and scalars and
+    /// whose results are those outputs. True if it did.
+    pub fn graph_capture(&self, id: u64, inputs: &[Tensor], outputs: &[Tensor]) -> Result<bool> {
+        let values = |ts: &[Tensor]| ts.iter().map(|t| t.value.clone()).collect::<Vec<_>>();
+        self.stream
+            .graph_capture(context::get()?, id, &values(inputs), &values(outputs))
+    }
+
+    /// Calls captured graph `id` directly: its program runs on `inputs`,
+    /// nothing is recorded. `None` if it has no direct call, or the inputs'
+    /// types differ from the captured ones (call it through a scope then).
+    pub fn graph_call(&self, id: u64, inputs: &[Tensor]) -> Result<Option<Vec<Tensor>>> {
+        let values: Vec<_> = inputs.iter().map(|t| t.value.clone()).collect();
+        let outputs = self.stream.graph_call(context::get()?, id, &values)?;
+        Ok(outputs.map(|vs| {
+            vs.into_iter()
+                .map(|v| Tensor::new(v, self.stream))
+                .collect()
+        }))
     }
 
     /// Memory in use, when the plugin reports it (libtpu and CUDA do; the XLA
