@@ -223,9 +223,13 @@ def dynamo_stats() -> dict:
     """Dynamo's counters for this process: graphs captured, graph breaks by
     reason, recompiles with the guard that failed (all 0 until something is
     compiled: dynamo is not imported for this)."""
-    if "torch._dynamo.utils" not in sys.modules:
+    # Read from the loaded module, never imported here: `metrics()` is called
+    # from threads waiting on each other (ranks at a collective), where an
+    # import statement's module lock can wait forever.
+    utils = sys.modules.get("torch._dynamo.utils")
+    if utils is None:
         return {"graphs_captured": 0, "graph_breaks": 0, "graph_break_reasons": {}, "recompiles": 0, "recompile_reasons": []}
-    from torch._dynamo.utils import counters, guard_failures
+    counters, guard_failures = utils.counters, utils.guard_failures
 
     stats = counters["stats"]
     breaks = dict(counters["graph_break"])
