@@ -223,9 +223,7 @@ def dynamo_stats() -> dict:
     """Dynamo's counters for this process: graphs captured, graph breaks by
     reason, recompiles with the guard that failed (all 0 until something is
     compiled: dynamo is not imported for this)."""
-    # Read from the loaded module, never imported here: `metrics()` is called
-    # from threads waiting on each other (ranks at a collective), where an
-    # import statement's module lock can wait forever.
+    # Read from dynamo's module if it is loaded: never imported for this.
     utils = sys.modules.get("torch._dynamo.utils")
     if utils is None:
         return {"graphs_captured": 0, "graph_breaks": 0, "graph_break_reasons": {}, "recompiles": 0, "recompile_reasons": []}
@@ -243,20 +241,6 @@ def dynamo_stats() -> dict:
         "recompiles": len(reasons),
         "recompile_reasons": reasons,
     }
-
-
-def report() -> str:
-    """The torch.compile lines of `eagertpu.metrics_report()`."""
-    stats = dynamo_stats()
-    text = (
-        f"torch.compile       {stats['graphs_captured']} graphs captured, "
-        f"{stats['graph_breaks']} graph breaks, {stats['recompiles']} recompiles\n"
-    )
-    for reason, n in stats["graph_break_reasons"].items():
-        text += f"  graph break ({n}x): {reason.splitlines()[0]}\n"
-    for reason in stats["recompile_reasons"]:
-        text += f"  recompiled: {reason}\n"
-    return text
 
 
 INDUCTOR_MESSAGE = (
@@ -299,7 +283,6 @@ class _InductorHook:
         if fullname != self.NAME:
             return None
         import importlib.machinery
-        import sys
 
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or spec.loader is None:
@@ -316,8 +299,6 @@ class _InductorHook:
 
 
 def install_inductor_hook() -> None:
-    import sys
-
     module = sys.modules.get(_InductorHook.NAME)
     if module is not None:
         _refuse_inductor(module)

@@ -54,7 +54,6 @@ pub(super) struct GraphScope {
 pub(super) struct GraphLaunch {
     id: u64,
     program: Arc<Program>,
-    graph: Arc<Graph>,
     params: Vec<(Option<Arc<Value>>, Arc<Buffer>)>,
     exports: Vec<Arc<Value>>,
     blame: Blame,
@@ -159,7 +158,7 @@ impl Stream {
         let Some(last) = st.last_graph_launch.take() else {
             return Ok(false);
         };
-        if last.id != id || !last.pure || last.graph.num_aliases() > 0 {
+        if last.id != id || !last.pure {
             return Ok(false);
         }
         let position = |v: &Arc<Value>| inputs.iter().position(|i| Arc::ptr_eq(i, v));
@@ -296,13 +295,13 @@ impl Stream {
             return;
         };
         scope.launched += 1;
-        let pure = launches
-            .iter()
-            .all(|l| !l.node.lift && l.node.op.index_operand().is_none());
+        let pure = graph.num_aliases() == 0
+            && launches
+                .iter()
+                .all(|l| !l.node.lift && l.node.op.index_operand().is_none());
         scope.last = Some(GraphLaunch {
             id: scope.id,
             program: program.clone(),
-            graph: graph.clone(),
             params: params
                 .iter()
                 .map(|p| (p.value.clone(), p.buffer.clone()))
