@@ -141,15 +141,18 @@ def host_syncs() -> dict:
 def metrics() -> dict:
     """The runtime's counters (compiles, cache hits, chunks by cut reason,
     transfers, host syncs, compiled graph calls, ...) as numbers, with
-    `fallbacks` ({op: count}) and `host_syncs_by_site` ({"file:line": count});
-    torch.compile's graph breaks and recompiles: `eagertpu.dynamo.dynamo_stats()`."""
-    return _lib.runtime_metrics()
+    `fallbacks` ({op: count}), `host_syncs_by_site` ({"file:line": count})
+    and `dynamo` (torch.compile's graphs, graph breaks and recompiles with
+    their reasons: `eagertpu.dynamo.dynamo_stats()`)."""
+    m = _lib.runtime_metrics()
+    m["dynamo"] = dynamo.dynamo_stats()
+    return m
 
 
 def metrics_report() -> str:
     """A text report: runtime counters, CPU fallbacks, host syncs by call
     site, torch.compile's graph breaks and recompiles."""
-    return _lib.runtime_report()
+    return _lib.runtime_report() + dynamo.report()
 
 
 def memory_info(device="tpu:0") -> dict:

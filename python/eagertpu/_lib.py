@@ -20,22 +20,28 @@ def check(status: int) -> None:
         raise RuntimeError(ffi.eagertpu_last_error().decode("utf-8", "replace"))
 
 
+def _read_text(fn) -> str:
+    """The text `fn(buf, capacity, &length)` writes. The text can grow between
+    asking its length and reading it (another thread's op, a rank arriving at
+    a collective): read again, larger, until it fits."""
+    capacity = 4096
+    while True:
+        length = ctypes.c_size_t(0)
+        buf = ctypes.create_string_buffer(capacity)
+        check(fn(buf, capacity, ctypes.byref(length)))
+        if length.value <= capacity:  # the NUL included
+            return buf.value.decode("utf-8", "replace")
+        capacity = 2 * length.value
+
+
 def runtime_report() -> str:
-    length = ctypes.c_size_t(0)
-    check(ffi.eagertpu_metrics_report(None, 0, ctypes.byref(length)))
-    buf = ctypes.create_string_buffer(length.value)
-    check(ffi.eagertpu_metrics_report(buf, length.value, ctypes.byref(length)))
-    return buf.value.decode("utf-8", "replace")
+    return _read_text(ffi.eagertpu_metrics_report)
 
 
 def runtime_metrics() -> dict:
     import json
 
-    length = ctypes.c_size_t(0)
-    check(ffi.eagertpu_metrics_json(None, 0, ctypes.byref(length)))
-    buf = ctypes.create_string_buffer(length.value)
-    check(ffi.eagertpu_metrics_json(buf, length.value, ctypes.byref(length)))
-    return json.loads(buf.value.decode("utf-8", "replace"))
+    return json.loads(_read_text(ffi.eagertpu_metrics_json))
 
 
 def storage_stats(device: int = -1) -> tuple[int, int]:

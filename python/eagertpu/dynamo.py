@@ -243,6 +243,20 @@ def dynamo_stats() -> dict:
     }
 
 
+def report() -> str:
+    """The torch.compile lines of `eagertpu.metrics_report()`."""
+    stats = dynamo_stats()
+    text = (
+        f"torch.compile       {stats['graphs_captured']} graphs captured, "
+        f"{stats['graph_breaks']} graph breaks, {stats['recompiles']} recompiles\n"
+    )
+    for reason, n in stats["graph_break_reasons"].items():
+        text += f"  graph break ({n}x): {reason.splitlines()[0]}\n"
+    for reason in stats["recompile_reasons"]:
+        text += f"  recompiled: {reason}\n"
+    return text
+
+
 INDUCTOR_MESSAGE = (
     "torch.compile's default backend (Inductor) has no code generator for the tpu device "
     "(EagerTPU); compile with torch.compile(model, backend=\"tpu\"), which lowers each graph "

@@ -154,6 +154,8 @@ def test_graph_break_inside_a_model_runs_eagerly_between_graphs(mode):
     assert_same(compiled(tpu(x)), expected.detach())
     assert_same(compiled(tpu(x)), expected.detach())
     assert dynamo_stats()["graph_breaks"] > breaks
+    assert eagertpu.metrics()["dynamo"]["graph_breaks"] > breaks
+    assert "graph break" in eagertpu.metrics_report()
 
 
 def test_recompile_for_a_new_batch_size_names_the_input():
@@ -164,6 +166,7 @@ def test_recompile_for_a_new_batch_size_names_the_input():
     stats = dynamo_stats()
     assert stats["recompiles"] >= 1
     assert any("size mismatch at index 0. expected 4, actual 6" in r for r in stats["recompile_reasons"]), stats
+    assert "recompiled: " in eagertpu.metrics_report() and "expected 4, actual 6" in eagertpu.metrics_report()
 
 
 def lookup(i, w):
