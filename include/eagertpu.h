@@ -253,6 +253,8 @@ enum { ETPU_REDUCE_SUM = 0, ETPU_REDUCE_AVG = 1, ETPU_REDUCE_PRODUCT = 2, ETPU_R
  * means EAGERTPU_COLLECTIVE_TIMEOUT. Writes one handle per rank to
  * out[0..size]; each rank frees its own. */
 etpu_status etpu_group_new(const int64_t* devices, size_t size, double timeout_seconds, etpu_group* out);
+/* Frees one rank's handle: the rank leaves the group, so a collective the
+ * others wait for (or call later) fails at once, naming it. */
 etpu_status etpu_group_free(etpu_group group);
 /* Rank `rank`'s device. */
 etpu_status etpu_group_device(etpu_group group, int64_t rank, int64_t* out);

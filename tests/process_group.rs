@@ -240,6 +240,57 @@ fn a_rank_that_never_comes_fails_the_others_within_the_timeout() {
     four_devices("child_a_rank_that_never_comes_fails_the_others_within_the_timeout");
 }
 
+#[test]
+fn child_a_rank_that_leaves_fails_the_others_at_once() {
+    if !is_child("child_a_rank_that_leaves_fails_the_others_at_once") {
+        return;
+    }
+    let devices: Vec<Device> = (0..3).map(|r| Device::get(r).unwrap()).collect();
+    // A timeout the test would notice: leaving must not wait for it.
+    let pg = ProcessGroup::with_timeout(&devices, Duration::from_secs(600)).unwrap();
+    let start = Instant::now();
+    let errors = on_ranks(&pg, 3, |pg, r| {
+        let x = pg.device(r).unwrap().tensor(&[1.0f32; 4], &[4]).unwrap();
+        let first = pg.all_reduce(r, &x, CollectiveReduce::Sum).unwrap();
+        assert_eq!(first.to_vec::<f32>().unwrap(), vec![3.0; 4]);
+        if r == 2 {
+            // Rank 2's thread is done; the others are (or soon will be)
+            // waiting at their second collective.
+            std::thread::sleep(Duration::from_millis(200));
+            pg.leave(r).unwrap();
+            return String::new();
+        }
+        pg.all_reduce(r, &x, CollectiveReduce::Max)
+            .unwrap_err()
+            .to_string()
+    });
+    assert!(
+        start.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        start.elapsed()
+    );
+    for e in &errors[..2] {
+        for words in [
+            "all_reduce: rank 2 (last finished: all_reduce(Sum) float32[4] (collective #1)",
+            "left the group",
+            "waiting: rank 0: all_reduce(Max) float32[4] (collective #2)",
+            "rank 1: all_reduce(Max) float32[4] (collective #2)",
+        ] {
+            assert!(e.contains(words), "{words:?} not in {e}");
+        }
+    }
+    // A collective called after the rank left fails at once too.
+    let x = pg.device(0).unwrap().tensor(&[1.0f32; 4], &[4]).unwrap();
+    let late = pg.all_reduce(0, &x, CollectiveReduce::Sum).unwrap_err();
+    assert!(late.to_string().contains("rank 2 (last finished"), "{late}");
+    assert!(pg.leave(3).unwrap_err().to_string().contains("rank 3"));
+}
+
+#[test]
+fn a_rank_that_leaves_fails_the_others_at_once() {
+    four_devices("child_a_rank_that_leaves_fails_the_others_at_once");
+}
+
 /// Rank `r`'s results of each collective within subgroups `[[0, 2], [1, 3]]`:
 /// sum, max, gathered, the first half of the sum (reduce-scattered), what
 /// all-to-all delivered and the broadcast of the subgroup's second rank.

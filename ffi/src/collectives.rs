@@ -16,20 +16,24 @@ use crate::handles::{device, get, put_tensor};
 use crate::types::{GroupHandle, TensorHandle};
 use crate::{Failure, FfiResult, at, c_api, put};
 
-/// Live groups by handle; each rank holds a handle of its own to one group.
-static GROUPS: LazyLock<Mutex<Slots<ProcessGroup>>> = LazyLock::new(Mutex::default);
+/// Live groups by handle, with the rank each handle is for: each rank holds
+/// a handle of its own to one group, and freeing it is the rank leaving.
+static GROUPS: LazyLock<Mutex<Slots<(ProcessGroup, usize)>>> = LazyLock::new(Mutex::default);
 
-fn groups() -> MutexGuard<'static, Slots<ProcessGroup>> {
+fn groups() -> MutexGuard<'static, Slots<(ProcessGroup, usize)>> {
     GROUPS.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn group_of(h: GroupHandle) -> FfiResult<ProcessGroup> {
-    groups().get_mut(h.0).map(|g| g.clone()).ok_or_else(|| {
-        Failure::bad_handle(format!(
-            "group handle {} is unknown or was already freed",
-            h.0
-        ))
-    })
+    groups()
+        .get_mut(h.0)
+        .map(|(g, _)| g.clone())
+        .ok_or_else(|| {
+            Failure::bad_handle(format!(
+                "group handle {} is unknown or was already freed",
+                h.0
+            ))
+        })
 }
 
 /// `etpu_reduce` codes, numbered as c10d's `ReduceOp`.
@@ -76,16 +80,19 @@ c_api! {
         let mut table = groups();
         for r in 0..size {
             // SAFETY: `out` holds `size` writable elements (the caller's contract).
-            unsafe { out.add(r).write(GroupHandle(table.insert(group.clone()))) };
+            unsafe { out.add(r).write(GroupHandle(table.insert((group.clone(), r)))) };
         }
         Ok(())
     }
 
-    /// Frees one rank's handle to a group.
+    /// Frees one rank's handle to a group: the rank calls no more of its
+    /// collectives, so one the others wait for (or call later) fails at
+    /// once, naming it, instead of at the timeout.
     fn etpu_group_free(group: GroupHandle) {
-        groups().remove(group.0).map(drop).ok_or_else(|| {
+        let (g, rank) = groups().remove(group.0).ok_or_else(|| {
             Failure::bad_handle(format!("group handle {} is unknown or was already freed", group.0))
-        })
+        })?;
+        Ok(g.leave(rank)?)
     }
 
     /// Rank `rank`'s device.

@@ -104,16 +104,19 @@ def spawn_threads(fn, world_size: int, args=(), backend: str = "cpu:gloo,tpu:eag
     """Runs `fn(rank, *args)` on `world_size` threads, each a rank of a new
     default process group (`backend`) on device `tpu:rank % device_count`,
     as `torch.multiprocessing.spawn` runs processes. Returns each rank's
-    result, in rank order; when ranks fail, raises the first rank's error
-    after every thread has ended (the others fail at their next collective
-    with an error naming it, or return)."""
+    result, in rank order. When ranks fail, raises the error of the rank
+    that failed first, after every thread has ended: a failed rank leaves
+    the group, so the others fail at the collective they wait at (or call
+    next) with an error naming it, or return."""
     import threading
+    import time
 
     from torch.testing._internal.distributed import multi_threaded_pg
 
     store = dist.HashStore()
     results: list = [None] * world_size
     errors: list = [None] * world_size
+    failed_at: list = [None] * world_size
     kwargs = {} if timeout is None else {"timeout": timeout}
 
     def rank_main(rank: int) -> None:
@@ -122,10 +125,15 @@ def spawn_threads(fn, world_size: int, args=(), backend: str = "cpu:gloo,tpu:eag
             dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, **kwargs)
             try:
                 results[rank] = fn(rank, *args)
+            except BaseException:
+                # Before the group is destroyed, which fails the others.
+                failed_at[rank] = time.monotonic()
+                raise
             finally:
                 dist.destroy_process_group()
         except BaseException as e:  # noqa: BLE001 - re-raised by the caller's thread
             errors[rank] = e
+            failed_at[rank] = failed_at[rank] or time.monotonic()
 
     torch._C._distributed_c10d._set_thread_isolation_mode(True)
     multi_threaded_pg._install_threaded_pg()
@@ -138,7 +146,8 @@ def spawn_threads(fn, world_size: int, args=(), backend: str = "cpu:gloo,tpu:eag
     finally:
         multi_threaded_pg._uninstall_threaded_pg()
         torch._C._distributed_c10d._set_thread_isolation_mode(False)
-    for rank, e in enumerate(errors):
-        if e is not None:
-            raise RuntimeError(f"rank {rank} failed: {e}") from e
+    failed = [r for r in range(world_size) if errors[r] is not None]
+    if failed:
+        first = min(failed, key=lambda r: failed_at[r])
+        raise RuntimeError(f"rank {first} failed: {errors[first]}") from errors[first]
     return results

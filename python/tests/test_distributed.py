@@ -208,7 +208,8 @@ import time
 def body(rank):
     d = dev(rank)
     if rank == 3:
-        return  # never comes to the collective
+        time.sleep(5)  # in the group, busy: never comes to the collective
+        return
     start = time.monotonic()
     try:
         dist.all_reduce(torch.ones(2, device=d))
@@ -230,6 +231,51 @@ spawn_threads(body, W, timeout=timedelta(seconds=1))
 
 def test_a_missing_rank_fails_the_others_within_the_timeout_and_the_process_goes_on():
     run_case(MISSING)
+
+
+# A rank that fails leaves the group (its process group is destroyed): the
+# others, waiting at a collective under the default 300 s timeout, fail at
+# once naming it, and spawn_threads raises the failed rank's own error.
+LEAVING = """
+import time
+def body(rank):
+    d = dev(rank)
+    x = torch.full((2,), float(rank), device=d)
+    dist.all_reduce(x)
+    if rank == 3:
+        time.sleep(0.5)  # the others wait at their second all_reduce
+        raise ValueError("rank 3's own bug")
+    try:
+        dist.all_reduce(x)
+        failures.append(f"rank {rank}: an all_reduce without rank 3 did not fail")
+    except RuntimeError as e:
+        msg = str(e)
+        for want in ["all_reduce: rank 3 (last finished: all_reduce(Sum) float32[2] (collective #1)",
+                     "left the group", f"rank {rank}: all_reduce(Sum) float32[2] (collective #2) at <string>:"]:
+            if want not in msg:
+                failures.append(f"rank {rank}: {want!r} not in {msg!r}")
+    expect("an op after the failed collective", x * 2, torch.full((2,), 12.0), rank)
+
+start = time.monotonic()
+try:
+    spawn_threads(body, W)
+    failures.append("spawn_threads did not raise")
+except RuntimeError as e:
+    if str(e) != "rank 3 failed: rank 3's own bug" or not isinstance(e.__cause__, ValueError):
+        failures.append(f"spawn_threads raised {e!r}, not rank 3's error")
+if time.monotonic() - start > 60:
+    failures.append(f"the ranks waited {time.monotonic() - start:.0f} s for a rank that had left")
+# The process goes on: a new group's collectives run.
+def again(rank):
+    x = torch.ones(2, device=dev(rank))
+    dist.all_reduce(x)
+    expect("all_reduce in a new group", x, torch.full((2,), 4.0), rank)
+spawn_threads(again, W)
+"""
+
+
+def test_a_rank_that_fails_fails_the_others_at_once_naming_it():
+    run_case(LEAVING)
 
 
 def run_example(*args, **env):

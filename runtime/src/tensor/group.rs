@@ -57,6 +57,8 @@ struct Group {
 struct RankLog {
     called: u64,
     finished: Option<String>,
+    /// The rank said it calls no more collectives ([`ProcessGroup::leave`]).
+    left: bool,
 }
 
 /// One collective of the group: each rank's call, then the outcome.
@@ -235,6 +237,22 @@ impl ProcessGroup {
 
     pub fn size(&self) -> usize {
         self.inner.devices.len()
+    }
+
+    /// Rank `rank` calls no more collectives of this group (its thread is
+    /// done, or failed): a collective the others wait for, or call later,
+    /// fails at once with an error naming it, instead of at the timeout.
+    /// The C ABI calls this when a rank frees its group handle.
+    pub fn leave(&self, rank: usize) -> Result<()> {
+        self.rank_device("process_group", rank)?;
+        lock(&self.inner.ranks)[rank].left = true;
+        let rt = context::get()?;
+        let round = lock(&self.inner.current).clone();
+        let mut state = lock(&round.state);
+        if state.outcome.is_none() {
+            self.fail_if_left(rt, &round, &mut state);
+        }
+        Ok(())
     }
 
     /// Rank `rank`'s device.
@@ -459,6 +477,9 @@ impl ProcessGroup {
         state.calls[rank] = Some(call);
         // A rank late to a round that already failed (timed out) gets its
         // error; the others have gone.
+        if state.outcome.is_none() {
+            self.fail_if_left(rt, &round, &mut state);
+        }
         if state.outcome.is_none() && state.calls.iter().all(Option::is_some) {
             let outcome = self.run(rt, &state.calls);
             if outcome.is_err() {
@@ -489,6 +510,47 @@ impl ProcessGroup {
                 "a collective round ended without an outcome".into(),
             ))
         })
+    }
+
+    /// Ends `round` with an error when a rank that has not come to it left
+    /// the group: it never will, so the ranks waiting need not wait for the
+    /// timeout.
+    fn fail_if_left(&self, rt: &Runtime, round: &Arc<Round>, state: &mut RoundState) {
+        let ranks = lock(&self.inner.ranks).clone();
+        let gone: Vec<String> = state
+            .calls
+            .iter()
+            .enumerate()
+            .filter(|(r, c)| c.is_none() && ranks[*r].left)
+            .map(|(r, _)| {
+                format!(
+                    "rank {r} (last finished: {})",
+                    ranks[r].finished.as_deref().unwrap_or("no collective")
+                )
+            })
+            .collect();
+        if gone.is_empty() || state.calls.iter().all(Option::is_none) {
+            return;
+        }
+        let (waiting, _) = describe_ranks(&state.calls, &ranks);
+        let op = state
+            .calls
+            .iter()
+            .flatten()
+            .next()
+            .map_or("collective", |c| c.collective.name());
+        state.outcome = Some(Err(invalid(
+            op,
+            format!(
+                "{} left the group (its process group was destroyed or its thread ended) and \
+                 will not come to this collective; waiting: {}",
+                gone.join(", "),
+                waiting.join("; ")
+            ),
+        )));
+        Counters::add(&rt.counters.collective_errors, 1);
+        self.next_round(round);
+        round.arrived.notify_all();
     }
 
     /// Starts the next round, unless another rank already did.
