@@ -133,6 +133,79 @@ def test_compiled_training_matches_cpu(mode, what, no_fallbacks):
         assert since(before)["graph_calls"] >= 8  # forward and backward, each step
 
 
+class TinyTransformer(nn.Module):
+    """Embedding, one pre-norm encoder layer (attention with a causal mask,
+    GELU feed-forward), a head: the ops of a small language model."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(16, 16)
+        # No biases: the key projection's bias has a true gradient of 0 (the
+        # softmax ignores it), which AdamW turns into lr-sized steps along
+        # rounding noise, differently per device.
+        self.layer = nn.TransformerEncoderLayer(
+            16, 2, 32, dropout=0.0, activation="gelu", batch_first=True, norm_first=True, bias=False
+        )
+        self.head = nn.Linear(16, 16)
+
+    def forward(self, tokens):
+        mask = nn.Transformer.generate_square_subsequent_mask(tokens.shape[1], device=tokens.device)
+        return self.head(self.layer(self.embed(tokens), src_mask=mask, is_causal=True))
+
+
+class TinyLSTM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(6, 8, num_layers=2, batch_first=True)
+        self.head = nn.Linear(8, 16)
+
+    def forward(self, x):
+        out, _ = self.lstm(x)
+        return self.head(out)
+
+
+def train_sequence_model(make, device, compiled, steps=3):
+    torch.manual_seed(0)
+    model = make().to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    forward = torch.compile(model, backend="tpu") if compiled else model
+    g = torch.Generator().manual_seed(2)
+    if make is TinyTransformer:
+        x = torch.randint(0, 16, (2, 5), generator=g)
+    else:
+        x = torch.randn(2, 5, 6, generator=g)
+    y = torch.randint(0, 16, (2, 5), generator=g)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = F.cross_entropy(forward(x.to(device)).flatten(0, 1), y.to(device).flatten())
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, model
+
+
+@pytest.mark.parametrize(
+    "make, allow_rnn", [(TinyTransformer, False), (TinyLSTM, False), (TinyLSTM, True)], ids=["transformer", "lstm", "lstm_traced"]
+)
+def test_compiled_sequence_models_train_as_on_cpu(mode, make, allow_rnn, no_fallbacks):
+    ref_losses, ref_model = train_sequence_model(make, "cpu", compiled=False)
+    before, breaks = counts(), dynamo_stats()["graph_breaks"]
+    with torch._dynamo.config.patch(allow_rnn=allow_rnn):
+        losses, model = train_sequence_model(make, "tpu", compiled=True)
+    assert losses == pytest.approx(ref_losses, rel=1e-4, abs=1e-5)
+    for (name, p), q in zip(model.state_dict().items(), ref_model.state_dict().values()):
+        assert_same(p, q, rtol=1e-4, atol=1e-4, what=name)
+    reasons = dynamo_stats()["graph_break_reasons"]
+    if make is TinyLSTM and not allow_rnn:
+        # As on CUDA: dynamo leaves nn.LSTM to eager mode unless allow_rnn.
+        assert any("does not support RNN, GRU, or LSTM" in r for r in reasons), reasons
+    else:
+        assert dynamo_stats()["graph_breaks"] == breaks, reasons
+        if mode != "debug":
+            assert since(before)["graph_calls"] >= 6  # forward and backward, each step
+
+
 class WithBreak(nn.Module):
     def __init__(self):
         super().__init__()
