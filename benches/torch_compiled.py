@@ -9,17 +9,26 @@ eager, side by side in one run (part of torch_bench.py):
   tiny_call a compiled x + 1 on a [4] tensor, called without a read:
             the call overhead of a graph                          -> us/call
 
+and, as their own workload "llm", a small Hugging Face causal LM (Llama,
+random weights, built from a config):
+  train     forward with labels, backward and AdamW, batch 4 x 32 tokens;
+            the step compiled whole                               -> ms/step
+  generate  greedy generate() with a static cache, 16 new tokens;
+            compiled: Hugging Face compiles the decode step with
+            CompileConfig(backend="tpu"); the others disable_compile -> ms/token
+
 Rounds of short bursts of every configuration, as the classic workloads;
 figures are medians over rounds, ratios medians of each round's own ratio.
 """
 
+import copy
 import statistics
 import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch_workloads import chain_ops, enter, median_ratio, print_ratios, settle, table
+from torch_workloads import chain_ops, enter, make_llama, median_ratio, print_ratios, settle, table
 
 import eagertpu
 
@@ -141,4 +150,106 @@ def run_compiled(quick=False):
     return out
 
 
-RUNS = {"compiled": run_compiled}
+class LlmStep:
+    """One training step of the causal LM on a fixed batch."""
+
+    def __init__(self, config, base, batch):
+        self.model = copy.deepcopy(base).train().to(device_of(config))
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3)
+        self.batch = batch.to(device_of(config))
+        self.step = torch.compile(self.step_fn, backend="tpu") if config == "compiled" else self.step_fn
+        self.losses = []
+
+    def step_fn(self):
+        self.opt.zero_grad()
+        loss = self.model(input_ids=self.batch, labels=self.batch).loss
+        loss.backward()
+        self.opt.step()
+        return loss
+
+    def __call__(self):
+        self.losses.append(self.step().item())
+
+
+class LlmGenerate:
+    """Greedy generate() with a static cache; each call's tokens kept."""
+
+    def __init__(self, config, base, prompt, new_tokens):
+        from transformers import CompileConfig
+
+        self.model = copy.deepcopy(base).eval().to(device_of(config))
+        self.prompt = prompt.to(device_of(config))
+        self.new_tokens = new_tokens
+        compile_args = (
+            {"compile_config": CompileConfig(backend="tpu", fullgraph=False)}
+            if config == "compiled"
+            else {"disable_compile": True}
+        )
+        self.kwargs = dict(
+            attention_mask=torch.ones_like(self.prompt),
+            max_new_tokens=new_tokens,
+            do_sample=False,
+            cache_implementation="static",
+            **compile_args,
+        )
+        self.tokens = []
+
+    def __call__(self):
+        with torch.no_grad():
+            out = self.model.generate(self.prompt, **self.kwargs)
+        self.tokens.append(out[:, self.prompt.shape[1] :].cpu())
+
+
+def run_llm(quick=False):
+    rounds = 2 if quick else 5
+    new_tokens = 8 if quick else 16
+    base, prompt = make_llama(hidden=128, layers=2, vocab=256, prompt_len=8)
+    batch = torch.randint(0, 256, (4, 32), generator=torch.Generator().manual_seed(3))
+    jobs = {}
+    for config in CONFIGS:
+        enter("fused" if config == "compiled" else config)
+        jobs["train", config] = LlmStep(config, base, batch)
+        jobs["generate", config] = LlmGenerate(config, base, prompt, new_tokens)
+        for w in ("train", "generate"):
+            settle(jobs[w, config], config)
+    results = {w: {c: [] for c in CONFIGS} for w in ("train", "generate")}
+    burst = {"train": 2 if quick else 3, "generate": 1}
+    for w in results:
+        for r in range(rounds):
+            for config in CONFIGS[r % 3 :] + CONFIGS[: r % 3]:
+                enter("fused" if config == "compiled" else config)
+                results[w][config].append(timed(jobs[w, config], burst[w]))
+    eagertpu.set_mode("fused")
+    per_token = {c: [s / new_tokens for s in results["generate"][c]] for c in CONFIGS}
+    out = {
+        "train_ms_per_step": {c: round(statistics.median(results["train"][c]) * 1e3, 3) for c in CONFIGS},
+        "generate_ms_per_token": {c: round(statistics.median(per_token[c]) * 1e3, 3) for c in CONFIGS},
+        "setup": f"LlamaForCausalLM hidden 128, 2 layers, 4 heads (2 kv), vocab 256, random weights; train: "
+        f"batch 4 x 32 tokens, labels = inputs, AdamW; generate: batch 1, prompt 8, {new_tokens} new tokens, "
+        "greedy, static cache",
+        "method": f"{rounds} rounds of bursts {burst}, order rotating; medians; ratios are medians of per-round ratios",
+    }
+    out["ratios"] = {
+        "train_compiled_over_fused_time": median_ratio(results["train"]["compiled"], results["train"]["fused"]),
+        "train_compiled_over_cpu_time": median_ratio(results["train"]["compiled"], results["train"]["cpu"]),
+        "generate_compiled_over_fused_time": median_ratio(per_token["compiled"], per_token["fused"]),
+        "generate_compiled_over_cpu_time": median_ratio(per_token["compiled"], per_token["cpu"]),
+    }
+    ref_tokens, ref_loss = jobs["generate", "cpu"].tokens[0], jobs["train", "cpu"].losses[0]
+    out["checks"] = {}
+    for config in ("fused", "compiled"):
+        first = jobs["train", config].losses[0]
+        out["checks"][f"llm_train_{config}_first_loss_matches_cpu"] = abs(first - ref_loss) <= 1e-4 * abs(ref_loss)
+        out["checks"][f"llm_generate_{config}_tokens_match_cpu"] = all(
+            torch.equal(t, ref_tokens) for t in jobs["generate", config].tokens
+        )
+    rows = [
+        ("train step", [out["train_ms_per_step"][c] for c in CONFIGS], "ms"),
+        ("generate", [out["generate_ms_per_token"][c] for c in CONFIGS], "ms/token"),
+    ]
+    table(f"llm: {out['setup']}", CONFIGS, rows)
+    print_ratios(out["ratios"], out["checks"])
+    return out
+
+
+RUNS = {"compiled": run_compiled, "llm": run_llm}
