@@ -32,6 +32,9 @@
 #include "backend.h"
 
 namespace etpu {
+
+// The compiled graphs' bindings of `_backend` (graphs.cpp).
+void add_graph_bindings(pybind11::module& m);
 namespace {
 
 int32_t reduce_code(const c10d::ReduceOp& op, const char* collective) {
@@ -511,8 +514,10 @@ int32_t store_put(void* user, const char* key, size_t key_size, const char* valu
 }  // namespace etpu
 
 // `import eagertpu._backend` (the library torch.ops.load_library loaded):
-// what eagertpu/distributed.py needs to make groups and backends.
+// what eagertpu/distributed.py needs to make groups and backends, and the
+// direct call of compiled graphs (graphs.cpp).
 PYBIND11_MODULE(_backend, m) {
+  etpu::add_graph_bindings(m);
   m.def(
       "group_new",
       [](const std::vector<int64_t>& devices, double timeout_seconds) {

@@ -13,7 +13,7 @@ restarted process loads it and compiles nothing). The graph's later calls are
 bound to its program by trace-guarded replay (no graph is built, hashed or
 looked up again), or, when its first call allowed it (`GraphCall._capture`),
 run that program directly on the inputs' buffers with no op dispatched
-(`torch.ops.eagertpu.graph_call`). In debug mode a graph's ops run one by one,
+(`_backend.graph_run`). In debug mode a graph's ops run one by one,
 as every op does there.
 
 Graph breaks run in the current eager mode between graphs. Dynamo's own
@@ -34,7 +34,7 @@ import threading
 
 import torch
 
-from . import _lib
+from . import _backend, _lib
 
 _next_id = itertools.count(1)
 _id_lock = threading.Lock()
@@ -140,18 +140,24 @@ class GraphCall:
                 return
             seen.add(ptr)
         if torch.ops.eagertpu.graph_capture(self.device, self.id, list(args), tensors):
-            self.direct = [None if t is None else (t.shape, t.dtype) for t in out]
+            # Where the Nones are among the outputs, and how many tensors.
+            self.direct = [t is None for t in out]
+            self.results = len(tensors)
             self.out_type = type(out)
 
     def _call_direct(self, args):
-        if not self._on_device(args):
-            return None
-        dev = torch.device("tpu", self.device)
-        outs = [None if m is None else torch.empty(m[0], dtype=m[1], device=dev) for m in self.direct]
-        if not torch.ops.eagertpu.graph_call(self.device, self.id, list(args), [t for t in outs if t is not None]):
-            # The inputs' types changed: through a scope, then captured again.
+        try:
+            called, outs = _backend.graph_run(self.device, self.id, args, self.results)
+        except TypeError:  # an argument that is not a tensor
+            called = False
+        if not called:
+            # Another device, or the inputs' types changed: through a scope,
+            # then captured again.
             self.direct, self.captured = None, False
             return None
+        if self.results != len(self.direct):
+            tensors = iter(outs)
+            outs = [None if none else next(tensors) for none in self.direct]
         return tuple(outs) if self.out_type is tuple else outs
 
     def _call_in_scope(self, args):
@@ -206,17 +212,17 @@ def _make_backend():
     )
 
 
-_backend = None
+_aot_backend = None
 _backend_lock = threading.Lock()
 
 
 def backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
     """The dynamo backend (`torch.compile(model, backend="tpu")`)."""
-    global _backend
+    global _aot_backend
     with _backend_lock:
-        if _backend is None:
-            _backend = _make_backend()
-    return _backend(gm, example_inputs, **kwargs)
+        if _aot_backend is None:
+            _aot_backend = _make_backend()
+    return _aot_backend(gm, example_inputs, **kwargs)
 
 
 def dynamo_stats() -> dict:
