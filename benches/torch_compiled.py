@@ -49,8 +49,29 @@ class Chain:
         self.results.append(self.fn(self.x).item())
 
 
-class Step:
+class TrainStep:
+    """A training step (zero_grad, the subclass's loss, backward, the
+    optimizer's step), compiled whole in the compiled configuration; each
+    step's loss read and kept."""
+
+    def __init__(self, config):
+        self.step = torch.compile(self.step_fn, backend="tpu") if config == "compiled" else self.step_fn
+        self.losses = []
+
+    def step_fn(self):
+        self.opt.zero_grad()
+        loss = self.loss()
+        loss.backward()
+        self.opt.step()
+        return loss
+
+    def __call__(self):
+        self.losses.append(self.step().item())
+
+
+class Step(TrainStep):
     def __init__(self, config, width=512, batch=64):
+        super().__init__(config)
         torch.manual_seed(0)
         dev = device_of(config)
         self.model = nn.Sequential(
@@ -60,18 +81,9 @@ class Step:
         g = torch.Generator().manual_seed(1)
         self.x = torch.randn(batch, 784, generator=g).to(dev)
         self.y = torch.randint(0, 10, (batch,), generator=g).to(dev)
-        self.step = torch.compile(self.step_fn, backend="tpu") if config == "compiled" else self.step_fn
-        self.losses = []
 
-    def step_fn(self):
-        self.opt.zero_grad()
-        loss = F.cross_entropy(self.model(self.x), self.y)
-        loss.backward()
-        self.opt.step()
-        return loss
-
-    def __call__(self):
-        self.losses.append(self.step().item())
+    def loss(self):
+        return F.cross_entropy(self.model(self.x), self.y)
 
 
 class TinyCall:
@@ -150,25 +162,17 @@ def run_compiled(quick=False):
     return out
 
 
-class LlmStep:
+class LlmStep(TrainStep):
     """One training step of the causal LM on a fixed batch."""
 
     def __init__(self, config, base, batch):
+        super().__init__(config)
         self.model = copy.deepcopy(base).train().to(device_of(config))
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3)
         self.batch = batch.to(device_of(config))
-        self.step = torch.compile(self.step_fn, backend="tpu") if config == "compiled" else self.step_fn
-        self.losses = []
 
-    def step_fn(self):
-        self.opt.zero_grad()
-        loss = self.model(input_ids=self.batch, labels=self.batch).loss
-        loss.backward()
-        self.opt.step()
-        return loss
-
-    def __call__(self):
-        self.losses.append(self.step().item())
+    def loss(self):
+        return self.model(input_ids=self.batch, labels=self.batch).loss
 
 
 class LlmGenerate:
