@@ -108,22 +108,29 @@ def timed(job, reps):
     return (time.perf_counter() - start) / reps
 
 
-def run_compiled(quick=False):
-    rounds = 2 if quick else 9
-    burst = {"chain": 2 if quick else 10, "mlp": 2 if quick else 3, "tiny_call": 20 if quick else 400}
-    makers = {"chain": Chain, "mlp": Step, "tiny_call": TinyCall}
-    jobs, results = {}, {w: {c: [] for c in CONFIGS} for w in burst}
+def side_by_side(makers, burst, rounds):
+    """Makes each workload's job in each configuration (`makers[w](config)`)
+    and settles it, then times rounds of bursts, the configurations' order
+    rotating: the jobs, and {workload: {config: [seconds per call]}}."""
+    jobs, results = {}, {w: {c: [] for c in CONFIGS} for w in makers}
     for config in CONFIGS:
         enter("fused" if config == "compiled" else config)
         for w, make in makers.items():
             jobs[w, config] = make(config)
             settle(jobs[w, config], config)
-    for w in burst:
+    for w in makers:
         for r in range(rounds):
             for config in CONFIGS[r % 3 :] + CONFIGS[: r % 3]:
                 enter("fused" if config == "compiled" else config)
                 results[w][config].append(timed(jobs[w, config], burst[w]))
     eagertpu.set_mode("fused")
+    return jobs, results
+
+
+def run_compiled(quick=False):
+    rounds = 2 if quick else 9
+    burst = {"chain": 2 if quick else 10, "mlp": 2 if quick else 3, "tiny_call": 20 if quick else 400}
+    jobs, results = side_by_side({"chain": Chain, "mlp": Step, "tiny_call": TinyCall}, burst, rounds)
 
     def rate(c):  # chain ops per second
         return [200 / s for s in results["chain"][c]]
@@ -209,21 +216,11 @@ def run_llm(quick=False):
     new_tokens = 8 if quick else 16
     base, prompt = make_llama(hidden=128, layers=2, vocab=256, prompt_len=8)
     batch = torch.randint(0, 256, (4, 32), generator=torch.Generator().manual_seed(3))
-    jobs = {}
-    for config in CONFIGS:
-        enter("fused" if config == "compiled" else config)
-        jobs["train", config] = LlmStep(config, base, batch)
-        jobs["generate", config] = LlmGenerate(config, base, prompt, new_tokens)
-        for w in ("train", "generate"):
-            settle(jobs[w, config], config)
-    results = {w: {c: [] for c in CONFIGS} for w in ("train", "generate")}
-    burst = {"train": 2 if quick else 3, "generate": 1}
-    for w in results:
-        for r in range(rounds):
-            for config in CONFIGS[r % 3 :] + CONFIGS[: r % 3]:
-                enter("fused" if config == "compiled" else config)
-                results[w][config].append(timed(jobs[w, config], burst[w]))
-    eagertpu.set_mode("fused")
+    makers = {
+        "train": lambda config: LlmStep(config, base, batch),
+        "generate": lambda config: LlmGenerate(config, base, prompt, new_tokens),
+    }
+    jobs, results = side_by_side(makers, {"train": 2 if quick else 3, "generate": 1}, rounds)
     per_token = {c: [s / new_tokens for s in results["generate"][c]] for c in CONFIGS}
     out = {
         "train_ms_per_step": {c: round(statistics.median(results["train"][c]) * 1e3, 3) for c in CONFIGS},
@@ -231,7 +228,8 @@ def run_llm(quick=False):
         "setup": f"LlamaForCausalLM hidden 128, 2 layers, 4 heads (2 kv), vocab 256, random weights; train: "
         f"batch 4 x 32 tokens, labels = inputs, AdamW; generate: batch 1, prompt 8, {new_tokens} new tokens, "
         "greedy, static cache",
-        "method": f"{rounds} rounds of bursts {burst}, order rotating; medians; ratios are medians of per-round ratios",
+        "method": f"{rounds} rounds of bursts (train 3 steps, generate 1 call), order rotating; medians; ratios "
+        "are medians of per-round ratios",
     }
     out["ratios"] = {
         "train_compiled_over_fused_time": median_ratio(results["train"]["compiled"], results["train"]["fused"]),
