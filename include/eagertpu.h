@@ -162,6 +162,9 @@ etpu_status etpu_storage_dtype(etpu_storage storage, int32_t* out);
 etpu_status etpu_view_read(etpu_storage storage, uint64_t byte_offset, int32_t dtype,
                            const int64_t* sizes, const int64_t* strides, size_t rank,
                            const char* origin, etpu_tensor* out);
+/* An allocation's contents as `dtype` elements, as they are held (in the shape they
+ * were last written with): the value each view of it is read from. */
+etpu_status etpu_storage_read(etpu_storage storage, int32_t dtype, etpu_tensor* out);
 /* `value` is converted to the view's dtype and broadcast to its shape (as PyTorch
  * writes a result into an out= tensor); a shape that does not broadcast is an error. */
 etpu_status etpu_view_write(etpu_storage storage, uint64_t byte_offset, int32_t dtype,

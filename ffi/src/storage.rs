@@ -63,6 +63,16 @@ c_api! {
         }
     }
 
+    /// Allocation `storage`'s contents as `dtype` elements, as they are held
+    /// (the shape they were last written with): what every view of it is
+    /// read from.
+    fn etpu_storage_read(storage: StorageHandle, dtype: i32, out: *mut TensorHandle) {
+        let dtype = dtype_from(dtype)?;
+        let contents = storage::read_contents(id(storage), dtype)?;
+        // SAFETY: `out` is NULL or writable.
+        unsafe { put_tensor(out, contents) }
+    }
+
     /// Writes `value` into the view, rebuilding the storage's contents;
     /// `value` is converted to the view's dtype and broadcast to its shape.
     fn etpu_view_write(

@@ -1,13 +1,21 @@
 // Compiled graphs (torch.compile, python/eagertpu/dynamo.py): after a graph's
-// call through a runtime graph scope, `graph_capture` hands the runtime the
-// tensors the call read and returned, so that it can call the graph's program
-// directly; `graph_run` (a binding of `_backend`, no op dispatched) then runs
-// that program on the inputs' buffers and returns each result as a fresh
-// tensor (a whole contiguous storage: the write binds the result, no op is
-// recorded).
+// call through a runtime graph scope, `graph_capture` hands the runtime what
+// the call read and returned, so that it can call the graph's program
+// directly; `graph_run` then runs that program on the inputs' buffers, with no
+// op dispatched or recorded. Both are bindings of `_backend`.
+//
+// A training graph reads views (a weight's transpose saved for the backward)
+// and returns views of its inputs (the input itself, saved for the backward):
+// a view input is passed as its allocation's contents (the value the graph's
+// program read the view from), checked to be the same view at each call; an
+// output that is a view of an input is made again from that input.
 #include <torch/csrc/utils/pybind.h>
-#include <torch/library.h>
 
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -16,12 +24,56 @@
 namespace etpu {
 namespace {
 
-std::vector<Handle> read_all(const std::vector<at::Tensor>& tensors) {
-  std::vector<Handle> handles;
-  handles.reserve(tensors.size());
-  for (const at::Tensor& t : tensors) handles.push_back(read(t));
-  return handles;
+// How a direct call reads an input: the tensor itself when it is a whole
+// contiguous allocation, else the allocation's contents, the input being
+// this view of them.
+struct InputSpec {
+  bool whole = true;
+  std::vector<int64_t> sizes, strides;
+  int64_t offset = 0;
+  at::ScalarType dtype = at::kFloat;
+};
+
+// How it makes an output: a view (`sizes`, `strides`, `offset`) of result
+// `source` of the program (the contents of a new allocation, made once for
+// every output viewing it), or of input `source`'s allocation, at `offset`
+// elements from the input's own offset.
+struct OutputSpec {
+  bool of_input = false;
+  size_t source = 0;
+  std::vector<int64_t> sizes, strides;
+  int64_t offset = 0;
+};
+
+struct Captured {
+  std::vector<InputSpec> inputs;
+  std::vector<std::optional<OutputSpec>> outputs;
+  size_t results = 0;
+};
+
+// Graphs' ids are unique in the process (dynamo.py numbers them); a process
+// compiling graphs without end keeps the latest ones.
+constexpr size_t kMaxGraphs = 4096;
+std::mutex graphs_mutex;
+std::unordered_map<uint64_t, std::shared_ptr<const Captured>> graphs;
+
+bool on_device(const at::Tensor& t, int64_t device) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1 && device_index(t) == device;
 }
+
+bool whole(const at::Tensor& t) {
+  return t.is_contiguous() && t.storage_offset() == 0 && t.numel() > 0 &&
+         t.nbytes() == t.storage().nbytes();
+}
+
+// An allocation's contents as `t`'s dtype, as they are held: no op.
+Handle contents(const at::Tensor& t) {
+  Handle h;
+  check(etpu_storage_read(storage_id(t.storage().data_ptr()), dtype_code(t.scalar_type()), h.out()));
+  return h;
+}
+
+Handle read_as(const at::Tensor& t, const InputSpec& spec) { return spec.whole ? read(t) : contents(t); }
 
 std::vector<etpu_tensor> raw(const std::vector<Handle>& handles) {
   std::vector<etpu_tensor> out;
@@ -30,44 +82,131 @@ std::vector<etpu_tensor> raw(const std::vector<Handle>& handles) {
   return out;
 }
 
-bool graph_capture(int64_t device, int64_t id, const std::vector<at::Tensor>& inputs,
-                   const std::vector<at::Tensor>& outputs) {
+// After a graph's call through a scope: asks the runtime to call it directly
+// from now on. `outputs` are what the call returned (None for a gradient an
+// input does not need): views of inputs, or of new allocations whose
+// contents the program computed. False when it cannot: a tensor not on the
+// device, or a program the runtime cannot call directly (its results not
+// those allocations' contents, a random key, an index check, a donation).
+bool graph_capture(int64_t device, uint64_t id, const std::vector<at::Tensor>& inputs,
+                   const std::vector<std::optional<at::Tensor>>& outputs) {
   OpScope scope;
-  std::vector<Handle> in = read_all(inputs), out = read_all(outputs);
-  std::vector<etpu_tensor> in_raw = raw(in), out_raw = raw(out);
-  int32_t captured = 0;
-  check(eagertpu_graph_capture(device, static_cast<uint64_t>(id), in_raw.data(), in_raw.size(), out_raw.data(),
-                               out_raw.size(), &captured));
-  return captured != 0;
+  auto captured = std::make_shared<Captured>();
+  std::vector<Handle> in, results;
+  for (const at::Tensor& t : inputs) {
+    if (!on_device(t, device) || t.numel() == 0) return false;
+    InputSpec spec;
+    spec.whole = whole(t);
+    if (!spec.whole) {
+      spec.sizes = t.sizes().vec();
+      spec.strides = t.strides().vec();
+      spec.offset = t.storage_offset();
+      spec.dtype = t.scalar_type();
+    }
+    in.push_back(read_as(t, spec));
+    captured->inputs.push_back(std::move(spec));
+  }
+  // Each new allocation among the outputs (one result of the program each).
+  std::vector<const at::Tensor*> allocations;
+  for (const std::optional<at::Tensor>& o : outputs) {
+    if (!o.has_value() || !o->defined()) {
+      captured->outputs.emplace_back(std::nullopt);
+      continue;
+    }
+    if (!on_device(*o, device) || o->numel() == 0) return false;
+    OutputSpec spec;
+    spec.sizes = o->sizes().vec();
+    spec.strides = o->strides().vec();
+    spec.offset = o->storage_offset();
+    for (size_t k = 0; k < inputs.size() && !spec.of_input; k++) {
+      if (o->storage().is_alias_of(inputs[k].storage())) {
+        spec.of_input = true;
+        spec.source = k;
+        spec.offset = o->storage_offset() - inputs[k].storage_offset();
+      }
+    }
+    if (!spec.of_input) {
+      auto same = std::find_if(allocations.begin(), allocations.end(),
+                               [&](const at::Tensor* a) { return a->storage().is_alias_of(o->storage()); });
+      spec.source = static_cast<size_t>(same - allocations.begin());
+      if (same == allocations.end()) {
+        allocations.push_back(&*o);
+        results.push_back(contents(*o));
+      } else if ((*same)->scalar_type() != o->scalar_type()) {
+        return false;  // another dtype's view of the same bytes
+      }
+    }
+    captured->outputs.emplace_back(std::move(spec));
+  }
+  captured->results = results.size();
+  std::vector<etpu_tensor> in_raw = raw(in), out_raw = raw(results);
+  int32_t ok = 0;
+  check(eagertpu_graph_capture(device, id, in_raw.data(), in_raw.size(), out_raw.data(), out_raw.size(), &ok));
+  if (ok == 0) return false;
+  std::lock_guard<std::mutex> lock(graphs_mutex);
+  if (graphs.size() >= kMaxGraphs) graphs.clear();
+  graphs[id] = std::move(captured);
+  return true;
 }
 
-// The direct call from Python (`dynamo.GraphCall`), with no op dispatch: the
-// inputs must be tpu tensors on `device`; the program runs on their buffers
-// and its `n_outputs` results come back as new tensors. (false, []) when the
-// graph has no direct call for these inputs (another device, new types).
-std::pair<bool, std::vector<at::Tensor>> graph_run(int64_t device, uint64_t id, const std::vector<at::Tensor>& inputs,
-                                                   size_t n_outputs) {
-  for (const at::Tensor& t : inputs) {
-    if (!t.defined() || t.device().type() != c10::DeviceType::PrivateUse1 || device_index(t) != device) {
-      return {false, {}};
-    }
+// Whether `t` is read as `spec` says (the same view of its allocation).
+bool matches(const at::Tensor& t, const InputSpec& spec, int64_t device) {
+  if (!on_device(t, device)) return false;
+  if (spec.whole) return whole(t);
+  return t.scalar_type() == spec.dtype && t.storage_offset() == spec.offset && t.sizes() == spec.sizes &&
+         t.strides() == spec.strides;
+}
+
+// A captured graph's direct call: (true, outputs), or (false, []) when the
+// graph has no direct call for these inputs (another device, another view,
+// new types: the caller then calls it through a scope).
+std::pair<bool, std::vector<std::optional<at::Tensor>>> graph_run(int64_t device, uint64_t id,
+                                                                  const std::vector<at::Tensor>& inputs) {
+  std::shared_ptr<const Captured> captured;
+  {
+    std::lock_guard<std::mutex> lock(graphs_mutex);
+    auto it = graphs.find(id);
+    if (it == graphs.end()) return {false, {}};
+    captured = it->second;
+  }
+  if (inputs.size() != captured->inputs.size()) return {false, {}};
+  for (size_t k = 0; k < inputs.size(); k++) {
+    if (!matches(inputs[k], captured->inputs[k], device)) return {false, {}};
   }
   OpScope scope;
-  std::vector<Handle> in = read_all(inputs);
+  std::vector<Handle> in;
+  in.reserve(inputs.size());
+  for (size_t k = 0; k < inputs.size(); k++) in.push_back(read_as(inputs[k], captured->inputs[k]));
   std::vector<etpu_tensor> in_raw = raw(in);
-  std::vector<etpu_tensor> results(n_outputs, 0);
+  std::vector<etpu_tensor> results(captured->results, 0);
   int32_t called = 0;
   check(eagertpu_graph_call(device, id, in_raw.data(), in_raw.size(), results.data(), results.size(), &called));
   if (called == 0) return {false, {}};
   std::vector<Handle> owned;
   owned.reserve(results.size());
   for (etpu_tensor r : results) owned.emplace_back(r);
-  std::vector<at::Tensor> outputs;
-  outputs.reserve(owned.size());
+  // Each result as a new allocation holding it, in the shape it has.
+  std::vector<at::Tensor> allocations;
+  allocations.reserve(owned.size());
   for (const Handle& h : owned) {
-    at::Tensor out = empty_tpu(dims_of(h), scalar_type(dtype_of(h)), static_cast<c10::DeviceIndex>(device));
-    write(out, h);
-    outputs.push_back(std::move(out));
+    at::Tensor a = empty_tpu(dims_of(h), scalar_type(dtype_of(h)), static_cast<c10::DeviceIndex>(device));
+    write(a, h);
+    allocations.push_back(std::move(a));
+  }
+  std::vector<std::optional<at::Tensor>> outputs;
+  outputs.reserve(captured->outputs.size());
+  for (const std::optional<OutputSpec>& spec : captured->outputs) {
+    if (!spec.has_value()) {
+      outputs.emplace_back(std::nullopt);
+      continue;
+    }
+    const at::Tensor& base = spec->of_input ? inputs[spec->source] : allocations[spec->source];
+    int64_t offset = spec->of_input ? base.storage_offset() + spec->offset : spec->offset;
+    if (!spec->of_input && offset == 0 && base.sizes() == spec->sizes && base.strides() == spec->strides) {
+      outputs.emplace_back(base);  // the allocation itself
+    } else {
+      outputs.emplace_back(base.as_strided(spec->sizes, spec->strides, offset));
+    }
   }
   return {true, std::move(outputs)};
 }
@@ -75,11 +214,9 @@ std::pair<bool, std::vector<at::Tensor>> graph_run(int64_t device, uint64_t id, 
 }  // namespace
 
 void add_graph_bindings(pybind11::module& m) {
+  m.def("graph_capture", &graph_capture,
+        "After a graph's call through a scope: whether the runtime will call it directly.");
   m.def("graph_run", &graph_run, "A captured graph's direct call: (called, outputs).");
 }
 
 }  // namespace etpu
-
-TORCH_LIBRARY_FRAGMENT(eagertpu, m) {
-  m.def("graph_capture(int device, int id, Tensor[] inputs, Tensor[] outputs) -> bool", &etpu::graph_capture);
-}

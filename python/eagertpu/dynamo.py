@@ -93,7 +93,7 @@ class GraphCall:
         self.id = _new_id()
         self.device = _device_index(example_inputs)
         # After the first call, the runtime may call the graph's program
-        # directly (`_capture`): then the output shapes and dtypes.
+        # directly (`_capture`): `direct` is True then.
         self.captured = False
         self.direct = None
         self.out_type = tuple
@@ -115,49 +115,31 @@ class GraphCall:
             self._capture(args, out)
         return out
 
-    def _on_device(self, tensors) -> bool:
-        return all(
-            isinstance(t, torch.Tensor) and t.device.type == "tpu" and (t.device.index or 0) == self.device
-            for t in tensors
-        )
-
     def _capture(self, args, out) -> None:
         """After the first call: asks the runtime to call the graph directly
-        from now on. Only for a graph over tpu tensors returning new
-        contiguous tpu tensors (none sharing memory with an input or another
-        output: a direct call returns fresh tensors)."""
-        if not isinstance(out, (tuple, list)) or not self._on_device(args):
+        from now on (`_backend.graph_capture`: inputs on the device, read
+        whole or as views of their allocations; outputs new allocations, or
+        views of inputs, made again from them at each call)."""
+        if not isinstance(out, (tuple, list)):
             return
-        # A backward's gradient of an input that needs none is None.
-        tensors = [t for t in out if t is not None]
-        if not self._on_device(tensors):
+        try:
+            captured = _backend.graph_capture(self.device, self.id, args, list(out))
+        except TypeError:  # an argument that is not a tensor (a Python number)
             return
-        storages = [t.untyped_storage().data_ptr() for t in args]
-        seen = set()
-        for t in tensors:
-            ptr = t.untyped_storage().data_ptr()
-            if not t.is_contiguous() or t.storage_offset() != 0 or ptr in seen or ptr in storages:
-                return
-            seen.add(ptr)
-        if torch.ops.eagertpu.graph_capture(self.device, self.id, list(args), tensors):
-            # Where the Nones are among the outputs, and how many tensors.
-            self.direct = [t is None for t in out]
-            self.results = len(tensors)
+        if captured:
+            self.direct = True
             self.out_type = type(out)
 
     def _call_direct(self, args):
         try:
-            called, outs = _backend.graph_run(self.device, self.id, args, self.results)
+            called, outs = _backend.graph_run(self.device, self.id, args)
         except TypeError:  # an argument that is not a tensor
             called = False
         if not called:
-            # Another device, or the inputs' types changed: through a scope,
-            # then captured again.
+            # Another device, another view, or the inputs' types changed:
+            # through a scope, then captured again.
             self.direct, self.captured = None, False
             return None
-        if self.results != len(self.direct):
-            tensors = iter(outs)
-            outs = [None if none else next(tensors) for none in self.direct]
         return tuple(outs) if self.out_type is tuple else outs
 
     def _call_in_scope(self, args):

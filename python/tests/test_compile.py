@@ -83,6 +83,66 @@ def test_direct_calls_follow_new_input_values_and_fall_back_on_new_types(mode):
     assert_same(compiled(tpu(xt).t(), tpu(y)), chain(xt.t(), y))
 
 
+def test_views_in_and_out_of_direct_calls_match_cpu(mode):
+    # A graph reading views of its inputs and returning views of its inputs
+    # and of its results: after the first call it runs directly, each view
+    # input read from its allocation, each view output made again.
+    def f(a, w):
+        h = a @ w.t()
+        return h, a, w.t(), h[:, 1:], h.sum(0)
+
+    compiled = torch.compile(f, backend="tpu", dynamic=False)
+    before = counts()
+    for i in range(3):
+        a, w = torch.randn(4, 6), torch.randn(5, 6)
+        w_tpu = tpu(w)
+        got = compiled(tpu(a), w_tpu)
+        for k, (g, e) in enumerate(zip(got, f(a, w))):
+            assert_same(g, e, what=f"call {i}, output {k}")
+            assert g.shape == e.shape and g.stride() == e.stride(), (k, g.stride(), e.stride())
+        # The view outputs are views of the input they came from.
+        assert got[2].untyped_storage().data_ptr() == w_tpu.untyped_storage().data_ptr()
+    if mode != "debug":
+        assert since(before)["direct"] == 2
+    # A view input: read from its allocation at its own offset. Another
+    # offset (same sizes and strides) is another view: through a scope, then
+    # directly while it stays.
+    base = torch.randn(10, 6)
+    rows = tpu(base)
+    for i in (0, 3, 3, 5, 5, 5):
+        got = compiled(rows[i : i + 4], w_tpu)
+        for k, (g, e) in enumerate(zip(got, f(base[i : i + 4], w))):
+            assert_same(g, e, what=f"rows {i}, output {k}")
+        assert got[1].untyped_storage().data_ptr() == rows.untyped_storage().data_ptr()
+    if mode != "debug":
+        assert since(before)["direct"] == 2 + 3
+
+
+def test_a_compiled_module_trains_with_direct_forward_and_backward(mode, no_fallbacks):
+    # Forward and backward graphs save views (the input, a weight's
+    # transpose) and return gradients as views of their sums: both run
+    # directly after the first step, on each step's new values.
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3))
+    model_tpu = copy.deepcopy(model).to("tpu")
+    compiled = torch.compile(model_tpu, backend="tpu")
+    opt, opt_tpu = (torch.optim.SGD(m.parameters(), lr=0.1) for m in (model, model_tpu))
+    before = counts()
+    g = torch.Generator().manual_seed(4)
+    for step in range(5):
+        x = torch.randn(8, 6, generator=g)
+        for m, o, dev in ((model, opt, "cpu"), (compiled, opt_tpu, "tpu")):
+            o.zero_grad()
+            m(x.to(dev)).square().mean().backward()
+            o.step()
+        for (name, p), q in zip(model_tpu.named_parameters(), model.parameters()):
+            assert_same(p.grad, q.grad, rtol=1e-5, atol=1e-6, what=f"step {step}: {name}.grad")
+            assert_same(p, q, rtol=1e-5, atol=1e-6, what=f"step {step}: {name}")
+    if mode != "debug":
+        # Forward and backward, each step after the first.
+        assert since(before)["direct"] == 8
+
+
 def test_backend_alias_eagertpu():
     x = torch.randn(5)
     assert_same(torch.compile(lambda t: t.sin() * 3, backend="eagertpu")(tpu(x)), x.sin() * 3)

@@ -256,6 +256,20 @@ pub fn read_view(
     })
 }
 
+/// Allocation `id`'s contents as `dtype` elements, as they are held (in the
+/// shape they were last written with): the value every view of the
+/// allocation is read from (`read_view`), with no op recorded when `dtype`
+/// is the one they were written as. A compiled graph that read views of the
+/// allocation is called directly on it (`Stream::graph_capture`).
+pub fn read_contents(id: StorageId, dtype: DType) -> Result<Tensor> {
+    timed(Stage::Views, || {
+        let mut table = storages();
+        let s = table.get(id)?;
+        let (_, n) = geometry(0, s.nbytes, dtype)?;
+        contents(s, dtype, n)
+    })
+}
+
 /// Writes `value` (converted to `dtype`, broadcast to `sizes`) into the view
 /// of allocation `id` at `byte_offset`, rebuilding the allocation's contents.
 pub fn write_view(

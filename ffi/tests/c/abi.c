@@ -315,6 +315,16 @@ static void storages(void) {
   read_f32(after, vv, 6);
   const float want_v[6] = {-1, -10, 21, -4, -40, 54};
   for (int i = 0; i < 6; i++) CHECK(vv[i] == want_v[i], "after the view ops [%d] = %f", i, vv[i]);
+  /* The allocation's contents as held: what every view above was read from. */
+  etpu_tensor held = 0;
+  OK(etpu_storage_read(st, ETPU_F32, &held));
+  float hv[6];
+  read_f32(held, hv, 6);
+  for (int i = 0; i < 6; i++) CHECK(hv[i] == want_v[i], "the contents [%d] = %f", i, hv[i]);
+  OK(etpu_tensor_free(held));
+  etpu_status bad_dtype = etpu_storage_read(st, 99, &held);
+  CHECK(bad_dtype == ETPU_INVALID_ARGUMENT && strstr(eagertpu_last_error(), "99"), "a bad dtype: %d %s", bad_dtype,
+        eagertpu_last_error());
   /* Handles, views and scalars mixed, with a new handle as the result:
    * addcmul(column 0, column 2, all of [2, 3] as a handle, 0.5) broadcasts to
    * [2, 3] (the columns as [2, 1] views); lerp(column 0, column 2, 0.75). */
