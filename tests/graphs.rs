@@ -182,6 +182,54 @@ fn direct_calls(device: &Device) {
         "never captured"
     );
 
+    // Index checks: the graph's program computes its own flag, read with the
+    // next host read; a bad index in a direct call is an error naming the op.
+    let table_host = Host::random(DType::F32, &[10, 4], 11);
+    let table = table_host.tensor();
+    let rows = |ids: &[i64]| device.tensor(ids, &[ids.len() as i64]).unwrap();
+    let lookup = |t: &Tensor, ids: &Tensor| (&t.index_select(0, ids).unwrap() * 2.0).unwrap();
+    let first = rows(&[1, 2]);
+    assert!(device.graph_begin(24).unwrap());
+    let looked = lookup(&table, &first);
+    device.graph_end().unwrap();
+    assert!(
+        device
+            .graph_capture(24, &[table.clone(), first], std::slice::from_ref(&looked))
+            .unwrap(),
+        "a graph with index checks is capturable"
+    );
+    let want = |ids: &[i64]| -> Vec<f32> {
+        let table_host = &table_host;
+        ids.iter()
+            .flat_map(|&i| (0..4).map(move |j| (table_host.at(&[i, j]) * 2.0) as f32))
+            .collect()
+    };
+    let before = direct_counts();
+    let out = device
+        .graph_call(24, &[table.clone(), rows(&[9, 0])])
+        .unwrap()
+        .expect("a direct call");
+    assert_eq!(direct_counts()[2] - before[2], 1);
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), want(&[9, 0]));
+    let bad = device
+        .graph_call(24, &[table.clone(), rows(&[3, 12])])
+        .unwrap()
+        .expect("a direct call");
+    let e = bad[0].to_vec::<f32>().unwrap_err().to_string();
+    assert!(
+        e.contains("index_select") && e.contains("out of range") && e.contains("size 10"),
+        "{e}"
+    );
+    let out = device
+        .graph_call(24, &[table.clone(), rows(&[4, 4])])
+        .unwrap()
+        .expect("a direct call");
+    assert_eq!(
+        out[0].to_vec::<f32>().unwrap(),
+        want(&[4, 4]),
+        "after the error"
+    );
+
     // A random key is a new parameter at every call: not capturable.
     assert!(device.graph_begin(22).unwrap());
     let r = device.rand_uniform((1, 2), &[64], DType::F32).unwrap();

@@ -6,9 +6,10 @@
 //
 // A training graph reads views (a weight's transpose saved for the backward)
 // and returns views of its inputs (the input itself, saved for the backward):
-// a view input is passed as its allocation's contents (the value the graph's
-// program read the view from), checked to be the same view at each call; an
-// output that is a view of an input is made again from that input.
+// each input is passed as its allocation's contents (the value the graph's
+// program read it from, whole or as a view), checked to be the same view of
+// them at each call; an output that is a view of an input is made again from
+// that input.
 #include <torch/csrc/utils/pybind.h>
 
 #include <algorithm>
@@ -24,11 +25,10 @@
 namespace etpu {
 namespace {
 
-// How a direct call reads an input: the tensor itself when it is a whole
-// contiguous allocation, else the allocation's contents, the input being
-// this view of them.
+// How a direct call reads an input: as its allocation's contents, the
+// value the graph's program read it from (as a whole, or as this view of
+// them), checked to be the same view of them at each call.
 struct InputSpec {
-  bool whole = true;
   std::vector<int64_t> sizes, strides;
   int64_t offset = 0;
   at::ScalarType dtype = at::kFloat;
@@ -61,19 +61,12 @@ bool on_device(const at::Tensor& t, int64_t device) {
   return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1 && device_index(t) == device;
 }
 
-bool whole(const at::Tensor& t) {
-  return t.is_contiguous() && t.storage_offset() == 0 && t.numel() > 0 &&
-         t.nbytes() == t.storage().nbytes();
-}
-
 // An allocation's contents as `t`'s dtype, as they are held: no op.
 Handle contents(const at::Tensor& t) {
   Handle h;
   check(etpu_storage_read(storage_id(t.storage().data_ptr()), dtype_code(t.scalar_type()), h.out()));
   return h;
 }
-
-Handle read_as(const at::Tensor& t, const InputSpec& spec) { return spec.whole ? read(t) : contents(t); }
 
 std::vector<etpu_tensor> raw(const std::vector<Handle>& handles) {
   std::vector<etpu_tensor> out;
@@ -95,16 +88,8 @@ bool graph_capture(int64_t device, uint64_t id, const std::vector<at::Tensor>& i
   std::vector<Handle> in, results;
   for (const at::Tensor& t : inputs) {
     if (!on_device(t, device) || t.numel() == 0) return false;
-    InputSpec spec;
-    spec.whole = whole(t);
-    if (!spec.whole) {
-      spec.sizes = t.sizes().vec();
-      spec.strides = t.strides().vec();
-      spec.offset = t.storage_offset();
-      spec.dtype = t.scalar_type();
-    }
-    in.push_back(read_as(t, spec));
-    captured->inputs.push_back(std::move(spec));
+    in.push_back(contents(t));
+    captured->inputs.push_back(InputSpec{t.sizes().vec(), t.strides().vec(), t.storage_offset(), t.scalar_type()});
   }
   // Each new allocation among the outputs (one result of the program each).
   std::vector<const at::Tensor*> allocations;
@@ -151,9 +136,7 @@ bool graph_capture(int64_t device, uint64_t id, const std::vector<at::Tensor>& i
 
 // Whether `t` is read as `spec` says (the same view of its allocation).
 bool matches(const at::Tensor& t, const InputSpec& spec, int64_t device) {
-  if (!on_device(t, device)) return false;
-  if (spec.whole) return whole(t);
-  return t.scalar_type() == spec.dtype && t.storage_offset() == spec.offset && t.sizes() == spec.sizes &&
+  return on_device(t, device) && t.scalar_type() == spec.dtype && t.storage_offset() == spec.offset && t.sizes() == spec.sizes &&
          t.strides() == spec.strides;
 }
 
@@ -176,7 +159,7 @@ std::pair<bool, std::vector<std::optional<at::Tensor>>> graph_run(int64_t device
   OpScope scope;
   std::vector<Handle> in;
   in.reserve(inputs.size());
-  for (size_t k = 0; k < inputs.size(); k++) in.push_back(read_as(inputs[k], captured->inputs[k]));
+  for (const at::Tensor& t : inputs) in.push_back(contents(t));
   std::vector<etpu_tensor> in_raw = raw(in);
   std::vector<etpu_tensor> results(captured->results, 0);
   int32_t called = 0;

@@ -310,8 +310,16 @@ def lookup(i, w):
 def test_bad_index_in_a_compiled_graph_names_the_op_and_the_users_line(mode):
     w = torch.randn(10, 4)
     compiled = torch.compile(lookup, backend="tpu")
-    ok = torch.tensor([1, 2])
-    assert_same(compiled(tpu(ok), tpu(w)), lookup(ok, w))
+    before = counts()
+    for ids in ([1, 2], [0, 9], [5, 5]):
+        ok = torch.tensor(ids)
+        assert_same(compiled(tpu(ok), tpu(w)), lookup(ok, w))
+    if mode != "debug":
+        # Its index checks are in its program's flag: called directly too.
+        assert since(before)["direct"] == 2
+    # An eager index op's check pending beside the graph's: both are read,
+    # the graph's flag blames the graph's op.
+    eager = F.embedding(tpu(torch.tensor([3])), tpu(w))
     with pytest.raises(RuntimeError) as info:
         compiled(tpu(torch.tensor([1, 12])), tpu(w)).item()
     message = str(info.value)
@@ -319,6 +327,7 @@ def test_bad_index_in_a_compiled_graph_names_the_op_and_the_users_line(mode):
     line = lookup.__code__.co_firstlineno + 1
     assert f"{__file__}:{line}" in message, message
     # The process goes on: the next call and the next op are right.
+    assert_same(eager, w[3:4])
     other = torch.tensor([3, 4])
     assert_same(compiled(tpu(other), tpu(w)), lookup(other, w))
     next_op_works()

@@ -28,6 +28,7 @@ use crate::value::Value;
 const MAX_CHECKS: usize = 1 << 16;
 
 /// What a set flag blames.
+#[derive(Clone)]
 pub(super) struct IndexCheck {
     blame: Blame,
     dim: usize,
@@ -46,6 +47,24 @@ pub(super) struct IndexChecks {
 impl IndexChecks {
     pub(super) fn is_empty(&self) -> bool {
         self.flag.is_none() && self.others.is_empty()
+    }
+
+    /// The checks of a flag computed elsewhere (a compiled graph called
+    /// directly: its program computes the flag its first call recorded).
+    pub(super) fn of(flag: Arc<Value>, checks: Vec<IndexCheck>) -> IndexChecks {
+        IndexChecks {
+            flag: Some(flag),
+            checks,
+            others: Vec::new(),
+        }
+    }
+
+    /// The running flag and its checks, when nothing else was merged in.
+    pub(super) fn only(&self) -> Option<(&Arc<Value>, &[IndexCheck])> {
+        match (&self.flag, self.others.is_empty()) {
+            (Some(flag), true) => Some((flag, &self.checks)),
+            _ => None,
+        }
     }
 
     /// Adds `other`'s checks, to be read with these.

@@ -15,12 +15,19 @@
 //! looking up a graph, and the eager loop's plans are never evicted by it.
 //! In debug mode no scope opens: the graph's ops run one by one, as every op
 //! does there.
+//!
+//! A scope checks its index ops with a flag of its own, numbered from 1
+//! (`checks.rs`), read with the next host read as the eager ops' flag is:
+//! so its program computes the same flag at every call, and a direct call
+//! hands the flag it computed, with the checks of its first call, to that
+//! read.
 
 use std::sync::Arc;
 
 use fusion::policy::CutReason;
-use fusion::{Graph, TensorType};
+use fusion::{Graph, Op, TensorType};
 
+use super::checks::{IndexCheck, IndexChecks};
 use super::launch::Param;
 use super::liveness::Launch;
 use super::{Stream, StreamState, lock, replay, this_thread_trace};
@@ -43,6 +50,8 @@ const MAX_GRAPHS: usize = 1024;
 pub(super) struct GraphScope {
     id: u64,
     outer: replay::Replay,
+    /// The trace's index checks, put back (with the call's) when it closes.
+    outer_index: IndexChecks,
     /// The chunks the call launched, and the last one (a call launched as
     /// one chunk can be called directly next time).
     launched: u32,
@@ -57,15 +66,25 @@ pub(super) struct GraphLaunch {
     params: Vec<(Option<Arc<Value>>, Arc<Buffer>)>,
     exports: Vec<Arc<Value>>,
     blame: Blame,
-    /// No RNG key, no index check, no donation: the program computes the
-    /// same function of the same parameters at every call.
+    /// No RNG key, no donation, and its index checks (if any) all in the
+    /// flag it exports: the program computes the same function of the same
+    /// parameters at every call.
     pure: bool,
+    index: Option<ExportedFlag>,
+}
+
+/// The index-check flag a graph's program exports (at `export`), and the
+/// checks its numbers name.
+#[derive(Clone)]
+struct ExportedFlag {
+    export: usize,
+    checks: Arc<[IndexCheck]>,
 }
 
 /// Where a parameter of a directly called graph comes from.
 enum Source {
     Input(usize),
-    /// A lifted scalar (a constant of the graph).
+    /// A lifted scalar (a constant of the graph: an index check's number).
     Constant(Arc<Buffer>),
 }
 
@@ -84,6 +103,7 @@ pub(super) struct DirectCall {
     outputs: Vec<Output>,
     out_types: Vec<TensorType>,
     blame: Blame,
+    index: Option<ExportedFlag>,
 }
 
 impl Stream {
@@ -104,9 +124,11 @@ impl Stream {
         self.flush(rt, &mut st, CutReason::Graph, false)?;
         let plans = st.graph_plans.remove(&id).unwrap_or_default();
         let outer = std::mem::replace(&mut st.trace.replay, plans);
+        let outer_index = std::mem::take(&mut st.trace.index);
         st.trace.graph = Some(GraphScope {
             id,
             outer,
+            outer_index,
             launched: 0,
             last: None,
         });
@@ -132,6 +154,8 @@ impl Stream {
             return;
         };
         let plans = std::mem::replace(&mut st.trace.replay, scope.outer);
+        let call_index = std::mem::replace(&mut st.trace.index, scope.outer_index);
+        st.trace.index.merge(call_index);
         if st.graph_plans.len() >= MAX_GRAPHS {
             st.graph_plans.clear();
         }
@@ -191,6 +215,7 @@ impl Stream {
             outputs: outs,
             out_types: last.exports.iter().map(|v| v.ty.clone()).collect(),
             blame: last.blame,
+            index: last.index,
         };
         if st.direct_calls.len() >= MAX_GRAPHS {
             st.direct_calls.clear();
@@ -272,6 +297,10 @@ impl Stream {
             .zip(&call.out_types)
             .map(|(b, ty)| Value::computed(ty.clone(), b, done.clone()))
             .collect();
+        if let Some(flag) = &call.index {
+            let checks = IndexChecks::of(results[flag.export].clone(), flag.checks.to_vec());
+            st.trace.index.merge(checks);
+        }
         Ok(Some(
             call.outputs
                 .iter()
@@ -291,14 +320,30 @@ impl Stream {
         params: &[Param],
         launches: &[Launch],
     ) {
+        if st.trace.graph.is_none() {
+            return;
+        }
+        let exports: Vec<Arc<Value>> = launches.iter().filter_map(|l| l.export.clone()).collect();
+        let checked = launches.iter().any(|l| l.node.op.index_operand().is_some());
+        // The scope's own flag, exported by this chunk.
+        let index = st.trace.index.only().and_then(|(flag, checks)| {
+            let export = exports.iter().position(|e| Arc::ptr_eq(e, flag))?;
+            Some(ExportedFlag {
+                export,
+                checks: checks.into(),
+            })
+        });
+        // Lifted scalars are RNG keys, new at each call, and the numbers of
+        // index checks, the same at each call (numbered within the scope).
+        let pure = graph.num_aliases() == 0
+            && launches
+                .iter()
+                .all(|l| !matches!(l.node.op, Op::RandUniform { .. }))
+            && (index.is_some() || !checked);
         let Some(scope) = st.trace.graph.as_mut() else {
             return;
         };
         scope.launched += 1;
-        let pure = graph.num_aliases() == 0
-            && launches
-                .iter()
-                .all(|l| !l.node.lift && l.node.op.index_operand().is_none());
         scope.last = Some(GraphLaunch {
             id: scope.id,
             program: program.clone(),
@@ -306,12 +351,13 @@ impl Stream {
                 .iter()
                 .map(|p| (p.value.clone(), p.buffer.clone()))
                 .collect(),
-            exports: launches.iter().filter_map(|l| l.export.clone()).collect(),
+            exports,
             blame: launches
                 .last()
                 .map(|l| l.node.blame(launches.len()))
                 .expect("a chunk has nodes"),
             pure,
+            index,
         });
     }
 }
