@@ -220,6 +220,29 @@ fn direct_calls(device: &Device) {
         e.contains("index_select") && e.contains("out of range") && e.contains("size 10"),
         "{e}"
     );
+    // A bad index followed by many calls with no read between: its error
+    // comes at a later call or at the read, never lost.
+    let mut surfaced = None;
+    let mut last = None;
+    for k in 0..200 {
+        let ids = if k == 0 {
+            rows(&[0, 10])
+        } else {
+            rows(&[k % 10, 1])
+        };
+        match device.graph_call(24, &[table.clone(), ids]) {
+            Ok(out) => last = out,
+            Err(e) => {
+                surfaced = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    let e = surfaced.unwrap_or_else(|| last.unwrap()[0].to_vec::<f32>().unwrap_err().to_string());
+    assert!(
+        e.contains("index_select") && e.contains("out of range"),
+        "{e}"
+    );
     let out = device
         .graph_call(24, &[table.clone(), rows(&[4, 4])])
         .unwrap()

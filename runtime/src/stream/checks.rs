@@ -67,6 +67,15 @@ impl IndexChecks {
         }
     }
 
+    /// The flags merged in beyond the newest `keep`, oldest first, taken out
+    /// to be read now: each direct call of a graph with index checks adds
+    /// one, and a loop that never reads must not hold them all. Merged flags
+    /// are launched (a trace is cut before its flag is merged elsewhere).
+    pub(super) fn take_oldest(&mut self, keep: usize) -> Vec<IndexChecks> {
+        let n = self.others.len().saturating_sub(keep);
+        self.others.drain(..n).collect()
+    }
+
     /// Adds `other`'s checks, to be read with these.
     pub(super) fn merge(&mut self, other: IndexChecks) {
         if other.is_empty() {

@@ -45,6 +45,11 @@ use crate::value::Value;
 /// the cache).
 const MAX_GRAPHS: usize = 1024;
 
+/// Index-check flags of direct calls kept for the next host read; past
+/// this, the oldest is read at the next call (long done by then: a 4-byte
+/// read, and its error, if any, at that call).
+const UNREAD_FLAGS: usize = 64;
+
 /// An open graph call on a trace: which graph, and the trace's own plans,
 /// put back when it closes.
 pub(super) struct GraphScope {
@@ -300,6 +305,9 @@ impl Stream {
         if let Some(flag) = &call.index {
             let checks = IndexChecks::of(results[flag.export].clone(), flag.checks.to_vec());
             st.trace.index.merge(checks);
+            for old in st.trace.index.take_oldest(UNREAD_FLAGS) {
+                self.take_index_error(rt, old)?;
+            }
         }
         Ok(Some(
             call.outputs
