@@ -32,6 +32,9 @@ struct InputSpec {
   std::vector<int64_t> sizes, strides;
   int64_t offset = 0;
   at::ScalarType dtype = at::kFloat;
+  // The first input before it on the same allocation, or -1: the program
+  // reads that input's contents for both, so it must share it at each call.
+  int64_t shares = -1;
 };
 
 // How it makes an output: a view (`sizes`, `strides`, `offset`) of result
@@ -89,7 +92,12 @@ bool graph_capture(int64_t device, uint64_t id, const std::vector<at::Tensor>& i
   for (const at::Tensor& t : inputs) {
     if (!on_device(t, device) || t.numel() == 0) return false;
     in.push_back(contents(t));
-    captured->inputs.push_back(InputSpec{t.sizes().vec(), t.strides().vec(), t.storage_offset(), t.scalar_type()});
+    int64_t shares = -1;
+    for (size_t j = 0; j < captured->inputs.size() && shares < 0; j++) {
+      if (inputs[j].storage().is_alias_of(t.storage())) shares = static_cast<int64_t>(j);
+    }
+    captured->inputs.push_back(
+        InputSpec{t.sizes().vec(), t.strides().vec(), t.storage_offset(), t.scalar_type(), shares});
   }
   // Each new allocation among the outputs (one result of the program each).
   std::vector<const at::Tensor*> allocations;
@@ -154,7 +162,9 @@ std::pair<bool, std::vector<std::optional<at::Tensor>>> graph_run(int64_t device
   }
   if (inputs.size() != captured->inputs.size()) return {false, {}};
   for (size_t k = 0; k < inputs.size(); k++) {
-    if (!matches(inputs[k], captured->inputs[k], device)) return {false, {}};
+    const InputSpec& spec = captured->inputs[k];
+    if (!matches(inputs[k], spec, device)) return {false, {}};
+    if (spec.shares >= 0 && !inputs[k].storage().is_alias_of(inputs[spec.shares].storage())) return {false, {}};
   }
   OpScope scope;
   std::vector<Handle> in;

@@ -118,6 +118,23 @@ def test_views_in_and_out_of_direct_calls_match_cpu(mode):
         assert since(before)["direct"] == 2 + 3
 
 
+def test_inputs_sharing_an_allocation_at_capture_must_share_it_to_run_directly(mode):
+    # Captured with a and b one allocation (b = a.t()), the program reads
+    # both from it; called with two allocations (dynamo does not recompile),
+    # it must not run directly on the first one's contents.
+    def g(a, b):
+        return a * 2 + b
+
+    compiled = torch.compile(g, backend="tpu", dynamic=False)
+    m = torch.randn(4, 4)
+    mt = tpu(m)
+    for _ in range(3):
+        assert_same(compiled(mt, mt.t()), g(m, m.t()))
+    m1, m2 = torch.randn(4, 4), torch.randn(4, 4)
+    assert_same(compiled(tpu(m1), tpu(m2).t()), g(m1, m2.t()))
+    assert_same(compiled(mt, mt.t()), g(m, m.t()))
+
+
 def test_a_compiled_module_trains_with_direct_forward_and_backward(mode, no_fallbacks):
     # Forward and backward graphs save views (the input, a weight's
     # transpose) and return gradients as views of their sums: both run
