@@ -194,6 +194,28 @@ def _make_backend():
     )
 
 
+def _keep_optimizer_steps_on_tpu() -> None:
+    """Dynamo traces an optimizer's step with `capturable=True` and, for
+    CUDA and XPU parameters only, creates the optimizer's state with its
+    step counts on the device; on tpu they would stay CPU tensors, updated
+    by CPU ops inside the graph, which keep the graph off the direct call.
+    This makes tpu parameters get what CUDA's get."""
+    from torch._dynamo.variables.optimizer import OptimizerVariable
+
+    original = OptimizerVariable._safe_to_set_capturable
+    if getattr(original, "_eagertpu", False):
+        return
+
+    def safe_to_set_capturable(self, group) -> bool:
+        params = group.get("params", [])
+        if params and all(isinstance(p, torch.Tensor) and p.device.type == "tpu" for p in params):
+            return "capturable" in group and all(p not in self.value.state for p in params)
+        return original(self, group)
+
+    safe_to_set_capturable._eagertpu = True
+    OptimizerVariable._safe_to_set_capturable = safe_to_set_capturable
+
+
 _aot_backend = None
 _backend_lock = threading.Lock()
 
@@ -203,6 +225,7 @@ def backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
     global _aot_backend
     with _backend_lock:
         if _aot_backend is None:
+            _keep_optimizer_steps_on_tpu()
             _aot_backend = _make_backend()
     return _aot_backend(gm, example_inputs, **kwargs)
 

@@ -118,6 +118,40 @@ def test_views_in_and_out_of_direct_calls_match_cpu(mode):
         assert since(before)["direct"] == 2 + 3
 
 
+def test_a_compiled_training_step_with_adamw_runs_each_graph_directly(mode, no_fallbacks):
+    # The whole step compiled with the default AdamW (capturable=False): as
+    # on CUDA, dynamo keeps the optimizer's step counts on the device, so the
+    # forward, the backward and the optimizer's graph all run directly.
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3))
+    model_tpu = copy.deepcopy(model).to("tpu")
+    opts = {"cpu": torch.optim.AdamW(model.parameters(), lr=1e-2), "tpu": torch.optim.AdamW(model_tpu.parameters(), lr=1e-2)}
+    models = {"cpu": model, "tpu": model_tpu}
+
+    def step(dev, x, y):
+        opts[dev].zero_grad()
+        loss = F.mse_loss(models[dev](x), y)
+        loss.backward()
+        opts[dev].step()
+        return loss
+
+    compiled = torch.compile(step, backend="tpu")
+    g = torch.Generator().manual_seed(5)
+    for i in range(6):
+        if i == 3:
+            before = counts()
+        x, y = torch.randn(8, 6, generator=g), torch.randn(8, 3, generator=g)
+        want = step("cpu", x, y).item()
+        got = compiled("tpu", tpu(x), tpu(y)).item()
+        assert got == pytest.approx(want, rel=1e-5), i
+    for (name, p), q in zip(model_tpu.named_parameters(), model.parameters()):
+        assert_same(p, q, rtol=1e-5, atol=1e-6, what=name)
+    state = opts["tpu"].state[model_tpu[0].weight]
+    assert state["step"].device.type == "tpu" and state["step"].item() == 6
+    if mode != "debug":
+        assert since(before)["direct"] == 3 * 3, since(before)
+
+
 def test_inputs_sharing_an_allocation_at_capture_must_share_it_to_run_directly(mode):
     # Captured with a and b one allocation (b = a.t()), the program reads
     # both from it; called with two allocations (dynamo does not recompile),
