@@ -8,8 +8,8 @@
 // and returns views of its inputs (the input itself, saved for the backward):
 // each input is passed as its allocation's contents (the value the graph's
 // program read it from, whole or as a view), checked to be the same view of
-// them at each call; an output that is a view of an input is made again from
-// that input.
+// them at each call; an output that is a view of an input or of a result is
+// made again as that view.
 #include <torch/csrc/utils/pybind.h>
 
 #include <algorithm>
@@ -83,7 +83,7 @@ std::vector<etpu_tensor> raw(const std::vector<Handle>& handles) {
 // input does not need): views of inputs, or of new allocations whose
 // contents the program computed. False when it cannot: a tensor not on the
 // device, or a program the runtime cannot call directly (its results not
-// those allocations' contents, a random key, an index check, a donation).
+// those allocations' contents, a random key, a donation).
 bool graph_capture(int64_t device, uint64_t id, const std::vector<at::Tensor>& inputs,
                    const std::vector<std::optional<at::Tensor>>& outputs) {
   OpScope scope;

@@ -95,7 +95,7 @@ class GraphCall:
         # After the first call, the runtime may call the graph's program
         # directly (`_capture`): `direct` is True then.
         self.captured = False
-        self.direct = None
+        self.direct = False
         self.out_type = tuple
         _map_user_lines(gm)
 
@@ -105,7 +105,7 @@ class GraphCall:
         # aot graph's arguments are tensors and numbers, never a list.
         if len(args) == 1 and type(args[0]) is list:
             args = args[0]
-        if self.direct is not None:
+        if self.direct:
             out = self._call_direct(args)
             if out is not None:
                 return out
@@ -118,8 +118,8 @@ class GraphCall:
     def _capture(self, args, out) -> None:
         """After the first call: asks the runtime to call the graph directly
         from now on (`_backend.graph_capture`: inputs on the device, read
-        whole or as views of their allocations; outputs new allocations, or
-        views of inputs, made again from them at each call)."""
+        from their allocations as the same views at each call; outputs views
+        of inputs or of new allocations, made again at each call)."""
         if not isinstance(out, (tuple, list)):
             return
         try:
@@ -138,7 +138,7 @@ class GraphCall:
         if not called:
             # Another device, another view, or the inputs' types changed:
             # through a scope, then captured again.
-            self.direct, self.captured = None, False
+            self.direct, self.captured = False, False
             return None
         return tuple(outs) if self.out_type is tuple else outs
 

@@ -183,14 +183,26 @@ fn describe_ranks(calls: &[Option<Call>], ranks: &[RankLog]) -> (Vec<String>, Ve
         .iter()
         .enumerate()
         .filter(|(_, c)| c.is_none())
-        .map(|(r, _)| {
-            format!(
-                "rank {r} (last finished: {})",
-                ranks[r].finished.as_deref().unwrap_or("no collective")
-            )
-        })
+        .map(|(r, _)| missing_rank(r, ranks))
         .collect();
     (waiting, missing)
+}
+
+/// `rank r (last finished: <call>)`.
+fn missing_rank(r: usize, ranks: &[RankLog]) -> String {
+    format!(
+        "rank {r} (last finished: {})",
+        ranks[r].finished.as_deref().unwrap_or("no collective")
+    )
+}
+
+/// The name of the collective a round's ranks called.
+fn round_op(calls: &[Option<Call>]) -> &'static str {
+    calls
+        .iter()
+        .flatten()
+        .next()
+        .map_or("collective", |c| c.collective.name())
 }
 
 fn invalid(op: &'static str, message: String) -> Error {
@@ -248,10 +260,7 @@ impl ProcessGroup {
         lock(&self.inner.ranks)[rank].left = true;
         let rt = context::get()?;
         let round = lock(&self.inner.current).clone();
-        let mut state = lock(&round.state);
-        if state.outcome.is_none() {
-            self.fail_if_left(rt, &round, &mut state);
-        }
+        self.fail_if_left(rt, &round, &mut lock(&round.state));
         Ok(())
     }
 
@@ -477,9 +486,7 @@ impl ProcessGroup {
         state.calls[rank] = Some(call);
         // A rank late to a round that already failed (timed out) gets its
         // error; the others have gone.
-        if state.outcome.is_none() {
-            self.fail_if_left(rt, &round, &mut state);
-        }
+        self.fail_if_left(rt, &round, &mut state);
         if state.outcome.is_none() && state.calls.iter().all(Option::is_some) {
             let outcome = self.run(rt, &state.calls);
             if outcome.is_err() {
@@ -493,10 +500,8 @@ impl ProcessGroup {
         while state.outcome.is_none() {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                state.outcome = Some(Err(self.timed_out(&state.calls)));
-                Counters::add(&rt.counters.collective_errors, 1);
-                self.next_round(&round);
-                round.arrived.notify_all();
+                let error = self.timed_out(&state.calls);
+                self.end_round(rt, &round, &mut state, error);
                 break;
             }
             state = round
@@ -516,38 +521,33 @@ impl ProcessGroup {
     /// the group: it never will, so the ranks waiting need not wait for the
     /// timeout.
     fn fail_if_left(&self, rt: &Runtime, round: &Arc<Round>, state: &mut RoundState) {
+        if state.outcome.is_some() || state.calls.iter().all(Option::is_none) {
+            return;
+        }
         let ranks = lock(&self.inner.ranks).clone();
-        let gone: Vec<String> = state
-            .calls
-            .iter()
-            .enumerate()
-            .filter(|(r, c)| c.is_none() && ranks[*r].left)
-            .map(|(r, _)| {
-                format!(
-                    "rank {r} (last finished: {})",
-                    ranks[r].finished.as_deref().unwrap_or("no collective")
-                )
-            })
+        let gone: Vec<String> = (0..state.calls.len())
+            .filter(|&r| state.calls[r].is_none() && ranks[r].left)
+            .map(|r| missing_rank(r, &ranks))
             .collect();
-        if gone.is_empty() || state.calls.iter().all(Option::is_none) {
+        if gone.is_empty() {
             return;
         }
         let (waiting, _) = describe_ranks(&state.calls, &ranks);
-        let op = state
-            .calls
-            .iter()
-            .flatten()
-            .next()
-            .map_or("collective", |c| c.collective.name());
-        state.outcome = Some(Err(invalid(
-            op,
+        let error = invalid(
+            round_op(&state.calls),
             format!(
                 "{} left the group (its process group was destroyed or its thread ended) and \
                  will not come to this collective; waiting: {}",
                 gone.join(", "),
                 waiting.join("; ")
             ),
-        )));
+        );
+        self.end_round(rt, round, state, error);
+    }
+
+    /// Ends `round` with `error` for every rank, and starts the next.
+    fn end_round(&self, rt: &Runtime, round: &Arc<Round>, state: &mut RoundState, error: Error) {
+        state.outcome = Some(Err(error));
         Counters::add(&rt.counters.collective_errors, 1);
         self.next_round(round);
         round.arrived.notify_all();
@@ -565,13 +565,8 @@ impl ProcessGroup {
     fn timed_out(&self, calls: &[Option<Call>]) -> Error {
         let ranks = lock(&self.inner.ranks).clone();
         let (waiting, missing) = describe_ranks(calls, &ranks);
-        let op = calls
-            .iter()
-            .flatten()
-            .next()
-            .map_or("collective", |c| c.collective.name());
         invalid(
-            op,
+            round_op(calls),
             format!(
                 "timed out after {:?} waiting for {} of {} ranks: {}; waiting: {}",
                 self.inner.timeout,
