@@ -229,8 +229,10 @@ def run_replay(quick=False):
     runs = {"on": [], "off": []}
     for _ in range(rounds):  # alternating, so that the machine's drift hits both
         for name, flag in (("on", "1"), ("off", "0")):
+            # Deterministic: the losses are compared bit for bit, and the first
+            # child may find a cold disk cache where the others find it warm.
             env = dict(os.environ, EAGERTPU_OP_TIMING="1", EAGERTPU_REPLAY=flag, EAGERTPU_MODE="fused",
-                       EAGERTPU_LOG="error")
+                       EAGERTPU_LOG="error", EAGERTPU_DETERMINISTIC="1")
             proc = subprocess.run([sys.executable, os.path.abspath(__file__), "replay", str(steps)], env=env,
                                   capture_output=True, text=True)
             if proc.returncode != 0:

@@ -110,6 +110,9 @@ etpu_status eagertpu_graph_call(int64_t device, uint64_t id, const etpu_tensor* 
                                 int32_t* called);
 /* 1: the first op producing NaN/Inf is an error naming it. */
 etpu_status eagertpu_set_check_nan(int32_t on);
+/* 1: fused mode's results depend only on the op stream, bit for bit (a hot chunk is compiled
+   on the calling thread and used from its hot sighting on, never earlier from disk). */
+etpu_status eagertpu_set_deterministic(int32_t on);
 /* The metrics report: at most `capacity` bytes (NUL-terminated) into `buf`
  * (may be NULL), and the full size including the NUL into `length`. */
 etpu_status eagertpu_metrics_report(char* buf, size_t capacity, size_t* length);

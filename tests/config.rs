@@ -83,6 +83,11 @@ fn a_bad_setting_is_an_error_on_every_call_not_a_crash() {
             "EAGERTPU_CHECK_NAN=maybe: expected 0 or 1",
         ),
         (
+            "EAGERTPU_DETERMINISTIC",
+            "yes",
+            "EAGERTPU_DETERMINISTIC=yes: expected 0 or 1",
+        ),
+        (
             "EAGERTPU_PJRT_PLUGIN",
             "/no/such/plugin.so",
             "looked for it at\n  - /no/such/plugin.so",

@@ -130,6 +130,24 @@ fn a_chunk_seen_once_runs_op_by_op_and_a_hot_one_compiles_in_the_background() {
 }
 
 #[test]
+fn deterministic_a_hot_chunk_is_compiled_at_once_and_used_from_its_hot_sighting() {
+    // EAGERTPU_DETERMINISTIC=1 (PyTorch's use_deterministic_algorithms):
+    // the promotion point depends on the op stream alone, not on when a
+    // background compile finishes: the second sighting is one program.
+    let (ok, out) = child(
+        "child_tiers",
+        &[
+            ("EAGERTPU_DETERMINISTIC", "1"),
+            ("EAGERTPU_COMPILE_THREADS", "1"),
+        ],
+    );
+    assert!(ok, "{out}");
+    assert_eq!(counts(&out, "FIRST"), [1, 0, 0, 1, 12], "{out}");
+    assert_eq!(counts(&out, "SECOND"), [0, 0, 0, 0, 1], "{out}");
+    assert_eq!(counts(&out, "THIRD"), [0, 0, 0, 0, 1], "{out}");
+}
+
+#[test]
 fn the_threshold_and_the_compile_threads_are_settings() {
     // Compiled at first sight, on the recording thread: the first run is
     // already one program.

@@ -416,6 +416,13 @@ mod runtime_api {
             Ok(())
         }
 
+        /// Fused mode's results depend only on the op stream (0 or 1; PyTorch's
+        /// `torch.use_deterministic_algorithms`).
+        fn eagertpu_set_deterministic(on: i32) {
+            eagertpu::set_deterministic(on != 0)?;
+            Ok(())
+        }
+
         /// The metrics report as text: writes at most `capacity` bytes
         /// (NUL-terminated) to `buf` and the full size (with the NUL) to
         /// `length`. `buf` may be NULL to ask for the size.

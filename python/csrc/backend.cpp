@@ -6,6 +6,7 @@
 #include <torch/library.h>
 
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <deque>
 
@@ -268,8 +269,24 @@ const char* compute_origin() {
 // first op stands.
 thread_local bool backward_on_this_thread = false;
 
+// The runtime's deterministic setting follows PyTorch's
+// (`torch.use_deterministic_algorithms`), passed on when it changes: -1 until
+// the first op. Fused mode's last bits then depend on the op stream alone.
+std::atomic<int> deterministic_passed{-1};
+
+void follow_deterministic_setting() {
+  int now = at::globalContext().deterministicAlgorithms() ? 1 : 0;
+  if (deterministic_passed.load(std::memory_order_relaxed) != now) {
+    check(eagertpu_set_deterministic(now));
+    deterministic_passed.store(now, std::memory_order_relaxed);
+  }
+}
+
 OpScope::OpScope() {
-  if (scope_depth++ == 0) origin_valid = false;
+  if (scope_depth++ == 0) {
+    origin_valid = false;
+    follow_deterministic_setting();
+  }
   if (!backward_on_this_thread) {
     backward_on_this_thread = true;
     c10::AutogradState::get_tls_state().set_multithreading_enabled(false);

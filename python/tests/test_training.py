@@ -2,6 +2,7 @@
 matching the same loop on the CPU, and no op falling back to the CPU."""
 
 import copy
+import json
 
 import pytest
 import torch
@@ -9,6 +10,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import eagertpu
+from helpers import run_python
 
 pytestmark = pytest.mark.usefixtures("mode", "no_fallbacks")
 
@@ -241,3 +243,63 @@ def test_a_settled_training_loop_is_replayed_and_trains_as_on_the_cpu():
     assert delta["replayed_chunks"] == delta["executions"] > 0, delta
     assert delta["replayed_ops"] >= 19 * 50 and delta["replay_misses"] == 0, delta
     assert "replayed" in eagertpu.metrics_report()
+
+
+DETERMINISTIC_TRAINING = """
+    import json, sys
+    import torch, torch.nn as nn, torch.nn.functional as F
+    import eagertpu
+    torch.use_deterministic_algorithms(sys.argv[-1] == "on")
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10)).to("tpu")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(8, 64, generator=g).to("tpu"), torch.randint(0, 10, (8,), generator=g).to("tpu")
+    losses = []
+    for _ in range(8):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    weights = [p.detach().cpu().flatten().tolist() for p in model.parameters()]
+    m = eagertpu.metrics()
+    print(json.dumps({"losses": losses, "weights": weights, "disk_hits": m["disk_hits"]}))
+"""
+
+
+def deterministic_run(cache_dir, setting):
+    proc = run_python(DETERMINISTIC_TRAINING.replace('sys.argv[-1]', repr(setting)), EAGERTPU_MODE="fused",
+                      EAGERTPU_CACHE_DIR=str(cache_dir), EAGERTPU_LOG="error")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_deterministic_fused_training_gives_the_same_bits_with_a_cold_or_warm_cache(tmp_path):
+    """A fused program may round differently from its ops run one by one (XLA
+    contracts a multiply and an add of two ops into a fused multiply-add), so
+    when a chunk is promoted can change a run's last bits: a cold cache
+    compiles in the background, a warm one loads the program at first sight.
+    With torch.use_deterministic_algorithms(True), promotion happens at the
+    hot sighting whatever the cache has: a cold and a warm run give the same
+    bits, and the same values as the CPU to rounding."""
+    if eagertpu.get_mode() != "fused":
+        pytest.skip("runs its own fused-mode processes")
+    cold = deterministic_run(tmp_path / "cache", "on")
+    warm = deterministic_run(tmp_path / "cache", "on")
+    assert warm["disk_hits"] > 0, warm["disk_hits"]
+    assert cold["losses"] == warm["losses"], (cold["losses"], warm["losses"])
+    assert cold["weights"] == warm["weights"]
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(8, 64, generator=g), torch.randint(0, 10, (8,), generator=g)
+    want = []
+    for _ in range(8):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        want.append(loss.item())
+    torch.testing.assert_close(torch.tensor(cold["losses"]), torch.tensor(want), rtol=1e-4, atol=1e-5)

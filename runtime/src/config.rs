@@ -75,6 +75,11 @@ pub struct Config {
     /// `EAGERTPU_HOT_THRESHOLD`: how many times a fused chunk is seen before
     /// it is compiled (default 2); until then it runs op by op.
     pub hot_threshold: u32,
+    /// `EAGERTPU_DETERMINISTIC=1`: a hot fused chunk is compiled on the
+    /// recording thread and used from its hot sighting on, never earlier from
+    /// disk, so that results depend only on the op stream (as
+    /// `torch.use_deterministic_algorithms(True)` asks).
+    pub deterministic: bool,
     /// `EAGERTPU_REPLAY=0`: no trace-guarded replay (`stream::replay`); every
     /// fused chunk takes the full path (inference, graph, cache lookup).
     pub replay: bool,
@@ -215,6 +220,7 @@ impl Config {
                 None => 2,
                 Some(n) => positive("EAGERTPU_HOT_THRESHOLD", &n)?.min(u32::MAX as u64) as u32,
             },
+            deterministic: flag("EAGERTPU_DETERMINISTIC")?,
             replay: var("EAGERTPU_REPLAY").is_none() || flag("EAGERTPU_REPLAY")?,
             fallback_is_error: match var("EAGERTPU_FALLBACK").as_deref().map(str::trim) {
                 None | Some("warn") => false,

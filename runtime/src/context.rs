@@ -77,6 +77,11 @@ pub(crate) struct Runtime {
     pub compiler: BackgroundCompiler,
     /// Sightings of a fused chunk before it is compiled.
     pub hot_threshold: u32,
+    /// Promote fused chunks at a point fixed by the op stream (see
+    /// `stream::tiers`): always with `EAGERTPU_DETERMINISTIC=1`, else as
+    /// `set_deterministic` last said.
+    pub deterministic_always: bool,
+    pub deterministic: AtomicBool,
     /// Replay fused chunks that match one launched before (`EAGERTPU_REPLAY`).
     pub replay: bool,
     /// Refuse CPU fallbacks (`EAGERTPU_FALLBACK=error`).
@@ -104,6 +109,10 @@ impl Runtime {
         } else {
             self.mode()
         }
+    }
+
+    pub fn deterministic(&self) -> bool {
+        self.deterministic_always || self.deterministic.load(Ordering::Relaxed)
     }
 
     pub fn check_nan(&self) -> bool {
@@ -256,6 +265,8 @@ fn start() -> Result<Runtime> {
         hazards: config.check_hazards.then(HazardChecker::default),
         compiler: BackgroundCompiler::new(config.compile_threads),
         hot_threshold: config.hot_threshold,
+        deterministic_always: config.deterministic,
+        deterministic: AtomicBool::new(false),
         replay: config.replay,
         fallback_is_error: config.fallback_is_error,
         collective_timeout: config.collective_timeout,

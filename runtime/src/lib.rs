@@ -135,6 +135,22 @@ pub fn set_check_nan(on: bool) -> Result<()> {
     Ok(())
 }
 
+/// Makes fused mode's results depend only on the op stream, bit for bit
+/// (`EAGERTPU_DETERMINISTIC=1` makes it always so; PyTorch's
+/// `torch.use_deterministic_algorithms` sets it). A fused program may round
+/// differently from the same ops run one by one (XLA contracts a multiply
+/// and an add of two ops into one fused multiply-add), so by default a run's
+/// last bits depend on when a background compile finished, or on whether the
+/// disk cache had the program. Deterministic, a hot chunk is compiled on the
+/// recording thread and used from its hot sighting on, whatever the disk or
+/// the clock: a cold and a warm cache give the same bits.
+pub fn set_deterministic(on: bool) -> Result<()> {
+    context::get()?
+        .deterministic
+        .store(on, std::sync::atomic::Ordering::Relaxed);
+    Ok(())
+}
+
 /// Hooks for `benches/`: not part of the API.
 #[doc(hidden)]
 pub mod bench_hooks {

@@ -9,8 +9,14 @@
 //!   costs a compile of its own.
 //! - A hot chunk is queued on the background compile pool and keeps running
 //!   op by op until its program is in the cache; the next occurrence then runs
-//!   as one program (a promotion). Results are the same either way: the
-//!   single-op programs compute each op as the fused program does.
+//!   as one program (a promotion). Results agree to rounding: a fused
+//!   program may round differently from its ops run one by one (XLA
+//!   contracts a multiply and an add of two ops into one fused
+//!   multiply-add), so when a promotion happens can change a run's last
+//!   bits. Deterministic (`EAGERTPU_DETERMINISTIC`,
+//!   `torch.use_deterministic_algorithms`), it happens at the hot sighting,
+//!   compiled on the recording thread, and a program on disk waits for it
+//!   too: the bits depend on the op stream alone, with a cold or warm cache.
 //! - A chunk whose ops are those of an earlier chunk, some with other sizes
 //!   (a decode step slicing a `input_ids` that grows by a token), is split:
 //!   the calls whose ops changed run one by one, as strict mode runs them, and
@@ -226,7 +232,9 @@ impl Stream {
                 1
             }
         };
+        let deterministic = rt.deterministic();
         if seen == 1
+            && !deterministic
             && rt.cache.has_disk()
             && let Some(p) = rt.cache.load_from_disk(graph, &rt.counters)
         {
@@ -242,14 +250,17 @@ impl Stream {
         } else {
             rt.hot_threshold
         };
-        if seen < threshold || st.tiers.compiling.contains(&key) {
+        if seen < threshold || (st.tiers.compiling.contains(&key) && !deterministic) {
             if st.tiers.compiling.contains(&key) {
                 Counters::add(&rt.counters.chunks_op_by_op_while_compiling, 1);
             }
             return None;
         }
-        if !rt.compiler.enabled() {
-            // EAGERTPU_COMPILE_THREADS=0: compile here, now.
+        if deterministic || !rt.compiler.enabled() {
+            // Compile here, now (from the disk if it has the program; or
+            // waiting for the pool if it compiles it already): deterministic,
+            // or EAGERTPU_COMPILE_THREADS=0.
+            st.tiers.compiling.remove(&key);
             return match rt.cache.get(graph, &rt.counters) {
                 Ok(p) => Some(p),
                 Err(_) => {
