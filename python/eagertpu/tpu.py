@@ -1,12 +1,13 @@
 """`torch.tpu`: the device module of the `tpu` backend, in the shape of
 `torch.cuda` (device_count, is_available, synchronize, manual_seed, memory,
-streams and events)."""
+streams and events, `amp`)."""
 
 import os
 
 import torch
 
 from . import _lib
+from . import amp  # noqa: F401 - torch.tpu.amp, as torch.cuda.amp
 
 
 def is_available() -> bool:
@@ -128,6 +129,11 @@ def memory_stats(device=None) -> dict:
 def get_amp_supported_dtype() -> list:
     """Autocast's lower-precision dtypes on tpu."""
     return [torch.bfloat16, torch.float16]
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """bf16 is a tpu's native lower precision (autocast's default here)."""
+    return True
 
 
 class Stream(torch.Stream):
