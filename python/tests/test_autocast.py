@@ -201,3 +201,20 @@ def test_update_scale_refuses_bad_dtypes_naming_them():
                                  torch.zeros(1, device="tpu"), 2.0, 0.5, 10)
     next_op_works()
 
+
+
+def test_autocast_inside_a_compiled_function_casts_as_eager_autocast():
+    torch.manual_seed(0)
+    model = Mlp().to("tpu")
+    x = torch.randn(4, 16, device="tpu")
+
+    @torch.compile(backend="tpu")
+    def forward(x):
+        with torch.autocast("tpu"):
+            return model(x)
+
+    got = forward(x)
+    with torch.autocast("tpu"):
+        want = model(x)
+    assert got.dtype == want.dtype == BF16
+    assert torch.equal(got.cpu(), want.cpu())
