@@ -157,6 +157,20 @@ etpu_status etpu_storage_new(int64_t device, size_t nbytes, etpu_storage* out);
 etpu_status etpu_storage_free(etpu_storage storage);
 /* Allocations and their bytes on `device` (-1: all devices). */
 etpu_status etpu_storage_stats(int64_t device, int64_t* count, int64_t* bytes);
+/* A device's memory, as PyTorch's allocator statistics count it: live allocations and bytes,
+   their peaks since the last reset, allocations and bytes allocated and freed since the last
+   reset; then the plugin's own counts (-1 where the plugin keeps none, as the XLA CPU plugin). */
+typedef struct etpu_memory_counts {
+  int64_t allocations, bytes, peak_allocations, peak_bytes;
+  int64_t allocated_count, allocated_bytes, freed_count, freed_bytes;
+  int64_t device_bytes_in_use, device_peak_bytes_in_use, device_bytes_limit;
+} etpu_memory_counts;
+etpu_status etpu_memory_usage(int64_t device, etpu_memory_counts* out);
+/* what = 1: peaks start again from what is live; 2: allocated/freed counts start from zero. */
+etpu_status etpu_memory_reset(int64_t device, int32_t what);
+/* The device's kind and the plugin's platform name, written as eagertpu_metrics_report writes. */
+etpu_status etpu_device_kind(int64_t device, char* buf, size_t capacity, size_t* length);
+etpu_status etpu_platform_name(char* buf, size_t capacity, size_t* length);
 /* Copies the first `nbytes` of allocation `src` into allocation `dst`, element
  * by element; the rest of `dst` reads as zeros. */
 etpu_status etpu_storage_copy(etpu_storage dst, etpu_storage src, size_t nbytes);

@@ -164,3 +164,30 @@ fn stats_count_live_allocations_by_device() {
     assert_eq!(storage::stats(Some(0)), (count, bytes));
     assert_eq!(storage::stats(Some(7)), (0, 0));
 }
+
+#[test]
+fn usage_keeps_peaks_and_counts_until_reset() {
+    let _serial = in_mode(eagertpu::Mode::Fused);
+    storage::reset_peak(0);
+    storage::reset_accumulated(0);
+    let start = storage::usage(0);
+    assert_eq!((start.peak_bytes, start.allocated_count), (start.bytes, 0));
+    let a = storage::register(0, 1000).unwrap();
+    let b = storage::register(0, 500).unwrap();
+    storage::release(a).unwrap();
+    let u = storage::usage(0);
+    assert_eq!(u.bytes, start.bytes + 500);
+    assert_eq!(u.peak_bytes, start.bytes + 1500);
+    assert_eq!(u.peak_allocations, start.allocations + 2);
+    assert_eq!((u.allocated_count, u.allocated_bytes), (2, 1500));
+    assert_eq!((u.freed_count, u.freed_bytes), (1, 1000));
+    // Peaks start again from what is live; the counts from zero.
+    storage::reset_peak(0);
+    assert_eq!(storage::usage(0).peak_bytes, start.bytes + 500);
+    storage::reset_accumulated(0);
+    let u = storage::usage(0);
+    assert_eq!((u.allocated_count, u.freed_bytes), (0, 0));
+    storage::release(b).unwrap();
+    assert_eq!(storage::usage(0).peak_bytes, start.bytes + 500);
+    assert_eq!(storage::usage(7), storage::Usage::default());
+}

@@ -455,7 +455,12 @@ mod runtime_api {
 
 /// Writes `text` NUL-terminated into `buf` (at most `capacity` bytes) and its
 /// full size with the NUL to `length`.
-fn write_text(text: &str, buf: *mut c_char, capacity: usize, length: *mut usize) -> FfiResult<()> {
+pub(crate) fn write_text(
+    text: &str,
+    buf: *mut c_char,
+    capacity: usize,
+    length: *mut usize,
+) -> FfiResult<()> {
     // SAFETY: `length` is NULL or writable (the caller's contract).
     unsafe { put(length, text.len() + 1, "length")? };
     if !buf.is_null() && capacity > 0 {

@@ -8,7 +8,7 @@ use std::ffi::c_char;
 use eagertpu::storage::{self, StorageId};
 
 use crate::handles::{dims, dtype_code, dtype_from, get, put_tensor};
-use crate::types::{StorageHandle, TensorHandle};
+use crate::types::{MemoryCounts, StorageHandle, TensorHandle};
 use crate::{Failure, at, c_api, put};
 
 /// The runtime's id for `h`.
@@ -16,7 +16,61 @@ pub(crate) fn id(h: StorageHandle) -> StorageId {
     StorageId(h.0)
 }
 
+fn signed(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
 c_api! {
+    /// Device `device`'s allocation statistics and, where the plugin keeps
+    /// them, its own memory statistics (-1 where it does not).
+    fn etpu_memory_usage(device: i64, out: *mut MemoryCounts) {
+        let d = crate::handles::device(device)?;
+        let u = storage::usage(d.index());
+        let reported = d.reported_memory()?;
+        let device_bytes = |f: fn(&eagertpu::MemoryStats) -> Option<i64>| reported.as_ref().and_then(f).unwrap_or(-1);
+        let usage = MemoryCounts {
+            allocations: signed(u.allocations),
+            bytes: signed(u.bytes),
+            peak_allocations: signed(u.peak_allocations),
+            peak_bytes: signed(u.peak_bytes),
+            allocated_count: signed(u.allocated_count),
+            allocated_bytes: signed(u.allocated_bytes),
+            freed_count: signed(u.freed_count),
+            freed_bytes: signed(u.freed_bytes),
+            device_bytes_in_use: device_bytes(|m| Some(m.bytes_in_use)),
+            device_peak_bytes_in_use: device_bytes(|m| m.peak_bytes_in_use),
+            device_bytes_limit: device_bytes(|m| m.bytes_limit),
+        };
+        // SAFETY: `out` is NULL or writable.
+        unsafe { put(out, usage, "out") }
+    }
+
+    /// Resets device `device`'s statistics: `what` 1, the peaks (to what is
+    /// live now); 2, the allocated and freed counts.
+    fn etpu_memory_reset(device: i64, what: i32) {
+        let d = crate::handles::device(device)?;
+        match what {
+            1 => storage::reset_peak(d.index()),
+            2 => storage::reset_accumulated(d.index()),
+            _ => return Err(Failure::invalid(format!("etpu_memory_reset: what is {what}, expected 1 (peaks) or 2 (accumulated counts)"))),
+        }
+        Ok(())
+    }
+
+    /// Device `device`'s kind as the plugin names it (`cpu`, `TPU v5 lite`),
+    /// written as `eagertpu_metrics_report` writes its text.
+    fn etpu_device_kind(device: i64, buf: *mut c_char, capacity: usize, length: *mut usize) {
+        let d = crate::handles::device(device)?;
+        crate::write_text(d.kind(), buf, capacity, length)
+    }
+
+    /// The plugin's platform name (`cpu`, `tpu`, `cuda`), written as
+    /// `etpu_device_kind`.
+    fn etpu_platform_name(buf: *mut c_char, capacity: usize, length: *mut usize) {
+        let d = crate::handles::device(0)?;
+        crate::write_text(&d.platform()?, buf, capacity, length)
+    }
+
     /// Registers an allocation of `nbytes` on device `device`; writes its id
     /// to `out`.
     fn etpu_storage_new(device: i64, nbytes: usize, out: *mut StorageHandle) {

@@ -91,6 +91,22 @@ pub type KvGetFn = Option<KvGet>;
 pub type KvTryGetFn = Option<KvTryGet>;
 pub type KvPutFn = Option<KvPut>;
 
+/// `etpu_memory_counts` of include/eagertpu.h.
+#[repr(C)]
+pub struct MemoryCounts {
+    pub allocations: i64,
+    pub bytes: i64,
+    pub peak_allocations: i64,
+    pub peak_bytes: i64,
+    pub allocated_count: i64,
+    pub allocated_bytes: i64,
+    pub freed_count: i64,
+    pub freed_bytes: i64,
+    pub device_bytes_in_use: i64,
+    pub device_peak_bytes_in_use: i64,
+    pub device_bytes_limit: i64,
+}
+
 /// A Rust type with a C spelling in `eagertpu.h`.
 pub trait CType {
     const C_NAME: &'static str;
@@ -114,6 +130,7 @@ c_types! {
     TensorHandle => "etpu_tensor",
     StorageHandle => "etpu_storage",
     *mut StorageHandle => "etpu_storage*",
+    *mut MemoryCounts => "etpu_memory_counts*",
     GroupHandle => "etpu_group",
     KvGetFn => "etpu_kv_get",
     KvTryGetFn => "etpu_kv_try_get",

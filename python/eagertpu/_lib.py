@@ -50,6 +50,34 @@ def storage_stats(device: int = -1) -> tuple[int, int]:
     return count.value, nbytes.value
 
 
+class MemoryCounts(ctypes.Structure):
+    """`etpu_memory_counts` (include/eagertpu.h)."""
+
+    _fields_ = [(name, ctypes.c_int64) for name in (
+        "allocations", "bytes", "peak_allocations", "peak_bytes",
+        "allocated_count", "allocated_bytes", "freed_count", "freed_bytes",
+        "device_bytes_in_use", "device_peak_bytes_in_use", "device_bytes_limit")]
+
+
+def memory_usage(device: int) -> MemoryCounts:
+    usage = MemoryCounts()
+    check(ffi.etpu_memory_usage(ctypes.c_int64(device), ctypes.byref(usage)))
+    return usage
+
+
+def memory_reset(device: int, what: int) -> None:
+    """what = 1: the peaks; 2: the allocated and freed counts."""
+    check(ffi.etpu_memory_reset(ctypes.c_int64(device), ctypes.c_int32(what)))
+
+
+def device_kind(device: int) -> str:
+    return _read_text(lambda buf, cap, length: ffi.etpu_device_kind(ctypes.c_int64(device), buf, cap, length))
+
+
+def platform_name() -> str:
+    return _read_text(ffi.etpu_platform_name)
+
+
 def device_count() -> int:
     n = ctypes.c_int64(0)
     check(ffi.eagertpu_device_count(ctypes.byref(n)))

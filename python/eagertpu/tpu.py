@@ -116,14 +116,140 @@ def _is_in_bad_fork() -> bool:
     return False
 
 
+# Memory. EagerTPU has no caching allocator of its own: a tensor's storage is
+# registered with the runtime when PyTorch allocates it and forgotten when
+# PyTorch frees it, and the device buffers behind it are the plugin's. So
+# "allocated" counts the bytes of live tpu storages (as torch.cuda counts live
+# tensors' blocks) and "reserved" is what the plugin reports holding where it
+# reports it (libtpu, CUDA), else the allocated bytes (nothing is cached).
+
+
 def memory_allocated(device=None) -> int:
-    """Bytes of tensor storage allocated on `device` (all devices if None)."""
-    return _lib.storage_stats(-1 if device is None else _index(device))[1]
+    """Bytes of live tpu storage on `device` (the current device if None)."""
+    return _lib.memory_usage(_index(device)).bytes
+
+
+def max_memory_allocated(device=None) -> int:
+    """The peak of `memory_allocated` since the start or the last
+    `reset_peak_memory_stats`."""
+    return _lib.memory_usage(_index(device)).peak_bytes
+
+
+def memory_reserved(device=None) -> int:
+    """Bytes the plugin holds for `device` where it reports them (libtpu,
+    CUDA); else `memory_allocated` (no allocator cache holds more)."""
+    u = _lib.memory_usage(_index(device))
+    return u.device_bytes_in_use if u.device_bytes_in_use >= 0 else u.bytes
+
+
+def max_memory_reserved(device=None) -> int:
+    """The plugin's peak for `device` where it reports one; else
+    `max_memory_allocated`."""
+    u = _lib.memory_usage(_index(device))
+    return u.device_peak_bytes_in_use if u.device_peak_bytes_in_use >= 0 else u.peak_bytes
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    """Starts the peaks again from what is live now (the plugin's own peak,
+    where it keeps one, is the plugin's and is not reset)."""
+    _lib.memory_reset(_index(device), 1)
+
+
+def reset_max_memory_allocated(device=None) -> None:
+    reset_peak_memory_stats(device)
+
+
+def reset_accumulated_memory_stats(device=None) -> None:
+    """Zeroes the counts of allocations made and freed."""
+    _lib.memory_reset(_index(device), 2)
 
 
 def memory_stats(device=None) -> dict:
-    count, nbytes = _lib.storage_stats(-1 if device is None else _index(device))
-    return {"allocated_bytes.all.current": nbytes, "allocation.all.current": count}
+    """`torch.cuda.memory_stats`'s keys that mean something here: live, peak,
+    allocated and freed bytes and allocations, and the reserved bytes."""
+    u = _lib.memory_usage(_index(device))
+    stats = {}
+    for key, value in (("allocated_bytes", u.bytes), ("allocation", u.allocations)):
+        peak = u.peak_bytes if key == "allocated_bytes" else u.peak_allocations
+        made = u.allocated_bytes if key == "allocated_bytes" else u.allocated_count
+        freed = u.freed_bytes if key == "allocated_bytes" else u.freed_count
+        for name, v in (("current", value), ("peak", peak), ("allocated", made), ("freed", freed)):
+            stats[f"{key}.all.{name}"] = v
+    stats["reserved_bytes.all.current"] = memory_reserved(device)
+    stats["reserved_bytes.all.peak"] = max_memory_reserved(device)
+    stats["num_alloc_retries"] = 0
+    stats["num_ooms"] = 0
+    return stats
+
+
+def memory_summary(device=None, abbreviated=False) -> str:
+    """A few lines on `device`'s memory, as `torch.cuda.memory_summary`."""
+    stats = memory_stats(device)
+    mib = 1 << 20
+    lines = [f"tpu:{_index(device)} ({get_device_name(device)}) memory"]
+    for label, key in (("allocated", "allocated_bytes"), ("reserved", "reserved_bytes")):
+        lines.append(f"  {label:<10} {stats[key + '.all.current'] / mib:10.1f} MiB now, "
+                     f"{stats[key + '.all.peak'] / mib:10.1f} MiB peak")
+    lines.append(f"  allocations {stats['allocation.all.current']} live, {stats['allocation.all.peak']} peak, "
+                 f"{stats['allocation.all.allocated']} made, {stats['allocation.all.freed']} freed")
+    return "\n".join(lines) + "\n"
+
+
+def _host_memory() -> tuple[int, int]:
+    """(available, total) bytes of host memory, from /proc/meminfo."""
+    fields = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            name, _, rest = line.partition(":")
+            fields[name] = int(rest.split()[0]) * 1024
+    return fields["MemAvailable"], fields["MemTotal"]
+
+
+def mem_get_info(device=None) -> tuple[int, int]:
+    """(free, total) bytes of `device`'s memory: from the plugin's limit and
+    use where it reports them (libtpu, CUDA); on the XLA CPU plugin, whose
+    device memory is the host's, the host's available and total memory. A
+    plugin that reports neither raises, saying so."""
+    u = _lib.memory_usage(_index(device))
+    if u.device_bytes_limit >= 0 and u.device_bytes_in_use >= 0:
+        return u.device_bytes_limit - u.device_bytes_in_use, u.device_bytes_limit
+    if _lib.platform_name().lower() == "cpu":
+        return _host_memory()
+    raise RuntimeError(f"mem_get_info: the {_lib.platform_name()} PJRT plugin reports no memory limit for tpu:"
+                       f"{_index(device)} (PJRT_Device_MemoryStats has no bytes_limit)")
+
+
+def empty_cache() -> None:
+    """Runs what is pending, so that buffers only pending work held are freed.
+    There is no allocator cache to empty: freed storage goes back to the
+    plugin at once."""
+    synchronize()
+
+
+class _DeviceProperties:
+    """`torch.tpu.get_device_properties(i)`: what the plugin says of device i
+    (`name`, `platform`, `total_memory`, `index`), in the shape of CUDA's
+    properties object for the fields that apply."""
+
+    def __init__(self, index: int):
+        self.index = index
+        self.name = _lib.device_kind(index)
+        self.platform = _lib.platform_name()
+        self.total_memory = mem_get_info(index)[1]
+
+    def __repr__(self):
+        return (f"_TpuDeviceProperties(name='{self.name}', platform='{self.platform}', "
+                f"total_memory={self.total_memory // (1 << 20)}MB, index={self.index})")
+
+
+def get_device_name(device=None) -> str:
+    """The device's kind as the plugin names it (`cpu` on the XLA CPU plugin,
+    `TPU v5 lite` on libtpu)."""
+    return _lib.device_kind(_index(device))
+
+
+def get_device_properties(device=None) -> _DeviceProperties:
+    return _DeviceProperties(_index(device))
 
 
 def get_amp_supported_dtype() -> list:

@@ -58,20 +58,40 @@ impl fmt::Display for StorageId {
     }
 }
 
-/// Every live allocation, and (allocations, bytes) by device.
+/// What a device's allocations add up to, as PyTorch's allocator statistics
+/// count them (`torch.tpu.memory_stats`): live now, the peak since the last
+/// `reset_peak`, and allocated and freed since the last `reset_accumulated`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub allocations: u64,
+    pub bytes: u64,
+    pub peak_allocations: u64,
+    pub peak_bytes: u64,
+    pub allocated_count: u64,
+    pub allocated_bytes: u64,
+    pub freed_count: u64,
+    pub freed_bytes: u64,
+}
+
+/// Every live allocation, and their usage by device.
 #[derive(Default)]
 struct Table {
     slots: Slots<Storage>,
-    totals: Vec<(u64, u64)>,
+    totals: Vec<Usage>,
 }
 
 impl Table {
     fn insert(&mut self, s: Storage) -> StorageId {
         if self.totals.len() <= s.device {
-            self.totals.resize(s.device + 1, (0, 0));
+            self.totals.resize(s.device + 1, Usage::default());
         }
-        let total = &mut self.totals[s.device];
-        *total = (total.0 + 1, total.1 + s.nbytes);
+        let u = &mut self.totals[s.device];
+        u.allocations += 1;
+        u.bytes += s.nbytes;
+        u.peak_allocations = u.peak_allocations.max(u.allocations);
+        u.peak_bytes = u.peak_bytes.max(u.bytes);
+        u.allocated_count += 1;
+        u.allocated_bytes += s.nbytes;
         StorageId(self.slots.insert(s))
     }
 
@@ -81,8 +101,11 @@ impl Table {
 
     fn remove(&mut self, id: StorageId) -> Result<Storage> {
         let storage = self.slots.remove(id.0).ok_or_else(|| unknown(id))?;
-        let total = &mut self.totals[storage.device];
-        *total = (total.0 - 1, total.1 - storage.nbytes);
+        let u = &mut self.totals[storage.device];
+        u.allocations -= 1;
+        u.bytes -= storage.nbytes;
+        u.freed_count += 1;
+        u.freed_bytes += storage.nbytes;
         Ok(storage)
     }
 }
@@ -220,11 +243,39 @@ pub fn release(id: StorageId) -> Result<()> {
 pub fn stats(device: Option<usize>) -> (u64, u64) {
     let table = storages();
     match device {
-        Some(d) => table.totals.get(d).copied().unwrap_or((0, 0)),
+        Some(d) => table
+            .totals
+            .get(d)
+            .map_or((0, 0), |u| (u.allocations, u.bytes)),
         None => table
             .totals
             .iter()
-            .fold((0, 0), |(n, b), (dn, db)| (n + dn, b + db)),
+            .fold((0, 0), |(n, b), u| (n + u.allocations, b + u.bytes)),
+    }
+}
+
+/// Device `device`'s allocation statistics.
+pub fn usage(device: usize) -> Usage {
+    storages().totals.get(device).copied().unwrap_or_default()
+}
+
+/// Starts device `device`'s peaks again from what is live now
+/// (`torch.tpu.reset_peak_memory_stats`).
+pub fn reset_peak(device: usize) {
+    if let Some(u) = storages().totals.get_mut(device) {
+        u.peak_allocations = u.allocations;
+        u.peak_bytes = u.bytes;
+    }
+}
+
+/// Zeroes device `device`'s allocated and freed counts
+/// (`torch.tpu.reset_accumulated_memory_stats`).
+pub fn reset_accumulated(device: usize) {
+    if let Some(u) = storages().totals.get_mut(device) {
+        u.allocated_count = 0;
+        u.allocated_bytes = 0;
+        u.freed_count = 0;
+        u.freed_bytes = 0;
     }
 }
 

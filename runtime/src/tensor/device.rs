@@ -97,6 +97,24 @@ impl Device {
     pub fn memory_stats(&self) -> Result<MemoryStats> {
         self.stream.device.memory_stats()
     }
+
+    /// The plugin's memory statistics, `None` when it keeps none (its
+    /// `PJRT_Device_MemoryStats` is unimplemented or absent, as on the XLA
+    /// CPU plugin); any other failure is an error.
+    pub fn reported_memory(&self) -> Result<Option<MemoryStats>> {
+        const UNIMPLEMENTED: i32 = 12;
+        match self.memory_stats() {
+            Ok(m) => Ok(Some(m)),
+            Err(Error::Unavailable { .. }) => Ok(None),
+            Err(Error::Pjrt(e)) if e.code.0 == UNIMPLEMENTED => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The name of the plugin's platform (`cpu`, `tpu`, `cuda`).
+    pub fn platform(&self) -> Result<String> {
+        Ok(context::get()?.manifest.platform_name.clone())
+    }
 }
 
 impl PartialEq for Device {
