@@ -31,6 +31,7 @@ typedef int32_t etpu_status;
 typedef uint64_t etpu_tensor;
 typedef uint64_t etpu_storage;
 typedef uint64_t etpu_group;
+typedef uint64_t etpu_event;
 
 enum {
   ETPU_OK = 0,
@@ -168,6 +169,17 @@ typedef struct etpu_memory_counts {
 etpu_status etpu_memory_usage(int64_t device, etpu_memory_counts* out);
 /* what = 1: peaks start again from what is live; 2: allocated/freed counts start from zero. */
 etpu_status etpu_memory_reset(int64_t device, int32_t what);
+/* Events (torch.tpu.Event): recording one launches what is pending on `device`; it is
+   complete when the work launched before it is. With `timing` = 1 it notes when that work
+   finished (the plugin's completion callbacks: the PJRT C API has no device timestamps). */
+etpu_status etpu_event_record(int64_t device, int32_t timing, etpu_event* out);
+etpu_status etpu_event_free(etpu_event event);
+/* *done = 1 when the work before the event has finished (never blocks). */
+etpu_status etpu_event_query(etpu_event event, bool* done);
+/* Waits for the work before the event; its first failure. */
+etpu_status etpu_event_synchronize(etpu_event event);
+/* Milliseconds from `start` to `end` (both recorded with timing); waits for both. */
+etpu_status etpu_event_elapsed_ms(etpu_event start, etpu_event end, double* ms);
 /* The device's kind and the plugin's platform name, written as eagertpu_metrics_report writes. */
 etpu_status etpu_device_kind(int64_t device, char* buf, size_t capacity, size_t* length);
 etpu_status etpu_platform_name(char* buf, size_t capacity, size_t* length);

@@ -16,6 +16,7 @@
 mod collectives;
 mod conv_pool;
 mod distributed;
+mod events;
 mod handles;
 mod index;
 mod op_lists;
@@ -271,6 +272,7 @@ pub fn all_signatures() -> Vec<Signature> {
     v.extend(optim::signatures());
     v.extend(collectives::signatures());
     v.extend(distributed::signatures());
+    v.extend(events::signatures());
     v
 }
 

@@ -20,6 +20,12 @@ pub struct StorageHandle(pub u64);
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct GroupHandle(pub u64);
 
+/// An event handle (`etpu_event`): a point recorded on a device's op stream;
+/// 0 is none.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct EventHandle(pub u64);
+
 /// A Python number as it crosses the ABI (`etpu_scalar`): a tag and the value
 /// in the slot of its kind, so an int64 survives exactly (a double holds
 /// integers only up to 2^53).
@@ -132,6 +138,9 @@ c_types! {
     *mut StorageHandle => "etpu_storage*",
     *mut MemoryCounts => "etpu_memory_counts*",
     GroupHandle => "etpu_group",
+    EventHandle => "etpu_event",
+    *mut EventHandle => "etpu_event*",
+    *mut f64 => "double*",
     KvGetFn => "etpu_kv_get",
     KvTryGetFn => "etpu_kv_try_get",
     KvPutFn => "etpu_kv_put",

@@ -185,25 +185,49 @@ struct TpuGuard final : c10::impl::DeviceGuardImplInterface {
     return old;
   }
 
-  void record(void** event, const c10::Stream&, const c10::DeviceIndex, const c10::EventFlag) const override {
-    *event = &event_marker;
+  // An event is the runtime's (etpu_event): recording one launches what is
+  // pending on the device, and it completes when the work launched before it
+  // does. Timing events (torch.Event(enable_timing=True): BACKEND_DEFAULT)
+  // note when that work finished.
+  static etpu_event handle(void* event) { return static_cast<etpu_event>(reinterpret_cast<uintptr_t>(event)); }
+
+  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
+              const c10::EventFlag flag) const override {
+    TORCH_CHECK(device_index == -1 || device_index == stream.device_index(), "recording an event of tpu:",
+                device_index, " on a stream of tpu:", stream.device_index());
+    etpu_event fresh = 0;
+    check(etpu_event_record(stream.device_index(), flag == c10::EventFlag::BACKEND_DEFAULT ? 1 : 0, &fresh));
+    if (*event != nullptr) etpu_event_free(handle(*event));
+    *event = reinterpret_cast<void*>(static_cast<uintptr_t>(fresh));
+  }
+
+  void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
+    if (event != nullptr) etpu_event_free(handle(event));
   }
 
   // The stream's later work is issued after the record: already ordered.
   void block(void*, const c10::Stream&) const override {}
 
-  // Recorded work completes in issue order and every read of a result waits
-  // for it, so an event never needs polling; it reports done.
-  bool queryEvent(void*) const override { return true; }
+  bool queryEvent(void* event) const override {
+    if (event == nullptr) return true;
+    bool done = false;
+    check(etpu_event_query(handle(event), &done));
+    return done;
+  }
 
-  void synchronizeEvent(void*) const override { check(eagertpu_sync()); }
+  void synchronizeEvent(void* event) const override {
+    if (event != nullptr) check(etpu_event_synchronize(handle(event)));
+  }
 
   // Values stay alive while any recorded op reads them (the runtime counts
   // its references): nothing to record.
   void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {}
 
-  double elapsedTime(void*, void*, const c10::DeviceIndex) const override {
-    TORCH_CHECK(false, "tpu events do not measure device time yet (Event.elapsed_time)");
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
+    TORCH_CHECK(start != nullptr && end != nullptr, "Both events must be recorded before calculating elapsed time.");
+    double ms = 0;
+    check(etpu_event_elapsed_ms(handle(start), handle(end), &ms));
+    return ms;
   }
 
   c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }

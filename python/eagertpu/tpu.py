@@ -277,10 +277,13 @@ class Stream(torch.Stream):
 
 def Event(enable_timing=False, blocking=False, interprocess=False) -> torch.Event:  # noqa: N802 - torch.cuda.Event's name
     """An event of the current tpu device, as `torch.cuda.Event` (a plain
-    `torch.Event`: PyTorch's own methods take no subclass). A recorded event is
-    complete once the work before it is (`synchronize` waits for the device);
-    `query` reports it done, as reads of results wait for their work anyway.
-    `elapsed_time` is not measured yet and raises."""
+    `torch.Event`: PyTorch's own methods take no subclass). Recording it
+    launches what is pending on the device; it is complete (`query`) when the
+    work launched before it is, and `synchronize` waits for that work only.
+    With `enable_timing=True`, `start.elapsed_time(end)` is the device's time
+    between the two in milliseconds: when the work before each finished, as
+    the plugin reports it done (PJRT has no device timestamps; the host learns
+    of each completion microseconds after it)."""
     return torch.Event(
         torch.device("tpu", current_device()), enable_timing=enable_timing, blocking=blocking,
         interprocess=interprocess,

@@ -2,6 +2,7 @@
 names the device's one op order, so waits always hold (what FSDP2 relies on)."""
 
 import threading
+import time
 
 import pytest
 import torch
@@ -36,12 +37,70 @@ def test_an_event_orders_streams_and_synchronizes(mode):
     assert e.query()
 
 
-def test_event_timing_says_it_is_not_measured():
-    a, b = torch.tpu.Event(enable_timing=True), torch.tpu.Event(enable_timing=True)
+def timed_pair(work):
+    """Events around `work()`'s ops: (elapsed_time, the host's wall time
+    from before the first record to after the second synchronize), in ms."""
+    start, end = torch.tpu.Event(enable_timing=True), torch.tpu.Event(enable_timing=True)
+    t0 = time.perf_counter()
+    start.record()
+    out = work()
+    end.record()
+    end.synchronize()
+    wall = (time.perf_counter() - t0) * 1e3
+    assert start.query() and end.query()
+    return start.elapsed_time(end), wall, out
+
+
+def test_event_timing_measures_the_work_between_two_events(mode):
+    x = torch.randn(384, 384, device="tpu") * 0.01  # a contraction: rounding does not grow
+    torch.tpu.synchronize()
+
+    def matmuls(n):
+        y = x
+        for _ in range(n):
+            y = torch.tanh(y @ x)
+        return y
+
+    nothing, nothing_wall, _ = timed_pair(lambda: None)
+    busy, busy_wall, y = timed_pair(lambda: matmuls(40))
+    # Both ends of each interval lie inside the host's own interval around it.
+    assert 0 <= nothing <= nothing_wall
+    assert 0 < busy <= busy_wall
+    assert busy > nothing
+    want = x.cpu()
+    for _ in range(40):
+        want = torch.tanh(want @ x.cpu())
+    torch.testing.assert_close(y.cpu(), want, rtol=1e-4, atol=1e-4)
+
+
+def test_event_timing_needs_timing_events_recorded_and_complete():
+    a, b = torch.tpu.Event(), torch.tpu.Event()
     a.record()
     b.record()
-    with pytest.raises(RuntimeError, match="elapsed_time"):
+    b.synchronize()
+    with pytest.raises(ValueError, match="enable_timing=True"):
         a.elapsed_time(b)
+    c, d = torch.tpu.Event(enable_timing=True), torch.tpu.Event(enable_timing=True)
+    c.record()
+    with pytest.raises(ValueError, match="recorded"):
+        c.elapsed_time(d)
+    d.record()
+    d.synchronize()
+    assert c.elapsed_time(d) >= 0
+
+
+def test_recording_an_event_launches_pending_work_and_synchronize_waits_for_it(mode):
+    import eagertpu
+
+    before = eagertpu.metrics()["chunks"]["event"]
+    y = torch.ones(1000, device="tpu").cumsum(0) * 2
+    e = torch.tpu.Event()
+    e.record()
+    e.synchronize()
+    assert e.query()
+    if mode == "fused":
+        assert eagertpu.metrics()["chunks"]["event"] == before + 1
+    assert y[-1].item() == 2000.0
 
 
 def test_the_current_stream_and_device_are_per_thread():

@@ -192,6 +192,27 @@ impl Completion {
         ready && self.wait().is_ok()
     }
 
+    /// Whether the chunk has finished, well or not (never blocks).
+    pub fn finished(&self) -> bool {
+        self.result.get().is_some()
+            || lock(&self.event)
+                .as_ref()
+                .is_none_or(|e| e.is_ready().unwrap_or(true))
+    }
+
+    /// Calls `f` once the chunk has finished (at once if it has), from the
+    /// plugin's thread: for events that time the device's work.
+    pub fn on_finished(&self, f: Box<dyn FnOnce() + Send>) -> Result<()> {
+        let event = lock(&self.event);
+        match event.as_ref() {
+            Some(e) if self.result.get().is_none() => e.on_ready(f),
+            _ => {
+                f();
+                Ok(())
+            }
+        }
+    }
+
     /// The failure, if the chunk is known to have failed (never blocks).
     pub fn known_failure(&self) -> Option<Error> {
         self.result.get().and_then(|r| r.clone().err())

@@ -70,10 +70,13 @@ pub enum CutReason {
     /// A compiled graph (`torch.compile`) starts or ends: its ops are one
     /// chunk of their own.
     Graph,
+    /// An event is recorded (`torch.tpu.Event.record`): the work before it
+    /// is launched, so that the event completes when that work does.
+    Event,
 }
 
 impl CutReason {
-    pub const ALL: [CutReason; 11] = [
+    pub const ALL: [CutReason; 12] = [
         CutReason::EveryOp,
         CutReason::HostRead,
         CutReason::Sync,
@@ -85,6 +88,7 @@ impl CutReason {
         CutReason::Shutdown,
         CutReason::CrossThread,
         CutReason::Graph,
+        CutReason::Event,
     ];
 
     pub fn name(self) -> &'static str {
@@ -100,6 +104,7 @@ impl CutReason {
             CutReason::Shutdown => "shutdown",
             CutReason::CrossThread => "cross_thread",
             CutReason::Graph => "graph",
+            CutReason::Event => "event",
         }
     }
 

@@ -1,5 +1,6 @@
 //! `Event`: completion of asynchronous PJRT work (a transfer or an execution).
 
+use std::ffi::c_void;
 use std::sync::Arc;
 
 use pjrt_sys::*;
@@ -43,6 +44,51 @@ impl Event {
         };
         pjrt_call!(self.plugin, PJRT_Event_IsReady, &mut args)?;
         Ok(args.is_ready)
+    }
+}
+
+/// What `on_ready` hands the plugin's callback: the plugin (to destroy the
+/// error it passes) and the function to call.
+struct ReadyCallback {
+    plugin: Arc<Plugin>,
+    f: Box<dyn FnOnce() + Send>,
+}
+
+/// The plugin calls this once the event is ready, on a thread of its own (or
+/// at once, on the caller's, if it is ready already).
+unsafe extern "C" fn ready(error: *mut PJRT_Error, user_arg: *mut c_void) {
+    // SAFETY: `user_arg` is the `Box<ReadyCallback>` `on_ready` leaked, and
+    // the plugin calls this exactly once.
+    let callback = unsafe { Box::from_raw(user_arg as *mut ReadyCallback) };
+    if !error.is_null() {
+        // The error is ours to destroy; the event's waiters see it too.
+        let _ = callback.plugin.take_error("PJRT_Event_OnReady", error);
+    }
+    // A panic must not unwind into the plugin's thread.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(callback.f));
+}
+
+impl Event {
+    /// Calls `f` once the event is ready (done or failed), from the plugin's
+    /// thread: when the work behind it finished, for timing events.
+    pub fn on_ready(&self, f: Box<dyn FnOnce() + Send>) -> Result<()> {
+        let callback = Box::into_raw(Box::new(ReadyCallback {
+            plugin: self.plugin.clone(),
+            f,
+        }));
+        let mut args = PJRT_Event_OnReady_Args {
+            event: self.raw,
+            callback: Some(ready),
+            user_arg: callback as *mut c_void,
+            ..Default::default()
+        };
+        let outcome = pjrt_call!(self.plugin, PJRT_Event_OnReady, &mut args);
+        if outcome.is_err() {
+            // SAFETY: the plugin refused the callback, so it never runs and
+            // the box is still ours.
+            drop(unsafe { Box::from_raw(callback) });
+        }
+        outcome
     }
 }
 

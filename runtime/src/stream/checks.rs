@@ -89,6 +89,11 @@ impl IndexChecks {
     }
 }
 
+/// Index-check flags of direct calls kept for the next host read; past
+/// this, the oldest is read at the next call (long done by then: a 4-byte
+/// read, and its error, if any, at that call).
+pub(super) const UNREAD_FLAGS: usize = 64;
+
 impl Stream {
     /// Records the checks of the index ops in `trace[from..]`.
     pub(super) fn record_index_checks(

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use fusion::policy::CutReason;
 use fusion::{Graph, Op, TensorType};
 
-use super::checks::{IndexCheck, IndexChecks};
+use super::checks::{IndexCheck, IndexChecks, UNREAD_FLAGS};
 use super::launch::Param;
 use super::liveness::Launch;
 use super::{Stream, StreamState, lock, replay, this_thread_trace};
@@ -44,11 +44,6 @@ use crate::value::Value;
 /// next call of each builds its chunk in full once, and finds its program in
 /// the cache).
 const MAX_GRAPHS: usize = 1024;
-
-/// Index-check flags of direct calls kept for the next host read; past
-/// this, the oldest is read at the next call (long done by then: a 4-byte
-/// read, and its error, if any, at that call).
-const UNREAD_FLAGS: usize = 64;
 
 /// An open graph call on a trace: which graph, and the trace's own plans,
 /// put back when it closes.

@@ -356,6 +356,24 @@ impl Stream {
         st.outstanding.push(done);
     }
 
+    /// Records an event (`torch.tpu.Event.record`): launches everything
+    /// pending; the event is complete when the chunks launched so far are.
+    pub fn record_marker(&self, rt: &Runtime, timing: bool) -> Result<crate::marker::Marker> {
+        let pending = {
+            let mut st = lock(&self.state);
+            let checks = self.flush_all(rt, &mut st, CutReason::Event)?;
+            // Index checks are read at the next host read or sync (the
+            // oldest now, past a bound, as a direct graph call reads them).
+            st.trace.index.merge(checks);
+            for old in st.trace.index.take_oldest(checks::UNREAD_FLAGS) {
+                self.take_index_error(rt, old)?;
+            }
+            st.outstanding.retain(|c| !c.finished());
+            st.outstanding.clone()
+        };
+        crate::marker::Marker::new(pending, timing)
+    }
+
     /// Launches everything pending and waits for every launched chunk;
     /// returns the first failure.
     pub fn sync(&self, rt: &Runtime) -> Result<()> {

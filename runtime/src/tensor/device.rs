@@ -3,6 +3,7 @@
 use super::Tensor;
 use crate::context;
 use crate::error::{Error, Result};
+use crate::marker::Marker;
 use crate::pjrt::MemoryStats;
 use crate::stream::Stream;
 
@@ -109,6 +110,13 @@ impl Device {
             Err(Error::Pjrt(e)) if e.code.0 == UNIMPLEMENTED => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// Records an event after the work issued so far on this device
+    /// (`torch.tpu.Event.record`); with `timing`, one that notes when that
+    /// work finished ([`Marker::elapsed_ms`]).
+    pub fn record_event(&self, timing: bool) -> Result<Marker> {
+        self.stream.record_marker(context::get()?, timing)
     }
 
     /// The name of the plugin's platform (`cpu`, `tpu`, `cuda`).
