@@ -240,3 +240,53 @@ fn an_alpha_of_another_kind_than_the_result_is_refused_naming_it() {
     assert_err(floats.sub_scaled(&floats, true), "sub", &["alpha true", "float32[2]", "bool"]);
 }
 }
+
+fn logaddexp_ref(x: f64, y: f64) -> f64 {
+    if x == y && x.is_infinite() {
+        x
+    } else {
+        x.max(y) + (-(x - y).abs()).exp().ln_1p()
+    }
+}
+
+all_modes! {
+fn logaddexp_matches_the_host_without_overflow() {
+    // Large values (exp overflows float32), equal infinities, a NaN, broadcasting.
+    let x = Host::new(DType::F32, &[2, 4], vec![1000.0, -1000.0, 0.5, f64::INFINITY, f64::NEG_INFINITY, 3.0, f64::NAN, -2.0]);
+    let y = Host::new(DType::F32, &[4], vec![999.0, -1001.0, -0.25, f64::INFINITY]);
+    let want: Vec<f64> = (0..8).map(|i| logaddexp_ref(x.data[i], y.data[i % 4])).collect();
+    let got = x.tensor().logaddexp(&y.tensor()).unwrap();
+    assert_close("logaddexp", &got, &Host::new(DType::F32, &[2, 4], want.clone()));
+    // Base 2: log2(2^x + 2^y) = logaddexp(x ln 2, y ln 2) / ln 2.
+    let ln2 = std::f64::consts::LN_2;
+    let want2: Vec<f64> = (0..8).map(|i| logaddexp_ref(x.data[i] * ln2, y.data[i % 4] * ln2) / ln2).collect();
+    let got = x.tensor().logaddexp2(&y.tensor()).unwrap();
+    assert_close("logaddexp2", &got, &Host::new(DType::F32, &[2, 4], want2));
+    let got = x.tensor().logaddexp(0.0).unwrap();
+    let want: Vec<f64> = x.data.iter().map(|v| logaddexp_ref(*v, 0.0)).collect();
+    assert_close("logaddexp with a number", &got, &Host::new(DType::F32, &[2, 4], want));
+    let ints = Tensor::from_slice(&[1i32, 2], &[2]).unwrap();
+    assert_err(ints.logaddexp(&ints), "logaddexp", &["int32", "floating-point"]);
+}
+}
+
+all_modes! {
+fn isin_compares_every_element_exactly() {
+    // int64 beyond 2^53 stays exact: big and big + 1 are different tokens.
+    let big = (1i64 << 60) + 1;
+    let elements = Tensor::from_slice(&[big, big + 1, 5, -3, 7, 0], &[2, 3]).unwrap();
+    let test = Tensor::from_slice(&[big, 7, 0, 42], &[2, 2]).unwrap();
+    let got = elements.isin(&test, false).unwrap();
+    assert_eq!(got.shape(), [2, 3]);
+    assert_eq!(got.to_vec::<bool>().unwrap(), [true, false, false, false, true, true]);
+    let got = elements.isin(&test, true).unwrap().to_vec::<bool>().unwrap();
+    assert_eq!(got, [false, true, true, true, false, false]);
+    let got = elements.isin(5i64, false).unwrap().to_vec::<bool>().unwrap();
+    assert_eq!(got, [false, false, true, false, false, false]);
+    // Nothing is in an empty set; NaN is in none.
+    let empty = Tensor::from_slice::<i64>(&[], &[0]).unwrap();
+    assert_eq!(elements.isin(&empty, false).unwrap().to_vec::<bool>().unwrap(), [false; 6]);
+    let floats = Tensor::from_slice(&[f32::NAN, 1.5], &[2]).unwrap();
+    assert_eq!(floats.isin(&floats, false).unwrap().to_vec::<bool>().unwrap(), [false, true]);
+}
+}

@@ -150,7 +150,7 @@ const SIGNATURES: &str = "a unary op (x), a binary op (a, b: one may be a scalar
     add and sub with alpha (a, b, alpha: a scalar; b may be a scalar), \
     where (condition, x, y), addcmul and addcdiv (self, t1, t2, value: a scalar), lerp (self, end, weight), \
     masked_scale (x, bool mask, scale), isinf isposinf isneginf (x), \
-    hypot, xlogy, fmod and div_trunc (a, b: b may be a scalar), \
+    hypot, xlogy, fmod, div_trunc, logaddexp, logaddexp2, isin and isin_invert (a, b: b may be a scalar), \
     an activation (x, scalar parameters...) or its backward (grad, saved, scalar parameters..., saved_is_result)";
 
 fn bad_args(op: &str, args: &[Value]) -> eagertpu::Error {
@@ -179,7 +179,8 @@ enum Pointwise {
     MaskedScale,
     /// A unary op the runtime composes (isinf, isposinf, isneginf): (x).
     ComposedUnary(fn(&Tensor) -> eagertpu::Result<Tensor>),
-    /// A binary op the runtime composes (hypot, xlogy, fmod, div_trunc): (a, b), `b`
+    /// A binary op the runtime composes (hypot, xlogy, fmod, div_trunc,
+    /// logaddexp, logaddexp2, isin, isin_invert): (a, b), `b`
     /// a tensor or a number.
     Composed(fn(&Tensor, Operand) -> eagertpu::Result<Tensor>),
 }
@@ -202,6 +203,10 @@ static BY_NAME: LazyLock<HashMap<&'static str, Pointwise, FxBuild>> = LazyLock::
         ("xlogy", Pointwise::Composed(|a, b| a.xlogy(b))),
         ("fmod", Pointwise::Composed(|a, b| a.fmod(b))),
         ("div_trunc", Pointwise::Composed(|a, b| a.div_trunc(b))),
+        ("logaddexp", Pointwise::Composed(|a, b| a.logaddexp(b))),
+        ("logaddexp2", Pointwise::Composed(|a, b| a.logaddexp2(b))),
+        ("isin", Pointwise::Composed(|a, b| a.isin(b, false))),
+        ("isin_invert", Pointwise::Composed(|a, b| a.isin(b, true))),
         ("isinf", Pointwise::ComposedUnary(Tensor::isinf)),
         ("isposinf", Pointwise::ComposedUnary(Tensor::isposinf)),
         ("isneginf", Pointwise::ComposedUnary(Tensor::isneginf)),

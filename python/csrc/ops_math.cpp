@@ -102,6 +102,59 @@ at::Tensor& hypot_out(const at::Tensor& self, const at::Tensor& other, at::Tenso
   return out;
 }
 
+// logaddexp, logaddexp2: composed by the runtime without overflow.
+at::Tensor& logaddexp_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  OpScope s;
+  pointwise("logaddexp", {self, other}, out);
+  return out;
+}
+
+at::Tensor& logaddexp2_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  OpScope s;
+  pointwise("logaddexp2", {self, other}, out);
+  return out;
+}
+
+// isin: each element compared with every test element by the runtime (what
+// generate() asks at every token: are the new tokens end-of-sequence ones).
+at::Tensor& isin_out(const at::Tensor& elements, const at::Tensor& test, bool /*assume_unique*/, bool invert,
+                     at::Tensor& out) {
+  OpScope s;
+  at::native::resize_output(out, elements.sizes());
+  pointwise(invert ? "isin_invert" : "isin", {elements, test}, out);
+  return out;
+}
+
+at::Tensor& isin_scalar_test_out(const at::Tensor& elements, const at::Scalar& test, bool /*assume_unique*/,
+                                 bool invert, at::Tensor& out) {
+  OpScope s;
+  at::native::resize_output(out, elements.sizes());
+  pointwise(invert ? "isin_invert" : "isin", {elements, test}, out);
+  return out;
+}
+
+at::Tensor& isin_scalar_element_out(const at::Scalar& element, const at::Tensor& test, bool assume_unique,
+                                    bool invert, at::Tensor& out) {
+  return isin_out(at::scalar_tensor(element, test.options()), test, assume_unique, invert, out);
+}
+
+// nansum: NaNs read as zeros, then PyTorch's sum (dtype and dims as sum's).
+at::Tensor without_nans(const at::Tensor& self) {
+  return at::isFloatingType(self.scalar_type()) ? at::where(at::isnan(self), 0, self) : self;
+}
+
+at::Tensor nansum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                  std::optional<at::ScalarType> dtype) {
+  OpScope s;
+  return at::sum(without_nans(self), dim, keepdim, dtype);
+}
+
+at::Tensor& nansum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                       std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  OpScope s;
+  return at::sum_out(out, without_nans(self), dim, keepdim, dtype);
+}
+
 at::Tensor floor_divide(const at::Tensor& self, const at::Tensor& other) {
   return at::div(self, other, "floor");
 }
@@ -416,6 +469,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("fmod.Tensor_out", fmod_out);
   m.impl("fmod.Scalar_out", fmod_scalar_out);
   m.impl("hypot.out", hypot_out);
+  m.impl("logaddexp.out", logaddexp_out);
+  m.impl("logaddexp2.out", logaddexp2_out);
+  m.impl("isin.Tensor_Tensor_out", isin_out);
+  m.impl("isin.Tensor_Scalar_out", isin_scalar_test_out);
+  m.impl("isin.Scalar_Tensor_out", isin_scalar_element_out);
+  m.impl("nansum", nansum);
+  m.impl("nansum.out", nansum_out);
   m.impl("floor_divide", floor_divide);
   m.impl("clamp.Tensor_out", clamp_tensor_out);
   m.impl("clamp_min.Tensor_out", clamp_min_tensor_out);

@@ -192,3 +192,38 @@ def test_recurrent_cell_gradients(kind):
         return out[0] + out[1].sin() if kind == "LSTMCell" else out
 
     check_grad(run, rand(3, 4), rand(3, 6), rand(3, 6), *weights, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("fn", [torch.logaddexp, torch.logaddexp2])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_logaddexp_matches_the_cpu_without_overflow(fn, dtype):
+    inf, nan = float("inf"), float("nan")
+    a = torch.tensor([[1000.0, -1000.0, 0.5, inf], [-inf, 3.0, nan, -2.0]], dtype=dtype)
+    b = torch.tensor([999.0, -1001.0, -0.25, inf], dtype=dtype)
+    check(fn, a, b)
+    check(fn, rand(3, 4, dtype=dtype), rand(4, dtype=dtype))
+    check_grad(fn, rand(3, 4), rand(3, 4))
+
+
+def test_isin_matches_the_cpu():
+    big = (1 << 60) + 1
+    elements = torch.tensor([[big, big + 1, 5], [-3, 7, 0]])
+    test = torch.tensor([[big, 7], [0, 42]])
+    check(torch.isin, elements, test)
+    check(lambda e, t: torch.isin(e, t, invert=True), elements, test)
+    check(lambda e: torch.isin(e, 5), elements)
+    check(lambda t: torch.isin(7, t), test)
+    check(torch.isin, elements, torch.tensor([], dtype=torch.long))
+    check(torch.isin, torch.tensor([float("nan"), 1.5, 2.0]), torch.tensor([1.5, float("nan")]))
+
+
+@pytest.mark.parametrize("fn", [torch.nansum, torch.nanmean])
+def test_nansum_and_nanmean_skip_nans_as_the_cpu(fn):
+    x = rand(3, 4)
+    x[0, 1] = x[2, 3] = float("nan")
+    check(fn, x)
+    check(lambda t: fn(t, dim=1), x)
+    check(lambda t: fn(t, dim=0, keepdim=True), x)
+    check(lambda t: fn(t, dim=1, dtype=torch.float64), x)
+    if fn is torch.nansum:
+        check(fn, torch.arange(6).reshape(2, 3))

@@ -225,6 +225,71 @@ impl Tensor {
         }
     }
 
+    /// `log(exp(self) + exp(other))` (`torch.logaddexp`), computed as
+    /// `max + log1p(exp(-|self - other|))` so that nothing overflows; where
+    /// both are the same infinity, that infinity. Floating point only.
+    #[track_caller]
+    pub fn logaddexp<'a>(&self, other: impl Into<Operand<'a>>) -> Result<Tensor> {
+        self.log_add_exp(other.into(), "logaddexp", 1.0)
+    }
+
+    /// `log2(2^self + 2^other)` (`torch.logaddexp2`), as
+    /// [`Tensor::logaddexp`] in base 2.
+    #[track_caller]
+    pub fn logaddexp2<'a>(&self, other: impl Into<Operand<'a>>) -> Result<Tensor> {
+        self.log_add_exp(other.into(), "logaddexp2", std::f64::consts::LN_2)
+    }
+
+    /// `log_b(b^self + b^other)` for the base whose natural log is `ln_base`.
+    #[track_caller]
+    fn log_add_exp(&self, other: Operand, op: &'static str, ln_base: f64) -> Result<Tensor> {
+        let dtype = other.promoted_with(self);
+        if !dtype.is_float() {
+            return Err(invalid(
+                op,
+                format!(
+                    "got {} and {}; expected a floating-point operand",
+                    self.ty(),
+                    describe(&other)
+                ),
+            ));
+        }
+        let a = self.to_dtype(dtype)?;
+        let b = match other {
+            Operand::Tensor(t) => t.to_dtype(dtype)?,
+            Operand::Scalar(s) => self.device().full(&[], s, dtype)?,
+        };
+        let larger = a.maximum(&b)?;
+        let gap = a.sub(&b)?.abs()?;
+        let tail = gap.mul(-ln_base)?.exp()?.log1p()?.mul(1.0 / ln_base)?;
+        let sum = larger.add(&tail)?;
+        // inf - inf is NaN: equal infinities give themselves.
+        let same_infinity = a.eq(&b)?.logical_and(&a.abs()?.eq(f64::INFINITY)?)?;
+        Tensor::where_(&same_infinity, &a, &sum)
+    }
+
+    /// Whether each element of `self` is among `test`'s (`torch.isin`); with
+    /// `invert`, whether it is not. Bool, `self`'s shape; the two compare
+    /// in their promoted dtype. Each element is compared with every test
+    /// element (memory `self.numel() * test.numel()`): the sizes
+    /// `generate()`'s stopping checks use.
+    #[track_caller]
+    pub fn isin<'a>(&self, test: impl Into<Operand<'a>>, invert: bool) -> Result<Tensor> {
+        let found = match test.into() {
+            Operand::Scalar(s) => self.eq(s)?,
+            Operand::Tensor(t) => {
+                let column = self.reshape(&[self.numel(), 1])?;
+                let row = t.reshape(&[t.numel()])?;
+                column.eq(&row)?.any(&[1], false)?.reshape(self.shape())?
+            }
+        };
+        if invert {
+            found.logical_not()
+        } else {
+            Ok(found)
+        }
+    }
+
     /// Division rounded toward zero (`torch.div(rounding_mode="trunc")`):
     /// integers stay exact (the floor quotient moved up by one where the
     /// division is inexact and the signs differ); floats truncate `a / b`.
