@@ -6,6 +6,8 @@
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
+#include <array>
+
 #include "backend.h"
 
 namespace etpu {
@@ -197,6 +199,63 @@ at::Tensor& avg_pool2d_backward_out(const at::Tensor& grad_output, const at::Ten
   return grad_input;
 }
 
+// -------------------------------------------------------- adaptive pooling ----
+//
+// Adaptive average pooling to (oh, ow): output row i averages input rows
+// [floor(i*h/oh), ceil((i+1)*h/oh)). When the sizes divide, that is average
+// pooling with kernel = stride = h/oh (exact, the runtime's avg_pool); else
+// each dim is averaged by a matrix product with its [out, in] averaging
+// matrix, in float32, built on the device. (Global pooling is PyTorch's
+// mean and never reaches here.)
+
+at::Tensor averaging_matrix(int64_t in, int64_t out, const at::Tensor& like) {
+  auto longs = like.options().dtype(at::kLong);
+  at::Tensor i = at::arange(out, longs).unsqueeze(1);
+  at::Tensor start = at::floor_divide(i * in, out);
+  at::Tensor end = at::floor_divide((i + 1) * in + (out - 1), out);
+  at::Tensor j = at::arange(in, longs).unsqueeze(0);
+  at::Tensor inside = at::logical_and(j >= start, j < end);
+  return inside.to(at::kFloat) / (end - start).to(at::kFloat);
+}
+
+std::array<int64_t, 2> adaptive_checks(const at::Tensor& self, at::IntArrayRef output_size) {
+  TORCH_CHECK(output_size.size() == 2, "adaptive_avg_pool2d: output_size must be 2, got ", output_size);
+  TORCH_CHECK(self.dim() == 3 || self.dim() == 4,
+              "adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got ", self.sizes());
+  for (int64_t d = 1; d < self.dim(); ++d)
+    TORCH_CHECK(self.size(d) > 0, "adaptive_avg_pool2d(): Expected input to have non-zero size for non-batch "
+                "dimensions, but input has sizes ", self.sizes(), " with dimension ", d, " being empty");
+  TORCH_CHECK(output_size[0] >= 0 && output_size[1] >= 0, "adaptive_avg_pool2d: elements of output_size must be "
+              "greater than or equal to 0 but received {", output_size[0], ", ", output_size[1], "}");
+  return {output_size[0], output_size[1]};
+}
+
+bool divides(const at::Tensor& self, std::array<int64_t, 2> out) {
+  int64_t h = self.size(-2), w = self.size(-1);
+  return out[0] > 0 && out[1] > 0 && h % out[0] == 0 && w % out[1] == 0;
+}
+
+at::Tensor adaptive_avg_pool2d(const at::Tensor& self, c10::SymIntArrayRef output_size) {
+  OpScope s;
+  auto out = adaptive_checks(self, C10_AS_INTARRAYREF_SLOW(output_size));
+  int64_t h = self.size(-2), w = self.size(-1);
+  if (divides(self, out)) return at::avg_pool2d(self, {h / out[0], w / out[1]});
+  at::Tensor rows = averaging_matrix(h, out[0], self), cols = averaging_matrix(w, out[1], self);
+  return at::matmul(at::matmul(rows, self.to(at::kFloat)), cols.t()).to(self.scalar_type());
+}
+
+at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& self) {
+  OpScope s;
+  std::array<int64_t, 2> out = {grad_output.size(-2), grad_output.size(-1)};
+  int64_t h = self.size(-2), w = self.size(-1);
+  if (divides(self, out)) {
+    std::array<int64_t, 2> k = {h / out[0], w / out[1]};
+    return at::avg_pool2d_backward(grad_output, self, k, k, {0, 0}, false, true, std::nullopt);
+  }
+  at::Tensor rows = averaging_matrix(h, out[0], self), cols = averaging_matrix(w, out[1], self);
+  return at::matmul(at::matmul(rows.t(), grad_output.to(at::kFloat)), cols).to(self.scalar_type());
+}
+
 // ------------------------------------------------------------- batch norm ----
 
 // The runtime's batch norm with its statistics (Tensor::batch_norm_with_stats
@@ -274,6 +333,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("max_pool2d_with_indices_backward.grad_input", max_pool2d_backward_out);
   m.impl("avg_pool2d.out", avg_pool2d_out);
   m.impl("avg_pool2d_backward.grad_input", avg_pool2d_backward_out);
+  m.impl("_adaptive_avg_pool2d", adaptive_avg_pool2d);
+  m.impl("_adaptive_avg_pool2d_backward", adaptive_avg_pool2d_backward);
   m.impl("native_batch_norm", native_batch_norm);
   m.impl("native_batch_norm_backward", native_batch_norm_backward);
 }

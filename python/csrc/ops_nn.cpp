@@ -255,11 +255,67 @@ at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& 
   return out;
 }
 
+// ------------------------------------------------------------ glu, prelu ----
+//
+// Composed of the device's own ops, with PyTorch's checks and messages.
+
+std::vector<at::Tensor> glu_halves(const at::Tensor& self, int64_t dim) {
+  TORCH_CHECK(self.dim() > 0, "glu does not support scalars because halving size must be even");
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  TORCH_CHECK(self.size(d) % 2 == 0, "Halving dimension must be even, but dimension ", d, " is size ",
+              self.size(d));
+  return self.chunk(2, d);
+}
+
+// glu(x) = a * sigmoid(b), where a and b are x's halves along dim.
+at::Tensor& glu_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
+  OpScope s;
+  auto halves = glu_halves(self, dim);
+  at::native::resize_output(out, halves[0].sizes());
+  return at::mul_out(out, halves[0], at::sigmoid(halves[1]));
+}
+
+at::Tensor glu_grad(const at::Tensor& grad_output, const at::Tensor& self, int64_t dim) {
+  OpScope s;
+  auto halves = glu_halves(self, dim);
+  at::Tensor gate = at::sigmoid(halves[1]);
+  at::Tensor grad_a = grad_output * gate;
+  at::Tensor grad_b = grad_a * halves[0] * (1 - gate);
+  return at::cat({grad_a, grad_b}, at::maybe_wrap_dim(dim, self.dim()));
+}
+
+at::Tensor& glu_backward_out(const at::Tensor& grad_output, const at::Tensor& self, int64_t dim,
+                             at::Tensor& grad_input) {
+  at::Tensor g = glu_grad(grad_output, self, dim);
+  at::native::resize_output(grad_input, g.sizes());
+  return grad_input.copy_(g);
+}
+
+// PReLU with its weight already shaped to broadcast (PyTorch's prelu does that).
+at::Tensor prelu_kernel(const at::Tensor& self, const at::Tensor& weight) {
+  OpScope s;
+  return at::where(self > 0, self, weight * self);
+}
+
+// Gradients of both, in the broadcast shape (autograd sums the weight's).
+std::tuple<at::Tensor, at::Tensor> prelu_kernel_backward(const at::Tensor& grad_output, const at::Tensor& self,
+                                                         const at::Tensor& weight) {
+  OpScope s;
+  at::Tensor positive = self > 0;
+  return {at::where(positive, grad_output, weight * grad_output),
+          at::where(positive, at::zeros({}, grad_output.options()), self * grad_output)};
+}
+
 }  // namespace
 }  // namespace etpu
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   using namespace etpu;
+  m.impl("glu.out", glu_out);
+  m.impl("glu_backward", glu_grad);
+  m.impl("glu_backward.grad_input", glu_backward_out);
+  m.impl("_prelu_kernel", prelu_kernel);
+  m.impl("_prelu_kernel_backward", prelu_kernel_backward);
   m.impl("mm.out", mm_out);
   m.impl("bmm.out", mm_out);
   m.impl("addmm.out", addmm_out);

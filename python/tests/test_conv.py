@@ -93,3 +93,21 @@ def test_batch_norm_eval_and_1d():
     rm, rv = rand(3), rand(3).abs() + 0.5
     check_grad(lambda x, w, b: F.batch_norm(x, rm.to(x.device), rv.to(x.device), w, b, training=False), x, w, b, **TOL)
     check_grad(lambda x: F.batch_norm(x.transpose(1, 2), None, None, training=True), rand(4, 6, 3), **TOL)
+
+
+@pytest.mark.parametrize("shape,out", [
+    ((2, 3, 8, 6), (4, 3)),     # sizes divide: average pooling
+    ((2, 3, 7, 5), (3, 2)),     # overlapping, uneven bins
+    ((3, 10, 9), (4, 4)),       # no batch dim
+    ((1, 2, 5, 5), (7, 6)),     # more outputs than inputs
+    ((1, 2, 6, 4), (None, 3)),  # None keeps the input size
+])
+def test_adaptive_avg_pool2d_matches_the_cpu_with_gradients(shape, out):
+    check(lambda x: F.adaptive_avg_pool2d(x, out), rand(*shape))
+    check_grad(lambda x: F.adaptive_avg_pool2d(x, out), rand(*shape))
+
+
+def test_adaptive_avg_pool2d_in_bf16_and_its_errors():
+    check(lambda x: F.adaptive_avg_pool2d(x, (3, 2)), rand(1, 2, 7, 5, dtype=torch.bfloat16))
+    with pytest.raises(RuntimeError, match="Expected 3D or 4D tensor"):
+        F.adaptive_avg_pool2d(torch.ones(2, 2, 2, 2, 2, device="tpu"), (2, 2))

@@ -146,3 +146,22 @@ def test_multi_head_attention_module():
         return out.sum() + weights.sum()
 
     check_grad(lambda x: run(x), x, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dim", [-1, 0, 1])
+def test_glu_matches_the_cpu_with_gradients(dim):
+    check(lambda x: F.glu(x, dim), rand(4, 6, 2))
+    check_grad(lambda x: F.glu(x, dim), rand(4, 6, 2))
+
+
+def test_glu_refuses_an_odd_dimension_as_the_cpu():
+    with pytest.raises(RuntimeError, match="Halving dimension must be even"):
+        F.glu(torch.ones(3, 5, device="tpu"))
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_prelu_matches_the_cpu_with_gradients(channels):
+    weight = torch.tensor([0.25, -0.1, 0.5][:channels])
+    check(F.prelu, rand(2, 3, 4, 4), weight)
+    check_grad(F.prelu, rand(2, 3, 4, 4), weight)
+    check_grad(lambda x, w: torch.nn.PReLU(3).to(x.device)(x) * w.sum(), rand(2, 3, 5), weight)
