@@ -245,16 +245,17 @@ def test_a_settled_training_loop_is_replayed_and_trains_as_on_the_cpu():
     assert "replayed" in eagertpu.metrics_report()
 
 
-DETERMINISTIC_TRAINING = """
-    import json, sys
-    import torch, torch.nn as nn, torch.nn.functional as F
-    import eagertpu
-    torch.use_deterministic_algorithms(sys.argv[-1] == "on")
+# An AdamW loop, run in child processes on tpu and here on the CPU.
+SMALL_ADAMW_LOOP = """
+import torch, torch.nn as nn, torch.nn.functional as F
+
+
+def train(device):
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10)).to("tpu")
+    model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10)).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     g = torch.Generator().manual_seed(1)
-    x, y = torch.randn(8, 64, generator=g).to("tpu"), torch.randint(0, 10, (8,), generator=g).to("tpu")
+    x, y = torch.randn(8, 64, generator=g).to(device), torch.randint(0, 10, (8,), generator=g).to(device)
     losses = []
     for _ in range(8):
         opt.zero_grad()
@@ -262,14 +263,20 @@ DETERMINISTIC_TRAINING = """
         loss.backward()
         opt.step()
         losses.append(loss.item())
-    weights = [p.detach().cpu().flatten().tolist() for p in model.parameters()]
-    m = eagertpu.metrics()
-    print(json.dumps({"losses": losses, "weights": weights, "disk_hits": m["disk_hits"]}))
+    return losses, [p.detach().cpu().flatten().tolist() for p in model.parameters()]
+"""
+
+DETERMINISTIC_CHILD = SMALL_ADAMW_LOOP + """
+import json
+import eagertpu
+torch.use_deterministic_algorithms(SETTING == "on")
+losses, weights = train("tpu")
+print(json.dumps({"losses": losses, "weights": weights, "disk_hits": eagertpu.metrics()["disk_hits"]}))
 """
 
 
 def deterministic_run(cache_dir, setting):
-    proc = run_python(DETERMINISTIC_TRAINING.replace('sys.argv[-1]', repr(setting)), EAGERTPU_MODE="fused",
+    proc = run_python(f"SETTING = {setting!r}\n" + DETERMINISTIC_CHILD, EAGERTPU_MODE="fused",
                       EAGERTPU_CACHE_DIR=str(cache_dir), EAGERTPU_LOG="error")
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -290,16 +297,7 @@ def test_deterministic_fused_training_gives_the_same_bits_with_a_cold_or_warm_ca
     assert warm["disk_hits"] > 0, warm["disk_hits"]
     assert cold["losses"] == warm["losses"], (cold["losses"], warm["losses"])
     assert cold["weights"] == warm["weights"]
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    g = torch.Generator().manual_seed(1)
-    x, y = torch.randn(8, 64, generator=g), torch.randint(0, 10, (8,), generator=g)
-    want = []
-    for _ in range(8):
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        want.append(loss.item())
+    loop = {}
+    exec(SMALL_ADAMW_LOOP, loop)
+    want, _ = loop["train"]("cpu")
     torch.testing.assert_close(torch.tensor(cold["losses"]), torch.tensor(want), rtol=1e-4, atol=1e-5)

@@ -193,11 +193,19 @@ impl Completion {
     }
 
     /// Whether the chunk has finished, well or not (never blocks).
+    /// One that has is settled (its held buffers released).
     pub fn finished(&self) -> bool {
-        self.result.get().is_some()
-            || lock(&self.event)
-                .as_ref()
-                .is_none_or(|e| e.is_ready().unwrap_or(true))
+        if self.result.get().is_some() {
+            return true;
+        }
+        let ready = lock(&self.event)
+            .as_ref()
+            .is_none_or(|e| e.is_ready().unwrap_or(true));
+        if ready {
+            // Ready: this returns at once.
+            let _ = self.wait();
+        }
+        ready
     }
 
     /// Calls `f` once the chunk has finished (at once if it has), from the

@@ -13,34 +13,38 @@ use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::lock;
 
-/// When a timing event's work finished: callbacks still to come, and the
-/// latest time seen (the record's own time to start with: work that was done
-/// before the record counts as done then).
+/// When a timing event's work finished: for each chunk before it, the
+/// earliest time it was known done (the plugin's callback, or a wait that
+/// returned first: a callback may run after `PJRT_Event_Await` returns);
+/// the record's own time for work done before it.
 struct Clock {
-    state: Mutex<(usize, Instant)>,
+    recorded: Instant,
+    done: Mutex<Vec<Option<Instant>>>,
     settled: Condvar,
 }
 
 impl Clock {
-    fn finished_one(&self) {
-        let mut s = lock(&self.state);
-        s.0 -= 1;
-        s.1 = s.1.max(Instant::now());
-        if s.0 == 0 {
+    /// Chunk `i` is known done now.
+    fn note(&self, i: usize) {
+        let now = Instant::now();
+        let mut done = lock(&self.done);
+        let slot = &mut done[i];
+        *slot = Some(slot.map_or(now, |t| t.min(now)));
+        if done.iter().all(Option::is_some) {
             self.settled.notify_all();
         }
     }
 
-    /// The time the last chunk finished, once every callback has come.
+    /// When the last chunk finished, once every one is known done.
     fn time(&self) -> Instant {
-        let mut s = lock(&self.state);
-        while s.0 > 0 {
-            s = self
+        let mut done = lock(&self.done);
+        while done.iter().any(Option::is_none) {
+            done = self
                 .settled
-                .wait(s)
+                .wait(done)
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
         }
-        s.1
+        done.iter().flatten().fold(self.recorded, |a, b| a.max(*b))
     }
 }
 
@@ -56,17 +60,13 @@ impl Marker {
     pub(crate) fn new(pending: Vec<Arc<Completion>>, timing: bool) -> Result<Marker> {
         let clock = if timing {
             let clock = Arc::new(Clock {
-                state: Mutex::new((pending.len(), Instant::now())),
+                recorded: Instant::now(),
+                done: Mutex::new(vec![None; pending.len()]),
                 settled: Condvar::new(),
             });
             for (i, c) in pending.iter().enumerate() {
                 let notify = clock.clone();
-                if let Err(e) = c.on_finished(Box::new(move || notify.finished_one())) {
-                    // The callbacks not registered will never come.
-                    let mut s = lock(&clock.state);
-                    s.0 -= pending.len() - i;
-                    return Err(e);
-                }
+                c.on_finished(Box::new(move || notify.note(i)))?;
             }
             Some(clock)
         } else {
@@ -83,8 +83,12 @@ impl Marker {
     /// Waits for the work before the event; its first failure.
     pub fn wait(&self) -> Result<()> {
         let mut first = Ok(());
-        for c in &self.pending {
-            if let Err(e) = c.wait()
+        for (i, c) in self.pending.iter().enumerate() {
+            let outcome = c.wait();
+            if let Some(clock) = &self.clock {
+                clock.note(i);
+            }
+            if let Err(e) = outcome
                 && first.is_ok()
             {
                 first = Err(e);
