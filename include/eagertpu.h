@@ -221,7 +221,8 @@ typedef struct {
  * x, y); addcmul and addcdiv (self, t1, t2, value: a scalar); lerp (self, end,
  * weight); isinf isposinf isneginf (x); hypot, xlogy, fmod, div_trunc, logaddexp,
  * logaddexp2 (a, b: b may be a scalar); isin, isin_invert (elements, test elements: the
- * result has the elements' shape); a composed
+ * result has the elements' shape); searchsorted, searchsorted_right (sorted sequence,
+ * values: the insertion indices, int64, the values' shape); a composed
  * function (x, scalar parameters...): expm1 exp2 log2 log10 tan sinh cosh atan
  * asin acos trunc frac erfinv mish hardswish hardsigmoid log_sigmoid signbit
  * silu, softplus (beta, threshold), hardtanh (min, max), leaky_relu (slope),

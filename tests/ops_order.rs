@@ -163,3 +163,48 @@ fn order_statistics_reject_bad_arguments_naming_them() {
     assert_err(ints.median_all(false), "median", &["empty", "int32[0]"]);
 }
 }
+
+/// The host's binary search, as PyTorch's CPU kernel compares.
+fn search_ref(row: &[f64], v: f64, right: bool) -> i64 {
+    let (mut start, mut end) = (0usize, row.len());
+    while start < end {
+        let mid = start + (end - start) / 2;
+        let after = if right { row[mid] > v } else { row[mid] >= v };
+        if after {
+            end = mid;
+        } else {
+            start = mid + 1;
+        }
+    }
+    start as i64
+}
+
+all_modes! {
+fn searchsorted_is_the_host_binary_search_for_every_row() {
+    // Rows of a batch, each sorted, with runs of equal values; values on,
+    // between and outside them, and a NaN (which goes last).
+    let seq = Host::new(DType::F32, &[2, 5], vec![1.0, 3.0, 3.0, 5.0, 9.0, -2.0, 0.0, 0.0, 0.0, 4.0]);
+    let values = Host::new(DType::F32, &[2, 4], vec![0.0, 3.0, 9.0, f64::NAN, -3.0, 0.0, 4.0, 7.0]);
+    for right in [false, true] {
+        let got = seq.tensor().searchsorted(&values.tensor(), right).unwrap();
+        assert_eq!(got.shape(), [2, 4]);
+        let want: Vec<i64> = (0..8)
+            .map(|i| search_ref(&seq.data[(i / 4) * 5..(i / 4) * 5 + 5], values.data[i], right))
+            .collect();
+        assert_eq!(got.to_vec::<i64>().unwrap(), want, "right={right}");
+    }
+    // A 1-d sequence serves values of any shape; one of length 1; int64 exact.
+    let big = 1i64 << 60;
+    let ints = Tensor::from_slice(&[big, big + 2, big + 4], &[3]).unwrap();
+    let probe = Tensor::from_slice(&[big + 1, big + 2, big + 5, 0], &[2, 2]).unwrap();
+    let got = ints.searchsorted(&probe, false).unwrap();
+    assert_eq!(got.shape(), [2, 2]);
+    assert_eq!(got.to_vec::<i64>().unwrap(), [1, 1, 3, 0]);
+    let one = Tensor::from_slice(&[2.0f32], &[1]).unwrap();
+    let got = one.searchsorted(&Tensor::from_slice(&[1.0f32, 2.0, 3.0], &[3]).unwrap(), true).unwrap();
+    assert_eq!(got.to_vec::<i64>().unwrap(), [0, 1, 1]);
+    // Leading dims must match.
+    let e = seq.tensor().searchsorted(&Tensor::from_slice(&[1.0f32; 3], &[3, 1]).unwrap(), false);
+    assert_err(e, "searchsorted", &["float32[2, 5]", "float32[3, 1]"]);
+}
+}

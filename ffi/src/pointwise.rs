@@ -151,6 +151,7 @@ const SIGNATURES: &str = "a unary op (x), a binary op (a, b: one may be a scalar
     where (condition, x, y), addcmul and addcdiv (self, t1, t2, value: a scalar), lerp (self, end, weight), \
     masked_scale (x, bool mask, scale), isinf isposinf isneginf (x), \
     hypot, xlogy, fmod, div_trunc, logaddexp, logaddexp2, isin and isin_invert (a, b: b may be a scalar), \
+    searchsorted and searchsorted_right (sorted sequence, values: a tensor or a scalar), \
     an activation (x, scalar parameters...) or its backward (grad, saved, scalar parameters..., saved_is_result)";
 
 fn bad_args(op: &str, args: &[Value]) -> eagertpu::Error {
@@ -207,12 +208,36 @@ static BY_NAME: LazyLock<HashMap<&'static str, Pointwise, FxBuild>> = LazyLock::
         ("logaddexp2", Pointwise::Composed(|a, b| a.logaddexp2(b))),
         ("isin", Pointwise::Composed(|a, b| a.isin(b, false))),
         ("isin_invert", Pointwise::Composed(|a, b| a.isin(b, true))),
+        (
+            "searchsorted",
+            Pointwise::Composed(|seq, v| seq.searchsorted(&tensor_of(seq, v)?, false)),
+        ),
+        (
+            "searchsorted_right",
+            Pointwise::Composed(|seq, v| seq.searchsorted(&tensor_of(seq, v)?, true)),
+        ),
         ("isinf", Pointwise::ComposedUnary(Tensor::isinf)),
         ("isposinf", Pointwise::ComposedUnary(Tensor::isposinf)),
         ("isneginf", Pointwise::ComposedUnary(Tensor::isneginf)),
     ];
     unary.chain(binary).chain(composite).collect()
 });
+
+/// `operand` as a tensor on `like`'s device (a number as a 0-d tensor of
+/// its own dtype).
+fn tensor_of(like: &Tensor, operand: Operand) -> eagertpu::Result<Tensor> {
+    match operand {
+        Operand::Tensor(t) => Ok(t.clone()),
+        Operand::Scalar(s) => {
+            let dtype = match s {
+                Scalar::Bool(_) => DType::Bool,
+                Scalar::Int(_) => DType::I64,
+                Scalar::Float(_) => DType::F64,
+            };
+            like.device().full(&[], s, dtype)
+        }
+    }
+}
 
 /// The scalars of `args` as f64s (bools as 0 and 1), or None if one is a tensor.
 fn params(args: &[Value]) -> Option<Vec<f64>> {

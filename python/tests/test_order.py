@@ -91,3 +91,34 @@ def test_order_statistic_errors():
         torch.triu_indices(-1, 3, device="tpu")
     next_op_works()
     check(lambda x: torch.kthvalue(x, 2, 1), rand(3, 4))
+
+
+@pytest.mark.parametrize("right", [False, True])
+def test_searchsorted_and_bucketize_match_the_cpu(right):
+    nan = float("nan")
+    seq = torch.tensor([[1.0, 3.0, 3.0, 5.0, 9.0], [-2.0, 0.0, 0.0, 0.0, 4.0]])
+    values = torch.tensor([[0.0, 3.0, 9.0, nan], [-3.0, 0.0, 4.0, 7.0]])
+    check(lambda s, v: torch.searchsorted(s, v, right=right), seq, values)
+    check(lambda s, v: torch.searchsorted(s, v, side="right" if right else "left", out_int32=True), seq, values)
+    check(lambda s, v: torch.searchsorted(s, v, right=right), seq[0], values)
+    check(lambda s: torch.searchsorted(s, 3, right=right), seq[0])
+    check(lambda v, b: torch.bucketize(v, b, right=right), values, seq[1])
+    check(lambda b: torch.bucketize(0.0, b, right=right), seq[1])
+    big = 1 << 60
+    check(lambda s, v: torch.searchsorted(s, v, right=right), torch.tensor([big, big + 2, big + 4]),
+          torch.tensor([[big + 1, big + 2], [big + 5, 0]]))
+    # A sorter: the sequence is sorted through it.
+    unsorted = torch.tensor([5.0, 1.0, 9.0, 3.0])
+    check(lambda s, o, v: torch.searchsorted(s, v, sorter=o, right=right), unsorted, torch.argsort(unsorted),
+          torch.tensor([2.0, 5.0, 10.0]))
+
+
+def test_searchsorted_refuses_what_the_cpu_refuses():
+    seq = torch.arange(10.0, device="tpu").reshape(2, 5)
+    with pytest.raises(RuntimeError, match="first N-1 dimensions"):
+        torch.searchsorted(seq, torch.ones(3, 1, device="tpu"))
+    with pytest.raises(RuntimeError, match="opposites"):
+        torch.searchsorted(seq[0], torch.ones(2, device="tpu"), right=True, side="left")
+    with pytest.raises(RuntimeError, match="boundaries tensor must be 1 dimension"):
+        torch.bucketize(torch.ones(2, device="tpu"), seq)
+    next_op_works()

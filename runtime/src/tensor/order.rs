@@ -261,3 +261,62 @@ impl Rows {
         Ok((first, last))
     }
 }
+
+impl Tensor {
+    /// For each of `values`, the index at which it would be inserted into
+    /// `self`'s sorted last dim to keep it sorted (`torch.searchsorted`):
+    /// before equal elements, or after them with `right`. `self` is 1-d, or
+    /// has `values`' leading dims; the result has `values`' shape, int64.
+    /// PyTorch's own binary search, all rows at once: one gather a step,
+    /// `log2(row length) + 1` steps, comparing as it does (`!(x >= v)`, or
+    /// `!(x > v)` with `right`), so NaNs land where they land on the CPU.
+    #[track_caller]
+    pub fn searchsorted(&self, values: &Tensor, right: bool) -> Result<Tensor> {
+        let op = "searchsorted";
+        let invalid = |message: String| -> crate::error::Error {
+            fusion::Error::Invalid { op, message }.into()
+        };
+        if self.rank() == 0 {
+            return Err(invalid(format!(
+                "the sorted sequence is {}: expected at least 1 dim",
+                self.ty()
+            )));
+        }
+        let leading = &self.shape()[..self.rank() - 1];
+        if self.rank() > 1
+            && (values.rank() != self.rank() || &values.shape()[..values.rank() - 1] != leading)
+        {
+            return Err(invalid(format!(
+                "boundaries {} and input {} must have the same dims except the last (or boundaries must be 1-d)",
+                self.ty(),
+                values.ty()
+            )));
+        }
+        let n = self.shape()[self.rank() - 1];
+        let dtype = super::Operand::Tensor(values).promoted_with(self);
+        let row = self.to_dtype(dtype)?;
+        // A 1-d sequence serves values of any shape: searched as one row.
+        let v = if self.rank() == 1 {
+            values.reshape(&[values.numel()])?
+        } else {
+            values.clone()
+        };
+        let v = v.to_dtype(dtype)?;
+        let device = self.device();
+        let mut start = device.zeros(v.shape(), DType::I64)?;
+        let mut end = device.full(v.shape(), n, DType::I64)?;
+        if n > 0 {
+            for _ in 0..(64 - (n as u64).leading_zeros()) {
+                let active = start.lt(&end)?;
+                let mid = start.add(&end.sub(&start)?.floor_divide(2)?)?;
+                let at = row.gather(-1, &mid.minimum(n - 1)?)?;
+                let after = if right { at.gt(&v)? } else { at.ge(&v)? };
+                let go_right = after.logical_not()?.logical_and(&active)?;
+                let go_left = after.logical_and(&active)?;
+                start = Tensor::where_(&go_right, &mid.add(1)?, &start)?;
+                end = Tensor::where_(&go_left, &mid, &end)?;
+            }
+        }
+        start.reshape(values.shape())
+    }
+}
