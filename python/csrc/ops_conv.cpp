@@ -130,36 +130,87 @@ std::vector<int64_t> pool_arg(at::IntArrayRef v, size_t n, at::IntArrayRef fallb
   return out;
 }
 
-std::tuple<at::Tensor&, at::Tensor&> max_pool2d_with_indices_out(const at::Tensor& self, at::IntArrayRef kernel_size,
-                                                                 at::IntArrayRef stride, at::IntArrayRef padding,
-                                                                 at::IntArrayRef dilation, bool ceil_mode,
-                                                                 at::Tensor& out, at::Tensor& indices) {
+// Max pooling over the last `n` dims (2 or 3), with the flat index of each
+// window's maximum within its (d,) h, w plane, as PyTorch returns it.
+std::tuple<at::Tensor&, at::Tensor&> max_pool_with_indices_out(size_t n, const at::Tensor& self,
+                                                               at::IntArrayRef kernel_size, at::IntArrayRef stride,
+                                                               at::IntArrayRef padding, at::IntArrayRef dilation,
+                                                               bool ceil_mode, at::Tensor& out, at::Tensor& indices) {
   OpScope s;
-  auto k = pool_arg(kernel_size, 2, {}, "kernel_size");
-  auto st = pool_arg(stride, 2, k, "stride");
-  auto p = pool_arg(padding, 2, {0, 0}, "padding");
-  auto d = pool_arg(dilation, 2, {1, 1}, "dilation");
+  TORCH_CHECK(self.dim() == static_cast<int64_t>(n) + 1 || self.dim() == static_cast<int64_t>(n) + 2, "max_pool", n,
+              "d: expected a ", n + 1, "-d or ", n + 2, "-d input, got sizes ", self.sizes());
+  auto k = pool_arg(kernel_size, n, {}, "kernel_size");
+  auto st = pool_arg(stride, n, k, "stride");
+  auto p = pool_arg(padding, n, std::vector<int64_t>(n, 0), "padding");
+  auto d = pool_arg(dilation, n, std::vector<int64_t>(n, 1), "dilation");
   Handle values, idx;
-  check(etpu_max_pool(read(self).get(), k.data(), st.data(), p.data(), d.data(), 2, ceil_mode, origin(), values.out(),
+  check(etpu_max_pool(read(self).get(), k.data(), st.data(), p.data(), d.data(), n, ceil_mode, origin(), values.out(),
                       idx.out()));
+  at::native::resize_output(out, dims_of(values));
+  at::native::resize_output(indices, dims_of(idx));
   write(out, values);
   write(indices, idx);
   return {out, indices};
 }
 
+std::tuple<at::Tensor&, at::Tensor&> max_pool2d_with_indices_out(const at::Tensor& self, at::IntArrayRef kernel_size,
+                                                                 at::IntArrayRef stride, at::IntArrayRef padding,
+                                                                 at::IntArrayRef dilation, bool ceil_mode,
+                                                                 at::Tensor& out, at::Tensor& indices) {
+  return max_pool_with_indices_out(2, self, kernel_size, stride, padding, dilation, ceil_mode, out, indices);
+}
+
+std::tuple<at::Tensor&, at::Tensor&> max_pool3d_with_indices_out(const at::Tensor& self, at::IntArrayRef kernel_size,
+                                                                 at::IntArrayRef stride, at::IntArrayRef padding,
+                                                                 at::IntArrayRef dilation, bool ceil_mode,
+                                                                 at::Tensor& out, at::Tensor& indices) {
+  return max_pool_with_indices_out(3, self, kernel_size, stride, padding, dilation, ceil_mode, out, indices);
+}
+
+std::tuple<at::Tensor, at::Tensor> max_pool3d_with_indices(const at::Tensor& self, at::IntArrayRef kernel_size,
+                                                           at::IntArrayRef stride, at::IntArrayRef padding,
+                                                           at::IntArrayRef dilation, bool ceil_mode) {
+  at::Tensor out = at::empty({0}, self.options()), indices = at::empty({0}, self.options().dtype(at::kLong));
+  max_pool_with_indices_out(3, self, kernel_size, stride, padding, dilation, ceil_mode, out, indices);
+  return {out, indices};
+}
+
 // The gradient lands where each window's maximum was: a scatter-add into the
-// flattened spatial plane.
-at::Tensor& max_pool2d_backward_out(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef kernel_size,
-                                    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
-                                    bool ceil_mode, const at::Tensor& indices, at::Tensor& grad_input) {
+// flattened spatial plane of the last `n` dims.
+at::Tensor& max_pool_backward_out(size_t n, const at::Tensor& grad_output, const at::Tensor& self,
+                                  const at::Tensor& indices, at::Tensor& grad_input) {
   OpScope s;
-  int64_t planes = self.numel() / (self.size(-1) * self.size(-2));
-  int64_t plane = self.size(-1) * self.size(-2), outs = grad_output.size(-1) * grad_output.size(-2);
+  int64_t plane = 1, outs = 1;
+  for (size_t i = 1; i <= n; ++i) {
+    plane *= self.size(-static_cast<int64_t>(i));
+    outs *= grad_output.size(-static_cast<int64_t>(i));
+  }
+  int64_t planes = self.numel() / plane;
   Handle zeros = full(device_index(self), {planes, plane}, 0, self.scalar_type());
   Handle g = reshape(read(grad_output), {planes, outs});
   Handle idx = reshape(read(indices), {planes, outs});
+  at::native::resize_output(grad_input, self.sizes());
   write(grad_input, reshape(scatter(zeros, 1, idx, g, /*add=*/true), self.sizes()));
   return grad_input;
+}
+
+at::Tensor& max_pool2d_backward_out(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef,
+                                    at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, bool, const at::Tensor& indices,
+                                    at::Tensor& grad_input) {
+  return max_pool_backward_out(2, grad_output, self, indices, grad_input);
+}
+
+at::Tensor& max_pool3d_backward_out(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef,
+                                    at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, bool, const at::Tensor& indices,
+                                    at::Tensor& grad_input) {
+  return max_pool_backward_out(3, grad_output, self, indices, grad_input);
+}
+
+at::Tensor max_pool3d_backward(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef kernel_size,
+                               at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                               bool ceil_mode, const at::Tensor& indices) {
+  at::Tensor grad_input = at::empty({0}, self.options());
+  return max_pool_backward_out(3, grad_output, self, indices, grad_input);
 }
 
 Handle avg_pool(const Handle& x, const std::vector<int64_t>& k, const std::vector<int64_t>& st,
@@ -170,33 +221,63 @@ Handle avg_pool(const Handle& x, const std::vector<int64_t>& k, const std::vecto
   return h;
 }
 
-at::Tensor& avg_pool2d_out(const at::Tensor& self, at::IntArrayRef kernel_size, at::IntArrayRef stride,
-                           at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
-                           std::optional<int64_t> divisor_override, at::Tensor& out) {
+// Average pooling over the last `n` dims (2 or 3).
+at::Tensor& avg_pool_out(size_t n, const at::Tensor& self, at::IntArrayRef kernel_size, at::IntArrayRef stride,
+                         at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                         std::optional<int64_t> divisor_override, at::Tensor& out) {
   OpScope s;
-  auto k = pool_arg(kernel_size, 2, {}, "kernel_size");
-  auto st = pool_arg(stride, 2, k, "stride");
-  auto p = pool_arg(padding, 2, {0, 0}, "padding");
+  auto k = pool_arg(kernel_size, n, {}, "kernel_size");
+  auto st = pool_arg(stride, n, k, "stride");
+  auto p = pool_arg(padding, n, std::vector<int64_t>(n, 0), "padding");
   write(out, avg_pool(read(self), k, st, p, ceil_mode, count_include_pad, divisor_override.value_or(0)));
   return out;
 }
 
+at::Tensor& avg_pool2d_out(const at::Tensor& self, at::IntArrayRef kernel_size, at::IntArrayRef stride,
+                           at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                           std::optional<int64_t> divisor_override, at::Tensor& out) {
+  return avg_pool_out(2, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, out);
+}
+
+at::Tensor& avg_pool3d_out(const at::Tensor& self, at::IntArrayRef kernel_size, at::IntArrayRef stride,
+                           at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                           std::optional<int64_t> divisor_override, at::Tensor& out) {
+  return avg_pool_out(3, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, out);
+}
+
 // The runtime's Tensor::avg_pool_backward (divisors from pooling ones, a
 // transposed convolution of ones, ceil mode's overhang cropped): one call.
-at::Tensor& avg_pool2d_backward_out(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef kernel_size,
-                                    at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode,
-                                    bool count_include_pad, std::optional<int64_t> divisor_override,
-                                    at::Tensor& grad_input) {
+at::Tensor& avg_pool_backward_out(size_t n, const at::Tensor& grad_output, const at::Tensor& self,
+                                  at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,
+                                  bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override,
+                                  at::Tensor& grad_input) {
   OpScope s;
-  auto k = pool_arg(kernel_size, 2, {}, "kernel_size");
-  auto st = pool_arg(stride, 2, k, "stride");
-  auto p = pool_arg(padding, 2, {0, 0}, "padding");
+  auto k = pool_arg(kernel_size, n, {}, "kernel_size");
+  auto st = pool_arg(stride, n, k, "stride");
+  auto p = pool_arg(padding, n, std::vector<int64_t>(n, 0), "padding");
   Handle h;
   check(etpu_avg_pool_backward(read(grad_output).get(), self.sizes().data(), self.dim(), k.data(), st.data(), p.data(),
                                k.size(), ceil_mode, count_include_pad, divisor_override.value_or(0), origin(),
                                h.out()));
+  at::native::resize_output(grad_input, self.sizes());
   write(grad_input, h);
   return grad_input;
+}
+
+at::Tensor& avg_pool2d_backward_out(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef kernel_size,
+                                    at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode,
+                                    bool count_include_pad, std::optional<int64_t> divisor_override,
+                                    at::Tensor& grad_input) {
+  return avg_pool_backward_out(2, grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                               divisor_override, grad_input);
+}
+
+at::Tensor& avg_pool3d_backward_out(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef kernel_size,
+                                    at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode,
+                                    bool count_include_pad, std::optional<int64_t> divisor_override,
+                                    at::Tensor& grad_input) {
+  return avg_pool_backward_out(3, grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                               divisor_override, grad_input);
 }
 
 // -------------------------------------------------------- adaptive pooling ----
@@ -333,6 +414,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("max_pool2d_with_indices_backward.grad_input", max_pool2d_backward_out);
   m.impl("avg_pool2d.out", avg_pool2d_out);
   m.impl("avg_pool2d_backward.grad_input", avg_pool2d_backward_out);
+  m.impl("max_pool3d_with_indices", max_pool3d_with_indices);
+  m.impl("max_pool3d_with_indices.out", max_pool3d_with_indices_out);
+  m.impl("max_pool3d_with_indices_backward", max_pool3d_backward);
+  m.impl("max_pool3d_with_indices_backward.grad_input", max_pool3d_backward_out);
+  m.impl("avg_pool3d.out", avg_pool3d_out);
+  m.impl("avg_pool3d_backward.grad_input", avg_pool3d_backward_out);
   m.impl("_adaptive_avg_pool2d", adaptive_avg_pool2d);
   m.impl("_adaptive_avg_pool2d_backward", adaptive_avg_pool2d_backward);
   m.impl("native_batch_norm", native_batch_norm);

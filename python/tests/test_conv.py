@@ -111,3 +111,21 @@ def test_adaptive_avg_pool2d_in_bf16_and_its_errors():
     check(lambda x: F.adaptive_avg_pool2d(x, (3, 2)), rand(1, 2, 7, 5, dtype=torch.bfloat16))
     with pytest.raises(RuntimeError, match="Expected 3D or 4D tensor"):
         F.adaptive_avg_pool2d(torch.ones(2, 2, 2, 2, 2, device="tpu"), (2, 2))
+
+
+@pytest.mark.parametrize("pool", [
+    lambda t: F.avg_pool3d(t, 2),
+    lambda t: F.avg_pool3d(t, 3, stride=2, padding=1, count_include_pad=False),
+    lambda t: F.avg_pool3d(t, 2, ceil_mode=True, divisor_override=3),
+    lambda t: F.max_pool3d(t, 2),
+    lambda t: F.max_pool3d(t, 2, stride=1, padding=1),
+    lambda t: F.max_pool3d(t, (2, 3, 2), ceil_mode=True, dilation=(1, 1, 2)),
+], ids=["avg", "avg_padded", "avg_ceil_divisor", "max", "max_padded", "max_ceil_dilated"])
+def test_3d_pooling_matches_the_cpu_with_gradients(pool):
+    check(pool, rand(2, 3, 5, 6, 7))
+    check(pool, rand(3, 5, 6, 7))  # no batch dim
+    check_grad(pool, rand(2, 3, 5, 6, 7))
+
+
+def test_max_pool3d_indices_match_the_cpu():
+    check(lambda t: F.max_pool3d(t, 2, stride=(1, 2, 2), return_indices=True), rand(2, 2, 4, 6, 6))
