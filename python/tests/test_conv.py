@@ -129,3 +129,19 @@ def test_3d_pooling_matches_the_cpu_with_gradients(pool):
 
 def test_max_pool3d_indices_match_the_cpu():
     check(lambda t: F.max_pool3d(t, 2, stride=(1, 2, 2), return_indices=True), rand(2, 2, 4, 6, 6))
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_legit_forms_match_the_cpu(training):
+    """What export and decompositions call: native batch norm with running
+    statistics updated in place, or without any (training only: eval
+    needs statistics)."""
+    x, w, b = rand(4, 3, 5), rand(3), rand(3)
+    mean, var = rand(3), rand(3).abs() + 0.5
+
+    def with_stats(x, w, b, mean, var):
+        return torch.ops.aten._native_batch_norm_legit(x, w, b, mean, var, training, 0.1, 1e-5)
+
+    check(with_stats, x, w, b, mean, var)  # also compares the updated statistics
+    if training:
+        check(lambda x, w, b: torch.ops.aten._native_batch_norm_legit.no_stats(x, w, b, True, 0.1, 1e-5), x, w, b)
