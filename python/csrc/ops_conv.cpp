@@ -153,18 +153,12 @@ std::tuple<at::Tensor&, at::Tensor&> max_pool_with_indices_out(size_t n, const a
   return {out, indices};
 }
 
-std::tuple<at::Tensor&, at::Tensor&> max_pool2d_with_indices_out(const at::Tensor& self, at::IntArrayRef kernel_size,
-                                                                 at::IntArrayRef stride, at::IntArrayRef padding,
-                                                                 at::IntArrayRef dilation, bool ceil_mode,
-                                                                 at::Tensor& out, at::Tensor& indices) {
-  return max_pool_with_indices_out(2, self, kernel_size, stride, padding, dilation, ceil_mode, out, indices);
-}
-
-std::tuple<at::Tensor&, at::Tensor&> max_pool3d_with_indices_out(const at::Tensor& self, at::IntArrayRef kernel_size,
-                                                                 at::IntArrayRef stride, at::IntArrayRef padding,
-                                                                 at::IntArrayRef dilation, bool ceil_mode,
-                                                                 at::Tensor& out, at::Tensor& indices) {
-  return max_pool_with_indices_out(3, self, kernel_size, stride, padding, dilation, ceil_mode, out, indices);
+template <size_t N>
+std::tuple<at::Tensor&, at::Tensor&> max_pool_nd_with_indices_out(const at::Tensor& self, at::IntArrayRef kernel_size,
+                                                                  at::IntArrayRef stride, at::IntArrayRef padding,
+                                                                  at::IntArrayRef dilation, bool ceil_mode,
+                                                                  at::Tensor& out, at::Tensor& indices) {
+  return max_pool_with_indices_out(N, self, kernel_size, stride, padding, dilation, ceil_mode, out, indices);
 }
 
 std::tuple<at::Tensor, at::Tensor> max_pool3d_with_indices(const at::Tensor& self, at::IntArrayRef kernel_size,
@@ -194,16 +188,11 @@ at::Tensor& max_pool_backward_out(size_t n, const at::Tensor& grad_output, const
   return grad_input;
 }
 
-at::Tensor& max_pool2d_backward_out(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef,
-                                    at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, bool, const at::Tensor& indices,
-                                    at::Tensor& grad_input) {
-  return max_pool_backward_out(2, grad_output, self, indices, grad_input);
-}
-
-at::Tensor& max_pool3d_backward_out(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef,
-                                    at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, bool, const at::Tensor& indices,
-                                    at::Tensor& grad_input) {
-  return max_pool_backward_out(3, grad_output, self, indices, grad_input);
+template <size_t N>
+at::Tensor& max_pool_nd_backward_out(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef,
+                                     at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, bool, const at::Tensor& indices,
+                                     at::Tensor& grad_input) {
+  return max_pool_backward_out(N, grad_output, self, indices, grad_input);
 }
 
 at::Tensor max_pool3d_backward(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef kernel_size,
@@ -233,16 +222,11 @@ at::Tensor& avg_pool_out(size_t n, const at::Tensor& self, at::IntArrayRef kerne
   return out;
 }
 
-at::Tensor& avg_pool2d_out(const at::Tensor& self, at::IntArrayRef kernel_size, at::IntArrayRef stride,
-                           at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
-                           std::optional<int64_t> divisor_override, at::Tensor& out) {
-  return avg_pool_out(2, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, out);
-}
-
-at::Tensor& avg_pool3d_out(const at::Tensor& self, at::IntArrayRef kernel_size, at::IntArrayRef stride,
-                           at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
-                           std::optional<int64_t> divisor_override, at::Tensor& out) {
-  return avg_pool_out(3, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, out);
+template <size_t N>
+at::Tensor& avg_pool_nd_out(const at::Tensor& self, at::IntArrayRef kernel_size, at::IntArrayRef stride,
+                            at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                            std::optional<int64_t> divisor_override, at::Tensor& out) {
+  return avg_pool_out(N, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, out);
 }
 
 // The runtime's Tensor::avg_pool_backward (divisors from pooling ones, a
@@ -264,19 +248,12 @@ at::Tensor& avg_pool_backward_out(size_t n, const at::Tensor& grad_output, const
   return grad_input;
 }
 
-at::Tensor& avg_pool2d_backward_out(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef kernel_size,
-                                    at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode,
-                                    bool count_include_pad, std::optional<int64_t> divisor_override,
-                                    at::Tensor& grad_input) {
-  return avg_pool_backward_out(2, grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                               divisor_override, grad_input);
-}
-
-at::Tensor& avg_pool3d_backward_out(const at::Tensor& grad_output, const at::Tensor& self, at::IntArrayRef kernel_size,
-                                    at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode,
-                                    bool count_include_pad, std::optional<int64_t> divisor_override,
-                                    at::Tensor& grad_input) {
-  return avg_pool_backward_out(3, grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+template <size_t N>
+at::Tensor& avg_pool_nd_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
+                                     at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,
+                                     bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override,
+                                     at::Tensor& grad_input) {
+  return avg_pool_backward_out(N, grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
                                divisor_override, grad_input);
 }
 
@@ -427,16 +404,16 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   using namespace etpu;
   m.impl("convolution_overrideable", convolution);
   m.impl("convolution_backward_overrideable", convolution_backward);
-  m.impl("max_pool2d_with_indices.out", max_pool2d_with_indices_out);
-  m.impl("max_pool2d_with_indices_backward.grad_input", max_pool2d_backward_out);
-  m.impl("avg_pool2d.out", avg_pool2d_out);
-  m.impl("avg_pool2d_backward.grad_input", avg_pool2d_backward_out);
+  m.impl("max_pool2d_with_indices.out", max_pool_nd_with_indices_out<2>);
+  m.impl("max_pool2d_with_indices_backward.grad_input", max_pool_nd_backward_out<2>);
+  m.impl("avg_pool2d.out", avg_pool_nd_out<2>);
+  m.impl("avg_pool2d_backward.grad_input", avg_pool_nd_backward_out<2>);
   m.impl("max_pool3d_with_indices", max_pool3d_with_indices);
-  m.impl("max_pool3d_with_indices.out", max_pool3d_with_indices_out);
+  m.impl("max_pool3d_with_indices.out", max_pool_nd_with_indices_out<3>);
   m.impl("max_pool3d_with_indices_backward", max_pool3d_backward);
-  m.impl("max_pool3d_with_indices_backward.grad_input", max_pool3d_backward_out);
-  m.impl("avg_pool3d.out", avg_pool3d_out);
-  m.impl("avg_pool3d_backward.grad_input", avg_pool3d_backward_out);
+  m.impl("max_pool3d_with_indices_backward.grad_input", max_pool_nd_backward_out<3>);
+  m.impl("avg_pool3d.out", avg_pool_nd_out<3>);
+  m.impl("avg_pool3d_backward.grad_input", avg_pool_nd_backward_out<3>);
   m.impl("_adaptive_avg_pool2d", adaptive_avg_pool2d);
   m.impl("_adaptive_avg_pool2d_backward", adaptive_avg_pool2d_backward);
   m.impl("native_batch_norm", native_batch_norm);
