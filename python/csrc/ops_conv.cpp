@@ -257,6 +257,105 @@ at::Tensor& avg_pool_nd_backward_out(const at::Tensor& grad_output, const at::Te
                                divisor_override, grad_input);
 }
 
+// ------------------------------------------------------- im2col, col2im ----
+//
+// F.unfold and F.fold: each sliding block's elements gathered from (or added
+// back into) the zero-padded, flattened plane at indices built on the device.
+// Values are moved, never multiplied: exact, and a NaN stays where it was.
+
+struct Blocks {
+  int64_t kh, kw, dh, dw, ph, pw, sh, sw;
+  int64_t oh, ow;  // blocks along each dim
+};
+
+Blocks blocks(const char* op, int64_t h, int64_t w, at::IntArrayRef kernel_size, at::IntArrayRef dilation,
+              at::IntArrayRef padding, at::IntArrayRef stride) {
+  TORCH_CHECK(kernel_size.size() == 2 && dilation.size() == 2 && padding.size() == 2 && stride.size() == 2, op,
+              ": kernel_size, dilation, padding and stride must have 2 values each");
+  Blocks b{kernel_size[0], kernel_size[1], dilation[0], dilation[1], padding[0], padding[1], stride[0], stride[1], 0, 0};
+  TORCH_CHECK(b.kh > 0 && b.kw > 0, op, ": kernel size should be greater than zero, but got kernel_height: ", b.kh,
+              " kernel_width: ", b.kw);
+  TORCH_CHECK(b.sh > 0 && b.sw > 0, op, ": stride should be greater than zero, but got stride_height: ", b.sh,
+              " stride_width: ", b.sw);
+  TORCH_CHECK(b.dh > 0 && b.dw > 0, op, ": dilation should be greater than zero, but got dilation_height: ", b.dh,
+              " dilation_width: ", b.dw);
+  TORCH_CHECK(b.ph >= 0 && b.pw >= 0, op, ": padding should be non-negative, but got pad_height: ", b.ph,
+              " pad_width: ", b.pw);
+  b.oh = (h + 2 * b.ph - (b.dh * (b.kh - 1) + 1)) / b.sh + 1;
+  b.ow = (w + 2 * b.pw - (b.dw * (b.kw - 1) + 1)) / b.sw + 1;
+  TORCH_CHECK(b.oh >= 1 && b.ow >= 1, "Given input with spatial size (", h, ", ", w, "), kernel_size=(", b.kh, ", ",
+              b.kw, "), dilation=(", b.dh, ", ", b.dw, "), padding=(", b.ph, ", ", b.pw,
+              "), calculated shape of the array of sliding blocks as (", b.oh, ", ", b.ow,
+              "), but its components must be at least one.");
+  return b;
+}
+
+// [kh*kw*oh*ow] indices into the padded plane, flattened: block (y, x)'s
+// element (i, j) is at row y*sh + i*dh, column x*sw + j*dw.
+at::Tensor block_indices(const Blocks& b, int64_t padded_w, const at::Tensor& like) {
+  auto longs = like.options().dtype(at::kLong);
+  at::Tensor i = at::arange(b.kh, longs).view({b.kh, 1, 1, 1});
+  at::Tensor j = at::arange(b.kw, longs).view({1, b.kw, 1, 1});
+  at::Tensor y = at::arange(b.oh, longs).view({1, 1, b.oh, 1});
+  at::Tensor x = at::arange(b.ow, longs).view({1, 1, 1, b.ow});
+  at::Tensor rows = y * b.sh + i * b.dh, cols = x * b.sw + j * b.dw;
+  return (rows * padded_w + cols).reshape({-1});
+}
+
+at::Tensor unfold_blocks(const at::Tensor& self, at::IntArrayRef kernel_size, at::IntArrayRef dilation,
+                  at::IntArrayRef padding, at::IntArrayRef stride) {
+  OpScope s;
+  TORCH_CHECK((self.dim() == 3 || self.dim() == 4) && self.size(-1) > 0 && self.size(-2) > 0 && self.size(-3) > 0,
+              "Expected 3D or 4D (batch mode) tensor with possibly 0 batch size and other non-zero dimensions for "
+              "input, but got: ", self.sizes());
+  const bool batched = self.dim() == 4;
+  at::Tensor x = batched ? self : self.unsqueeze(0);
+  int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
+  Blocks b = blocks("im2col", h, w, kernel_size, dilation, padding, stride);
+  at::Tensor padded = at::constant_pad_nd(x, {b.pw, b.pw, b.ph, b.ph}, 0);
+  int64_t padded_w = w + 2 * b.pw;
+  at::Tensor plane = padded.reshape({n, c, -1});
+  at::Tensor cols = at::index_select(plane, 2, block_indices(b, padded_w, self)).reshape({n, c * b.kh * b.kw, b.oh * b.ow});
+  return batched ? cols : cols.squeeze(0);
+}
+
+at::Tensor& im2col_out(const at::Tensor& self, at::IntArrayRef kernel_size, at::IntArrayRef dilation,
+                       at::IntArrayRef padding, at::IntArrayRef stride, at::Tensor& out) {
+  at::Tensor cols = unfold_blocks(self, kernel_size, dilation, padding, stride);
+  at::native::resize_output(out, cols.sizes());
+  return out.copy_(cols);
+}
+
+at::Tensor fold_blocks(const at::Tensor& self, c10::SymIntArrayRef output_size_sym, at::IntArrayRef kernel_size,
+                  at::IntArrayRef dilation, at::IntArrayRef padding, at::IntArrayRef stride) {
+  OpScope s;
+  at::IntArrayRef output_size = C10_AS_INTARRAYREF_SLOW(output_size_sym);
+  TORCH_CHECK(output_size.size() == 2, "col2im: output_size must have 2 values, got ", output_size);
+  TORCH_CHECK((self.dim() == 2 || self.dim() == 3) && self.size(-1) > 0 && self.size(-2) > 0,
+              "Expected 2D or 3D (batch mode) tensor for input with possibly 0 batch size and non-zero dimensions for "
+              "input, but got: ", self.sizes());
+  const bool batched = self.dim() == 3;
+  at::Tensor cols = batched ? self : self.unsqueeze(0);
+  int64_t h = output_size[0], w = output_size[1];
+  Blocks b = blocks("col2im", h, w, kernel_size, dilation, padding, stride);
+  int64_t per_block = b.kh * b.kw;
+  TORCH_CHECK(cols.size(1) % per_block == 0, "Expected size of input's dimension 1 to be divisible by the product of ",
+              "kernel_size, but got input.size(1)=", cols.size(1), " and kernel_size=(", b.kh, ", ", b.kw, ")");
+  TORCH_CHECK(cols.size(2) == b.oh * b.ow, "Given output_size=(", h, ", ", w, "), kernel_size=(", b.kh, ", ", b.kw,
+              "), dilation=(", b.dh, ", ", b.dw, "), padding=(", b.ph, ", ", b.pw, "), stride=(", b.sh, ", ", b.sw,
+              "), expected size of input's dimension 2 to match the calculated number of sliding blocks ", b.oh,
+              " * ", b.ow, " = ", b.oh * b.ow, ", but got input.size(2)=", cols.size(2), ".");
+  int64_t n = cols.size(0), c = cols.size(1) / per_block;
+  int64_t padded_h = h + 2 * b.ph, padded_w = w + 2 * b.pw;
+  at::Tensor plane = at::zeros({n, c, padded_h * padded_w}, cols.options());
+  plane.index_add_(2, block_indices(b, padded_w, cols), cols.reshape({n, c, -1}));
+  at::Tensor image = plane.reshape({n, c, padded_h, padded_w})
+                         .narrow(2, b.ph, h)
+                         .narrow(3, b.pw, w)
+                         .contiguous();
+  return batched ? image : image.squeeze(0);
+}
+
 // -------------------------------------------------------- adaptive pooling ----
 //
 // Adaptive average pooling to (oh, ow): output row i averages input rows
@@ -415,6 +514,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("avg_pool3d.out", avg_pool_nd_out<3>);
   m.impl("avg_pool3d_backward.grad_input", avg_pool_nd_backward_out<3>);
   m.impl("_adaptive_avg_pool2d", adaptive_avg_pool2d);
+  m.impl("im2col", unfold_blocks);
+  m.impl("im2col.out", im2col_out);
+  m.impl("col2im", fold_blocks);
   m.impl("_adaptive_avg_pool2d_backward", adaptive_avg_pool2d_backward);
   m.impl("native_batch_norm", native_batch_norm);
   m.impl("_native_batch_norm_legit", batch_norm_legit);

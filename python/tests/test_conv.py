@@ -145,3 +145,29 @@ def test_batch_norm_legit_forms_match_the_cpu(training):
     check(with_stats, x, w, b, mean, var)  # also compares the updated statistics
     if training:
         check(lambda x, w, b: torch.ops.aten._native_batch_norm_legit.no_stats(x, w, b, True, 0.1, 1e-5), x, w, b)
+
+
+UNFOLD_ARGS = [
+    dict(kernel_size=3),
+    dict(kernel_size=(2, 3), dilation=(2, 1), padding=1, stride=(2, 1)),
+    dict(kernel_size=1, stride=2),
+]
+
+
+@pytest.mark.parametrize("kw", UNFOLD_ARGS, ids=["plain", "dilated_padded_strided", "one_by_one"])
+def test_unfold_and_fold_match_the_cpu_with_gradients(kw):
+    x = rand(2, 3, 7, 6)
+    x[0, 0, 1, 1] = float("nan")  # moved, never multiplied: it stays in its own blocks
+    check(lambda t: F.unfold(t, **kw), x)
+    check(lambda t: F.unfold(t, **kw), rand(3, 7, 6))  # no batch dim
+    check_grad(lambda t: F.unfold(t, **kw), rand(2, 3, 7, 6))
+    cols = F.unfold(rand(2, 3, 7, 6), **kw)
+    check(lambda c: F.fold(c, (7, 6), **kw), cols)
+    check_grad(lambda c: F.fold(c, (7, 6), **kw), cols)
+
+
+def test_unfold_and_fold_refuse_what_the_cpu_refuses():
+    with pytest.raises(RuntimeError, match="must be at least one"):
+        F.unfold(torch.ones(1, 1, 2, 2, device="tpu"), kernel_size=3)
+    with pytest.raises(RuntimeError, match="calculated number of sliding blocks"):
+        F.fold(torch.ones(1, 9, 5, device="tpu"), (4, 4), kernel_size=3)
