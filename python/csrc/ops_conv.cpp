@@ -6,6 +6,7 @@
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <array>
 
 #include "backend.h"
@@ -413,6 +414,73 @@ at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad_output, const at:
   return at::matmul(at::matmul(rows.t(), grad_output.to(at::kFloat)), cols).to(self.scalar_type());
 }
 
+// Adaptive max pooling: each bin's elements gathered (a bin shorter than the
+// longest repeats its last element, which changes neither the maximum nor
+// where it first is), then the maximum and its first position, as the flat
+// index in the input plane PyTorch returns.
+
+// Row (or column) `out_i`'s bin positions [out, longest]: start + a, clamped to
+// the bin's last; and the bins' starts and ends [out, 1].
+struct Bins {
+  at::Tensor positions, start, end;
+  int64_t longest;
+};
+
+Bins bins(int64_t in, int64_t out, const at::Tensor& like) {
+  auto longs = like.options().dtype(at::kLong);
+  int64_t longest = 0;
+  for (int64_t i = 0; i < out; ++i)
+    longest = std::max(longest, (((i + 1) * in + out - 1) / out) - (i * in / out));
+  at::Tensor i = at::arange(out, longs).unsqueeze(1);
+  at::Tensor start = at::floor_divide(i * in, out), end = at::floor_divide((i + 1) * in + (out - 1), out);
+  at::Tensor positions = at::minimum(start + at::arange(longest, longs).unsqueeze(0), end - 1);
+  return {positions, start, end, longest};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> adaptive_max_pool2d_out(const at::Tensor& self, at::IntArrayRef output_size,
+                                                             at::Tensor& out, at::Tensor& indices) {
+  OpScope s;
+  auto o = adaptive_checks(self, output_size);
+  TORCH_CHECK(o[0] > 0 && o[1] > 0, "adaptive_max_pool2d: output_size must be positive, got ", output_size);
+  const bool batched = self.dim() == 4;
+  at::Tensor x = batched ? self : self.unsqueeze(0);
+  int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
+  Bins rows = bins(h, o[0], self), cols = bins(w, o[1], self);
+  at::Tensor gathered = at::index_select(at::index_select(x, 2, rows.positions.reshape({-1})), 3,
+                                         cols.positions.reshape({-1}))
+                            .reshape({n, c, o[0], rows.longest, o[1], cols.longest})
+                            .permute({0, 1, 2, 4, 3, 5})
+                            .reshape({n, c, o[0], o[1], rows.longest * cols.longest});
+  auto [values, k] = at::max(gathered, -1);
+  at::Tensor row = at::minimum(rows.start.view({1, 1, o[0], 1}) + at::floor_divide(k, cols.longest),
+                               rows.end.view({1, 1, o[0], 1}) - 1);
+  at::Tensor col = at::minimum(cols.start.view({1, 1, 1, o[1]}) + at::remainder(k, cols.longest),
+                               cols.end.view({1, 1, 1, o[1]}) - 1);
+  at::Tensor flat = row * w + col;
+  at::native::resize_output(out, batched ? values.sizes() : values.sizes().slice(1));
+  at::native::resize_output(indices, out.sizes());
+  out.copy_(batched ? values : values.squeeze(0));
+  indices.copy_(batched ? flat : flat.squeeze(0));
+  return {out, indices};
+}
+
+std::tuple<at::Tensor, at::Tensor> adaptive_max_pool2d(const at::Tensor& self, at::IntArrayRef output_size) {
+  at::Tensor out = at::empty({0}, self.options()), indices = at::empty({0}, self.options().dtype(at::kLong));
+  adaptive_max_pool2d_out(self, output_size, out, indices);
+  return {out, indices};
+}
+
+at::Tensor& adaptive_max_pool2d_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
+                                             const at::Tensor& indices, at::Tensor& grad_input) {
+  return max_pool_backward_out(2, grad_output, self, indices, grad_input);
+}
+
+at::Tensor adaptive_max_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& self,
+                                        const at::Tensor& indices) {
+  at::Tensor grad_input = at::empty({0}, self.options());
+  return max_pool_backward_out(2, grad_output, self, indices, grad_input);
+}
+
 // ------------------------------------------------------------- batch norm ----
 
 // The runtime's batch norm with its statistics (Tensor::batch_norm_with_stats
@@ -518,6 +586,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("im2col.out", im2col_out);
   m.impl("col2im", fold_blocks);
   m.impl("_adaptive_avg_pool2d_backward", adaptive_avg_pool2d_backward);
+  m.impl("adaptive_max_pool2d", adaptive_max_pool2d);
+  m.impl("adaptive_max_pool2d.out", adaptive_max_pool2d_out);
+  m.impl("adaptive_max_pool2d_backward", adaptive_max_pool2d_backward);
+  m.impl("adaptive_max_pool2d_backward.grad_input", adaptive_max_pool2d_backward_out);
   m.impl("native_batch_norm", native_batch_norm);
   m.impl("_native_batch_norm_legit", batch_norm_legit);
   m.impl("_native_batch_norm_legit.no_stats", batch_norm_legit_no_stats);

@@ -171,3 +171,14 @@ def test_unfold_and_fold_refuse_what_the_cpu_refuses():
         F.unfold(torch.ones(1, 1, 2, 2, device="tpu"), kernel_size=3)
     with pytest.raises(RuntimeError, match="calculated number of sliding blocks"):
         F.fold(torch.ones(1, 9, 5, device="tpu"), (4, 4), kernel_size=3)
+
+
+@pytest.mark.parametrize("shape,out", [
+    ((2, 3, 8, 6), (4, 3)),
+    ((2, 3, 7, 5), (3, 2)),
+    ((3, 8, 6), (4, 3)),
+    ((1, 2, 5, 5), (7, 6)),
+])
+def test_adaptive_max_pool2d_matches_the_cpu_with_indices_and_gradients(shape, out):
+    check(lambda x: F.adaptive_max_pool2d(x, out, return_indices=True), rand(*shape))
+    check_grad(lambda x: F.adaptive_max_pool2d(x, out), rand(*shape))
