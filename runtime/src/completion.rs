@@ -182,14 +182,7 @@ impl Completion {
 
     /// Whether the chunk is known to have run successfully (never blocks).
     pub fn done_ok(&self) -> bool {
-        if let Some(r) = self.result.get() {
-            return r.is_ok();
-        }
-        let ready = match lock(&self.event).as_ref() {
-            Some(e) => e.is_ready().unwrap_or(false),
-            None => true,
-        };
-        ready && self.wait().is_ok()
+        self.finished() && self.wait().is_ok()
     }
 
     /// Whether the chunk has finished, well or not (never blocks).
@@ -200,7 +193,7 @@ impl Completion {
         }
         let ready = lock(&self.event)
             .as_ref()
-            .is_none_or(|e| e.is_ready().unwrap_or(true));
+            .is_none_or(|e| e.is_ready().unwrap_or(false));
         if ready {
             // Ready: this returns at once.
             let _ = self.wait();
