@@ -8,6 +8,9 @@ eager, side by side in one run (part of torch_bench.py):
             backward and the optimizer step are graphs)           -> ms/step
   tiny_call a compiled x + 1 on a [4] tensor, called without a read:
             the call overhead of a graph                          -> us/call
+  dropout   64-256-256-10 with dropout 0.1 after each hidden layer,
+            batch 32, AdamW: the step compiled whole (its graphs draw
+            new keys at each direct call)                          -> ms/step
 
 and, as their own workload "llm", a small Hugging Face causal LM (Llama,
 random weights, built from a config):
@@ -86,6 +89,24 @@ class Step(TrainStep):
         return F.cross_entropy(self.model(self.x), self.y)
 
 
+class DropoutStep(TrainStep):
+    def __init__(self, config, width=256, batch=32, p=0.1):
+        super().__init__(config)
+        torch.manual_seed(0)
+        dev = device_of(config)
+        self.model = nn.Sequential(
+            nn.Linear(64, width), nn.ReLU(), nn.Dropout(p), nn.Linear(width, width), nn.ReLU(), nn.Dropout(p),
+            nn.Linear(width, 10),
+        ).to(dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3)
+        g = torch.Generator().manual_seed(1)
+        self.x = torch.randn(batch, 64, generator=g).to(dev)
+        self.y = torch.randint(0, 10, (batch,), generator=g).to(dev)
+
+    def loss(self):
+        return F.cross_entropy(self.model(self.x), self.y)
+
+
 class TinyCall:
     def __init__(self, config):
         self.x = torch.ones(4, device=device_of(config))
@@ -129,8 +150,11 @@ def side_by_side(makers, burst, rounds):
 
 def run_compiled(quick=False):
     rounds = 2 if quick else 9
-    burst = {"chain": 2 if quick else 10, "mlp": 2 if quick else 3, "tiny_call": 20 if quick else 400}
-    jobs, results = side_by_side({"chain": Chain, "mlp": Step, "tiny_call": TinyCall}, burst, rounds)
+    burst = {"chain": 2 if quick else 10, "mlp": 2 if quick else 3, "tiny_call": 20 if quick else 400,
+             "dropout": 3 if quick else 20}
+    jobs, results = side_by_side(
+        {"chain": Chain, "mlp": Step, "tiny_call": TinyCall, "dropout": DropoutStep}, burst, rounds
+    )
 
     def rate(c):  # chain ops per second
         return [200 / s for s in results["chain"][c]]
@@ -139,6 +163,7 @@ def run_compiled(quick=False):
         "chain_ops_per_s": {c: round(statistics.median(rate(c))) for c in CONFIGS},
         "mlp_ms_per_step": {c: round(statistics.median(results["mlp"][c]) * 1e3, 3) for c in CONFIGS},
         "tiny_call_us": {c: round(statistics.median(results["tiny_call"][c]) * 1e6, 2) for c in CONFIGS},
+        "dropout_ms_per_step": {c: round(statistics.median(results["dropout"][c]) * 1e3, 3) for c in CONFIGS},
         "method": f"{rounds} rounds of bursts {burst}, order rotating; medians; ratios are medians of per-round ratios",
     }
     out["ratios"] = {
@@ -149,6 +174,8 @@ def run_compiled(quick=False):
         "tiny_call_compiled_over_fused_op_time": median_ratio(
             results["tiny_call"]["compiled"], results["tiny_call"]["fused"]
         ),
+        "dropout_compiled_over_fused_time": median_ratio(results["dropout"]["compiled"], results["dropout"]["fused"]),
+        "dropout_compiled_over_cpu_time": median_ratio(results["dropout"]["compiled"], results["dropout"]["cpu"]),
     }
     ref_losses, ref_chain = jobs["mlp", "cpu"].losses, jobs["chain", "cpu"].results
     out["checks"] = {}
@@ -159,10 +186,16 @@ def run_compiled(quick=False):
         out["checks"][f"mlp_{config}_first_loss_matches_cpu"] = abs(first - ref_first) <= 1e-4 * abs(ref_first)
         chain = jobs["chain", config].results
         out["checks"][f"chain_{config}_matches_cpu"] = all(abs(a - b) <= 1e-3 * max(1, abs(b)) for a, b in zip(chain, ref_chain))
+    # Every graph of the compiled dropout step runs directly (3 a step).
+    before = eagertpu.metrics()["direct_graph_calls"]
+    for _ in range(3):
+        jobs["dropout", "compiled"]()
+    out["checks"]["dropout_compiled_graphs_all_direct"] = eagertpu.metrics()["direct_graph_calls"] - before == 9
     rows = [
         ("chain", [out["chain_ops_per_s"][c] for c in CONFIGS], "ops/s"),
         ("mlp step", [out["mlp_ms_per_step"][c] for c in CONFIGS], "ms"),
         ("tiny call (x + 1, no read)", [out["tiny_call_us"][c] for c in CONFIGS], "us"),
+        ("dropout mlp step", [out["dropout_ms_per_step"][c] for c in CONFIGS], "ms"),
     ]
     table("compiled: torch.compile(backend='tpu') vs fused eager vs PyTorch CPU eager", CONFIGS, rows)
     print_ratios(out["ratios"], out["checks"])

@@ -123,8 +123,9 @@ fn direct_counts() -> [u64; 3] {
 }
 
 /// A graph called once through a scope, then captured: its next calls run
-/// its program on new inputs with nothing recorded; other input types, a
-/// random key or an output that is no result of the chunk keep it on scopes.
+/// its program on new inputs (and new keys for its random draws) with
+/// nothing recorded; other input types, keys not one per draw or an output
+/// that is no result of the chunk keep it on scopes.
 fn direct_calls(device: &Device) {
     // (In fused mode: the caller holds it.)
     let host = Host::random(DType::F32, &[64], 7);
@@ -142,7 +143,7 @@ fn direct_calls(device: &Device) {
         let other = Host::random(DType::F32, &[64], seed);
         let before = direct_counts();
         let out = device
-            .graph_call(20, &[other.tensor()])
+            .graph_call(20, &[other.tensor()], &[])
             .unwrap()
             .expect("a direct call");
         let now = direct_counts();
@@ -161,7 +162,7 @@ fn direct_calls(device: &Device) {
     // An input still pending runs first.
     let pending = (&x * 2.0).unwrap();
     let out = device
-        .graph_call(20, &[pending])
+        .graph_call(20, &[pending], &[])
         .unwrap()
         .expect("a direct call");
     let doubled = host.map(DType::F32, |v| v * 2.0);
@@ -173,10 +174,10 @@ fn direct_calls(device: &Device) {
     );
     // Another input type: no direct call (the caller goes through a scope).
     let wide = Host::random(DType::F32, &[32], 9).tensor();
-    assert!(device.graph_call(20, &[wide]).unwrap().is_none());
+    assert!(device.graph_call(20, &[wide], &[]).unwrap().is_none());
     assert!(
         device
-            .graph_call(21, std::slice::from_ref(&x))
+            .graph_call(21, std::slice::from_ref(&x), &[])
             .unwrap()
             .is_none(),
         "never captured"
@@ -206,13 +207,13 @@ fn direct_calls(device: &Device) {
     };
     let before = direct_counts();
     let out = device
-        .graph_call(24, &[table.clone(), rows(&[9, 0])])
+        .graph_call(24, &[table.clone(), rows(&[9, 0])], &[])
         .unwrap()
         .expect("a direct call");
     assert_eq!(direct_counts()[2] - before[2], 1);
     assert_eq!(out[0].to_vec::<f32>().unwrap(), want(&[9, 0]));
     let bad = device
-        .graph_call(24, &[table.clone(), rows(&[3, 12])])
+        .graph_call(24, &[table.clone(), rows(&[3, 12])], &[])
         .unwrap()
         .expect("a direct call");
     let e = bad[0].to_vec::<f32>().unwrap_err().to_string();
@@ -230,7 +231,7 @@ fn direct_calls(device: &Device) {
         } else {
             rows(&[k % 10, 1])
         };
-        match device.graph_call(24, &[table.clone(), ids]) {
+        match device.graph_call(24, &[table.clone(), ids], &[]) {
             Ok(out) => last = out,
             Err(e) => {
                 surfaced = Some(e.to_string());
@@ -244,7 +245,7 @@ fn direct_calls(device: &Device) {
         "{e}"
     );
     let out = device
-        .graph_call(24, &[table.clone(), rows(&[4, 4])])
+        .graph_call(24, &[table.clone(), rows(&[4, 4])], &[])
         .unwrap()
         .expect("a direct call");
     assert_eq!(
@@ -253,16 +254,69 @@ fn direct_calls(device: &Device) {
         "after the error"
     );
 
-    // A random key is a new parameter at every call: not capturable.
+    // Random draws: each direct call takes a key per draw, in the order the
+    // captured call drew them, and samples what an eager draw with that key
+    // samples.
     assert!(device.graph_begin(22).unwrap());
     let r = device.rand_uniform((1, 2), &[64], DType::F32).unwrap();
-    let noisy = (&chain(&x, 2) + &r).unwrap();
+    let s = device.rand_uniform((3, 4), &[64], DType::F32).unwrap();
+    let noisy = (&(&chain(&x, 2) + &r).unwrap() - &s).unwrap();
     device.graph_end().unwrap();
     assert!(
-        !device
+        device
             .graph_capture(22, std::slice::from_ref(&x), &[noisy])
             .unwrap()
     );
+    assert_eq!(device.graph_draws(22).unwrap(), Some(2));
+    assert_eq!(device.graph_draws(21).unwrap(), None, "never captured");
+    assert_eq!(device.graph_draws(20).unwrap(), Some(0));
+    let eager = |k0: (u64, u64), k1: (u64, u64)| {
+        let r = device.rand_uniform(k0, &[64], DType::F32).unwrap();
+        let s = device.rand_uniform(k1, &[64], DType::F32).unwrap();
+        (&(&chain(&x, 2) + &r).unwrap() - &s)
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap()
+    };
+    let mut seen: Vec<Vec<f32>> = vec![];
+    for keys in [[(5, 6), (7, 8)], [(7, 8), (5, 6)], [(9, 10), (11, 12)]] {
+        let before = direct_counts();
+        let out = device
+            .graph_call(22, std::slice::from_ref(&x), &keys)
+            .unwrap()
+            .expect("a direct call");
+        assert_eq!(direct_counts()[2] - before[2], 1);
+        let got = out[0].to_vec::<f32>().unwrap();
+        // (The last bits may differ: the fused program contracts ops.)
+        let apart = |a: &[f32], b: &[f32]| {
+            a.iter()
+                .zip(b)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0.0, f32::max)
+        };
+        assert!(
+            apart(&got, &eager(keys[0], keys[1])) < 1e-5,
+            "keys {keys:?}"
+        );
+        for other in &seen {
+            assert!(
+                apart(&got, other) > 0.1,
+                "keys {keys:?} sampled what other keys did"
+            );
+        }
+        seen.push(got);
+    }
+    // Not one key per draw: no direct call.
+    for keys in [&[(5, 6)][..], &[], &[(1, 2), (3, 4), (5, 6)]] {
+        assert!(
+            device
+                .graph_call(22, std::slice::from_ref(&x), keys)
+                .unwrap()
+                .is_none(),
+            "{} keys",
+            keys.len()
+        );
+    }
     // An output that is not one of the chunk's results (a view made after
     // the call) is not capturable either.
     assert!(device.graph_begin(23).unwrap());

@@ -379,24 +379,40 @@ mod runtime_api {
             unsafe { put(captured, i32::from(ok), "captured") }
         }
 
+        /// The random draws a direct call of captured graph `id` makes (the
+        /// keys `eagertpu_graph_call` takes), or -1 when it has no direct call.
+        fn eagertpu_graph_draws(device: i64, id: u64, draws: *mut i64) {
+            let device = crate::handles::device(device)?;
+            let n = device.graph_draws(id)?.map_or(-1, |n| n as i64);
+            // SAFETY: `draws` is NULL or writable (the caller's contract).
+            unsafe { put(draws, n, "draws") }
+        }
+
         /// Calls captured graph `id` on the `n_inputs` tensors: its program
-        /// runs on their buffers, nothing is recorded, and `n_outputs` new
-        /// handles are written to `outputs`. `called` is 0 (nothing written)
-        /// when the graph has no direct call or the inputs' types differ
-        /// from the captured ones.
+        /// runs on their buffers, with `n_keys` keys (`keys` holds two
+        /// halves each) for its random draws; nothing is recorded, and
+        /// `n_outputs` new handles are written to `outputs`. `called` is 0
+        /// (nothing written) when the graph has no direct call, the inputs'
+        /// types differ from the captured ones, or `n_keys` is not its
+        /// number of draws.
         fn eagertpu_graph_call(
             device: i64,
             id: u64,
             inputs: *const TensorHandle,
             n_inputs: usize,
+            keys: *const u64,
+            n_keys: usize,
             outputs: *mut TensorHandle,
             n_outputs: usize,
             called: *mut i32,
         ) {
             let device = crate::handles::device(device)?;
-            // SAFETY: `inputs` as documented.
-            let ins = unsafe { crate::handles::tensors(inputs, n_inputs, "inputs")? };
-            let results = device.graph_call(id, &ins)?;
+            // SAFETY: `inputs` and `keys` as documented.
+            let (ins, halves) = unsafe {
+                (crate::handles::tensors(inputs, n_inputs, "inputs")?, crate::handles::dims(keys.cast::<i64>(), 2 * n_keys, "keys")?)
+            };
+            let keys: Vec<(u64, u64)> = halves.chunks_exact(2).map(|k| (k[0] as u64, k[1] as u64)).collect();
+            let results = device.graph_call(id, &ins, &keys)?;
             let Some(results) = results.filter(|r| r.len() == n_outputs) else {
                 // SAFETY: `called` is NULL or writable.
                 return unsafe { put(called, 0, "called") };

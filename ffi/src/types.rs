@@ -154,6 +154,7 @@ c_types! {
     *const c_void => "const void*",
     *mut c_void => "void*",
     *const i64 => "const int64_t*",
+    *const u64 => "const uint64_t*",
     *const *const i64 => "const int64_t* const*",
     *const f64 => "const double*",
     *mut i64 => "int64_t*",

@@ -209,4 +209,17 @@ const at::Generator& default_generator(c10::DeviceIndex index);
 // A new tpu generator (`torch.Generator(device="tpu")`).
 at::Generator new_generator(c10::DeviceIndex index);
 
+// The keys of `n` draws from device `index`'s default generator, taken in
+// one step (as n kernels drawing one after another would take them): two
+// halves each, in order; `counter` is the generator's counter before them.
+struct DrawnKeys {
+  std::vector<uint64_t> halves;
+  uint64_t counter = 0;
+};
+DrawnKeys draw_keys(c10::DeviceIndex index, size_t n);
+
+// Gives drawn keys back (a call that did not use them): the generator's
+// counter goes back to before them, unless something drew after them.
+void return_keys(c10::DeviceIndex index, const DrawnKeys& keys);
+
 }  // namespace etpu

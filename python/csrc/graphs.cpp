@@ -83,7 +83,7 @@ std::vector<etpu_tensor> raw(const std::vector<Handle>& handles) {
 // input does not need): views of inputs, or of new allocations whose
 // contents the program computed. False when it cannot: a tensor not on the
 // device, or a program the runtime cannot call directly (its results not
-// those allocations' contents, a random key, a donation).
+// those allocations' contents, a donation).
 bool graph_capture(int64_t device, uint64_t id, const std::vector<at::Tensor>& inputs,
                    const std::vector<std::optional<at::Tensor>>& outputs) {
   OpScope scope;
@@ -167,14 +167,31 @@ std::pair<bool, std::vector<std::optional<at::Tensor>>> graph_run(int64_t device
     if (spec.shares >= 0 && !inputs[k].storage().is_alias_of(inputs[spec.shares].storage())) return {false, {}};
   }
   OpScope scope;
+  int64_t draws = -1;
+  check(eagertpu_graph_draws(device, id, &draws));
+  if (draws < 0) return {false, {}};
   std::vector<Handle> in;
   in.reserve(inputs.size());
   for (const at::Tensor& t : inputs) in.push_back(contents(t));
   std::vector<etpu_tensor> in_raw = raw(in);
   std::vector<etpu_tensor> results(captured->results, 0);
+  // The graph's random draws take their keys from the device's default
+  // generator, as its kernels did in the call it was captured from: the same
+  // samples as an eager call at this point of the generator's stream.
+  auto index = static_cast<c10::DeviceIndex>(device);
+  DrawnKeys keys = draw_keys(index, static_cast<size_t>(draws));
   int32_t called = 0;
-  check(eagertpu_graph_call(device, id, in_raw.data(), in_raw.size(), results.data(), results.size(), &called));
-  if (called == 0) return {false, {}};
+  try {
+    check(eagertpu_graph_call(device, id, in_raw.data(), in_raw.size(), keys.halves.data(), keys.halves.size() / 2,
+                              results.data(), results.size(), &called));
+  } catch (...) {
+    return_keys(index, keys);
+    throw;
+  }
+  if (called == 0) {
+    return_keys(index, keys);
+    return {false, {}};
+  }
   std::vector<Handle> owned;
   owned.reserve(results.size());
   for (etpu_tensor r : results) owned.emplace_back(r);

@@ -93,6 +93,28 @@ const at::Generator& default_generator(c10::DeviceIndex index) {
 
 at::Generator new_generator(c10::DeviceIndex index) { return at::make_generator<TpuGenerator>(index); }
 
+DrawnKeys draw_keys(c10::DeviceIndex index, size_t n) {
+  at::Generator g = default_generator(index);
+  std::lock_guard<std::mutex> lock(g.mutex());
+  auto* gen = at::check_generator<TpuGenerator>(g);
+  DrawnKeys keys;
+  keys.counter = gen->get_offset();
+  keys.halves.reserve(2 * n);
+  for (size_t i = 0; i < n; i++) {
+    auto [k0, k1] = gen->next_key();
+    keys.halves.push_back(k0);
+    keys.halves.push_back(k1);
+  }
+  return keys;
+}
+
+void return_keys(c10::DeviceIndex index, const DrawnKeys& keys) {
+  at::Generator g = default_generator(index);
+  std::lock_guard<std::mutex> lock(g.mutex());
+  auto* gen = at::check_generator<TpuGenerator>(g);
+  if (gen->get_offset() == keys.counter + keys.halves.size() / 2) gen->set_offset(keys.counter);
+}
+
 namespace {
 
 // The key of the next draw of `gen`, or of `like`'s device's default generator.

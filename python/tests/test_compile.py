@@ -152,6 +152,64 @@ def test_a_compiled_training_step_with_adamw_runs_each_graph_directly(mode, no_f
         assert since(before)["direct"] == 3 * 3, since(before)
 
 
+def test_a_compiled_step_with_dropout_runs_directly_and_samples_as_eager(mode, no_fallbacks):
+    # Dropout in a compiled training step: after the first call each graph
+    # runs directly, drawing new keys from the tpu generator in the order
+    # its kernels drew them; so the losses, the weights and the generator's
+    # state are those of the same step run eagerly from the same seed.
+    def train(compiled):
+        torch.manual_seed(0)
+        model = nn.Sequential(
+            nn.Linear(6, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 16), nn.ReLU(), nn.Dropout(0.5),
+            nn.Linear(16, 3),
+        ).to("tpu")
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        g = torch.Generator().manual_seed(1)
+        x, y = tpu(torch.randn(8, 6, generator=g)), tpu(torch.randn(8, 3, generator=g))
+
+        def step():
+            opt.zero_grad()
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        run = torch.compile(step, backend="tpu") if compiled else step
+        torch.tpu.manual_seed(7)
+        before = counts()
+        losses = [run().item() for _ in range(6)]
+        return losses, list(model.parameters()), torch.tpu.get_rng_state(), since(before)
+
+    want, want_weights, want_state, _ = train(False)
+    got, weights, state, calls = train(True)
+    assert got == pytest.approx(want, rel=1e-5)
+    for p, q in zip(weights, want_weights):
+        assert_same(p, q.cpu(), rtol=1e-5, atol=1e-6)
+    assert torch.equal(state, want_state), "the compiled steps drew as many keys as the eager ones"
+    # The masks do change from step to step: the eager losses are not those
+    # of one fixed mask (they would be with a key compiled in).
+    assert len(set(want)) == len(want)
+    if mode != "debug":
+        assert calls["direct"] == 5 * 3, calls
+
+
+def test_compiled_dropout_draws_a_new_mask_at_every_call(mode):
+    p = 0.25
+    drop = torch.compile(lambda x: F.dropout(x, p, training=True), backend="tpu")
+    ones = tpu(torch.ones(64, 64))
+    masks = []
+    for _ in range(4):
+        out = drop(ones).cpu()
+        # Kept elements scaled by 1 / (1 - p), the rest zero.
+        assert torch.all((out == 0) | torch.isclose(out, torch.tensor(1 / (1 - p)))), out.unique()
+        kept = (out != 0).float().mean().item()
+        assert abs(kept - (1 - p)) < 0.03, kept  # 4096 draws: sd 0.007
+        masks.append(out != 0)
+    for i in range(4):
+        for j in range(i):
+            assert not torch.equal(masks[i], masks[j]), (i, j)
+
+
 def test_inputs_sharing_an_allocation_at_capture_must_share_it_to_run_directly(mode):
     # Captured with a and b one allocation (b = a.t()), the program reads
     # both from it; called with two allocations (dynamo does not recompile),

@@ -21,11 +21,18 @@
 //! so its program computes the same flag at every call, and a direct call
 //! hands the flag it computed, with the checks of its first call, to that
 //! read.
+//!
+//! A graph that draws random numbers (dropout) is called directly too: its
+//! draws' keys are parameters of its program (`Recorder::key`: two halves
+//! per draw, in the order drawn), and each direct call takes as many new
+//! keys from its caller as the captured call drew ([`Stream::graph_draws`]),
+//! so every call samples anew and a caller drawing them from the generator
+//! the graph's kernels would have used gets the samples an eager call gets.
 
 use std::sync::Arc;
 
 use fusion::policy::CutReason;
-use fusion::{Graph, Op, TensorType};
+use fusion::{DType, Graph, Op, Scalar, TensorType};
 
 use super::checks::{IndexCheck, IndexChecks, UNREAD_FLAGS};
 use super::launch::Param;
@@ -58,17 +65,17 @@ pub(super) struct GraphScope {
     last: Option<GraphLaunch>,
 }
 
-/// A graph call's chunk as it ran: its program, its parameters' values and
-/// buffers, the values it exported, in order.
+/// A graph call's chunk as it ran: its program, its parameters (value,
+/// buffer, whether an RNG key), the values it exported, in order.
 pub(super) struct GraphLaunch {
     id: u64,
     program: Arc<Program>,
-    params: Vec<(Option<Arc<Value>>, Arc<Buffer>)>,
+    params: Vec<(Option<Arc<Value>>, Arc<Buffer>, bool)>,
     exports: Vec<Arc<Value>>,
     blame: Blame,
-    /// No RNG key, no donation, and its index checks (if any) all in the
-    /// flag it exports: the program computes the same function of the same
-    /// parameters at every call.
+    /// No donation, and its index checks (if any) all in the flag it
+    /// exports: the program computes the same function of its parameters at
+    /// every call (an RNG key among them is new at each call).
     pure: bool,
     index: Option<ExportedFlag>,
 }
@@ -86,6 +93,8 @@ enum Source {
     Input(usize),
     /// A lifted scalar (a constant of the graph: an index check's number).
     Constant(Arc<Buffer>),
+    /// Half `.1` (0 or 1) of the key of the call's draw `.0`.
+    Key(usize, usize),
 }
 
 /// What a graph output is: a program output, or one of the inputs.
@@ -104,6 +113,8 @@ pub(super) struct DirectCall {
     out_types: Vec<TensorType>,
     blame: Blame,
     index: Option<ExportedFlag>,
+    /// The random draws of a call (each takes a new key).
+    draws: usize,
 }
 
 impl Stream {
@@ -187,7 +198,8 @@ impl Stream {
         }
         let position = |v: &Arc<Value>| inputs.iter().position(|i| Arc::ptr_eq(i, v));
         let mut params = Vec::with_capacity(last.params.len());
-        for (value, buffer) in &last.params {
+        let mut halves = 0;
+        for (value, buffer, key) in &last.params {
             params.push(match value {
                 // A tensor that is not an input (a constant the graph holds):
                 // not known to stay the same, so no direct call.
@@ -195,8 +207,18 @@ impl Stream {
                     Some(k) => Source::Input(k),
                     None => return Ok(false),
                 },
+                // The halves of each draw's key are lifted in order.
+                None if *key => {
+                    halves += 1;
+                    Source::Key((halves - 1) / 2, (halves - 1) % 2)
+                }
                 None => Source::Constant(buffer.clone()),
             });
+        }
+        if halves % 2 != 0 {
+            return Err(Error::Internal(format!(
+                "compiled graph {id}: its chunk lifted {halves} RNG key halves, expected two per draw"
+            )));
         }
         let mut outs = Vec::with_capacity(outputs.len());
         for o in outputs {
@@ -216,6 +238,7 @@ impl Stream {
             out_types: last.exports.iter().map(|v| v.ty.clone()).collect(),
             blame: last.blame,
             index: last.index,
+            draws: halves / 2,
         };
         if st.direct_calls.len() >= MAX_GRAPHS {
             st.direct_calls.clear();
@@ -224,16 +247,28 @@ impl Stream {
         Ok(true)
     }
 
+    /// How many random draws a direct call of graph `id` makes (the keys
+    /// [`Stream::graph_call`] takes); `None` when it has no direct call.
+    pub fn graph_draws(&self, rt: &Runtime, id: u64) -> Option<usize> {
+        if rt.effective_mode() == Mode::Debug {
+            return None;
+        }
+        let st = lock(&self.state);
+        st.direct_calls.get(&id).map(|c| c.draws)
+    }
+
     /// Calls graph `id` directly: its program runs on `inputs`' buffers
-    /// (launching those still pending first), nothing is recorded, and the
-    /// outputs come back. `None` when the graph has no direct call or the
-    /// inputs' types are not those it was captured with (the caller then
-    /// calls it through a graph scope).
+    /// (launching those still pending first) with `keys` for its random
+    /// draws, nothing is recorded, and the outputs come back. `None` when
+    /// the graph has no direct call, the inputs' types are not those it was
+    /// captured with, or `keys` are not one per draw (the caller then calls
+    /// it through a graph scope).
     pub fn graph_call(
         &self,
         rt: &Runtime,
         id: u64,
         inputs: &[Arc<Value>],
+        keys: &[(u64, u64)],
     ) -> Result<Option<Vec<Arc<Value>>>> {
         if rt.effective_mode() == Mode::Debug {
             return Ok(None);
@@ -245,6 +280,7 @@ impl Stream {
         };
         if inputs.len() != call.inputs.len()
             || inputs.iter().zip(&call.inputs).any(|(v, t)| v.ty != *t)
+            || keys.len() != call.draws
         {
             return Ok(None);
         }
@@ -267,12 +303,26 @@ impl Stream {
                 )
             })?);
         }
+        // The bits of each key half, as the int64 the program takes.
+        let mut halves = Vec::with_capacity(2 * keys.len());
+        for &(k0, k1) in keys {
+            for half in [k0, k1] {
+                halves.push(self.lifted_scalar(
+                    rt,
+                    &mut st,
+                    Scalar::Int(half as i64),
+                    DType::I64,
+                    true,
+                )?);
+            }
+        }
         let buffers: Vec<&Buffer> = call
             .params
             .iter()
             .map(|p| match p {
                 Source::Input(k) => launched[*k].0.as_ref(),
                 Source::Constant(b) => b.as_ref(),
+                Source::Key(draw, half) => halves[2 * draw + half].as_ref(),
             })
             .collect();
         let (outputs, event) = call
@@ -336,23 +386,42 @@ impl Stream {
                 checks: checks.into(),
             })
         });
-        // Lifted scalars are RNG keys, new at each call, and the numbers of
-        // index checks, the same at each call (numbered within the scope).
-        let pure = graph.num_aliases() == 0
-            && launches
-                .iter()
-                .all(|l| !matches!(l.node.op, Op::RandUniform { .. }))
-            && (index.is_some() || !checked);
+        // Lifted scalars are RNG keys, new at each call (taken by the direct
+        // call), and the numbers of index checks, the same at each call
+        // (numbered within the scope).
+        let pure = graph.num_aliases() == 0 && (index.is_some() || !checked);
         let Some(scope) = st.trace.graph.as_mut() else {
             return;
         };
+        // Which lifted scalars are halves of RNG keys (read by a draw), not
+        // index checks' numbers: each lifted node is a parameter of its own,
+        // in the chunk's order.
+        let mut read_by_draw = vec![false; launches.len()];
+        for l in launches {
+            if matches!(l.node.op, Op::RandUniform { .. }) {
+                for &k in l.from.iter().flatten() {
+                    read_by_draw[k as usize] = true;
+                }
+            }
+        }
+        let mut drawn = launches
+            .iter()
+            .zip(&read_by_draw)
+            .filter(|(l, _)| l.node.lift)
+            .map(|(_, &drawn)| drawn);
         scope.launched += 1;
         scope.last = Some(GraphLaunch {
             id: scope.id,
             program: program.clone(),
             params: params
                 .iter()
-                .map(|p| (p.value.clone(), p.buffer.clone()))
+                .map(|p| {
+                    (
+                        p.value.clone(),
+                        p.buffer.clone(),
+                        p.lift && drawn.next() == Some(true),
+                    )
+                })
                 .collect(),
             exports,
             blame: launches

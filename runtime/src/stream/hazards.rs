@@ -224,6 +224,7 @@ mod tests {
                 value: None,
                 buffer: Arc::clone(b),
                 done: None,
+                lift: false,
             })
             .collect()
     }

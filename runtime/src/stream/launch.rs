@@ -41,11 +41,14 @@ impl Launched {
 }
 
 /// A parameter of a chunk: an input buffer, and the value it came from
-/// (none for a lifted scalar).
+/// (none for a lifted scalar); `lift`: a scalar that is always a
+/// parameter of its own (`Recorder::key`: half an RNG key, or an index
+/// check's number).
 pub(super) struct Param {
     pub(super) value: Option<Arc<Value>>,
     pub(super) buffer: Arc<Buffer>,
     pub(super) done: Option<Arc<Completion>>,
+    pub(super) lift: bool,
 }
 
 impl Stream {
@@ -242,6 +245,7 @@ impl Stream {
                                 value: None,
                                 buffer,
                                 done: None,
+                                lift: node.lift,
                             });
                             if !node.lift {
                                 lifted.insert(key, (p, params.len() as u32 - 1));
@@ -280,6 +284,7 @@ impl Stream {
                             value: Some(input.clone()),
                             buffer,
                             done,
+                            lift: false,
                         });
                         param_ids.insert(addr, (id, params.len() as u32 - 1, 1));
                         inputs.push(id);
@@ -379,8 +384,9 @@ impl Stream {
     }
 
     /// The buffer of a scalar lifted to a parameter (`key`: an RNG key),
-    /// counted; the full path and a replayed chunk both take it here.
-    fn lifted_scalar(
+    /// counted; the full path, a replayed chunk and a graph's direct call
+    /// all take it here.
+    pub(super) fn lifted_scalar(
         &self,
         rt: &Runtime,
         st: &mut StreamState,

@@ -194,6 +194,7 @@ impl Plan {
                             value: None,
                             buffer: scalar(*value, ty.dtype, node.lift)?,
                             done: None,
+                            lift: node.lift,
                         });
                         scalars.push(Some(key));
                     } else if node.lift || scalars.get(p as usize) != Some(&Some(key)) {
@@ -224,6 +225,7 @@ impl Plan {
                                 value: Some(input.clone()),
                                 buffer,
                                 done,
+                                lift: false,
                             });
                             scalars.push(None);
                         } else if at.get(&addr) != Some(&p) {

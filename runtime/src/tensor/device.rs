@@ -71,21 +71,35 @@ impl Device {
 
     /// After a call of graph `id` through a scope, with the tensors it read
     /// and returned: makes its later calls direct ([`Device::graph_call`])
-    /// if that call ran as one chunk of the graph's own ops (no random key,
-    /// no index check) whose parameters were those inputs and scalars and
-    /// whose results are those outputs. True if it did.
+    /// if that call ran as one chunk of the graph's own ops (no donation;
+    /// index checks in the flag it exports) whose parameters were those
+    /// inputs, scalars and random keys, and whose results are those outputs.
+    /// True if it did.
     pub fn graph_capture(&self, id: u64, inputs: &[Tensor], outputs: &[Tensor]) -> Result<bool> {
         let values = |ts: &[Tensor]| ts.iter().map(|t| t.value.clone()).collect::<Vec<_>>();
         self.stream
             .graph_capture(context::get()?, id, &values(inputs), &values(outputs))
     }
 
-    /// Calls captured graph `id` directly: its program runs on `inputs`,
+    /// How many random draws a direct call of captured graph `id` makes:
+    /// the keys [`Device::graph_call`] takes. `None` if it has no direct call.
+    pub fn graph_draws(&self, id: u64) -> Result<Option<usize>> {
+        Ok(self.stream.graph_draws(context::get()?, id))
+    }
+
+    /// Calls captured graph `id` directly: its program runs on `inputs`, with
+    /// `keys` (one per draw, [`Device::graph_draws`]) for its random draws;
     /// nothing is recorded. `None` if it has no direct call, or the inputs'
-    /// types differ from the captured ones (call it through a scope then).
-    pub fn graph_call(&self, id: u64, inputs: &[Tensor]) -> Result<Option<Vec<Tensor>>> {
+    /// types differ from the captured ones, or the keys are not one per draw
+    /// (call it through a scope then).
+    pub fn graph_call(
+        &self,
+        id: u64,
+        inputs: &[Tensor],
+        keys: &[(u64, u64)],
+    ) -> Result<Option<Vec<Tensor>>> {
         let values: Vec<_> = inputs.iter().map(|t| t.value.clone()).collect();
-        let outputs = self.stream.graph_call(context::get()?, id, &values)?;
+        let outputs = self.stream.graph_call(context::get()?, id, &values, keys)?;
         Ok(outputs.map(|vs| {
             vs.into_iter()
                 .map(|v| Tensor::new(v, self.stream))
