@@ -377,7 +377,13 @@ etpu_status etpu_check_distributed_store(int64_t timeout_ms);
   X(erf, FLOAT, out) \
   X(logical_not, BOOL, out) \
   X(isnan, BOOL, none) \
-  X(bitwise_not, INTEGRAL, out)
+  X(bitwise_not, INTEGRAL, out) \
+  X(erfc, FLOAT, out) \
+  X(lgamma, FLOAT, out) \
+  X(digamma, FLOAT, out) \
+  X(asinh, FLOAT, out) \
+  X(acosh, FLOAT, out) \
+  X(atanh, FLOAT, out)
 #define ETPU_BINARY_OPS(X) \
   X(add, PROMOTED, none, none) \
   X(sub, PROMOTED_NUMERIC, none, none) \
@@ -400,7 +406,8 @@ etpu_status etpu_check_distributed_store(int64_t timeout_ms);
   X(logical_xor, BOOL, out, none) \
   X(bitwise_and, INTEGRAL, Tensor_out, none) \
   X(bitwise_or, INTEGRAL, Tensor_out, none) \
-  X(bitwise_xor, INTEGRAL, Tensor_out, none)
+  X(bitwise_xor, INTEGRAL, Tensor_out, none) \
+  X(polygamma, FLOAT, none, none)
 /* END elementwise op lists */
 
 /* op: a name of ETPU_UNARY_OPS. */

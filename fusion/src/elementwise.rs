@@ -90,6 +90,19 @@ macro_rules! for_each_unary_op {
             IsNan isnan Bool none,
             /// `~x`: each bit flipped; for bools, logical not.
             BitwiseNot bitwise_not Integral out,
+            /// `1 - erf(x)`, accurate where erf(x) is near 1.
+            Erfc erfc Float out,
+            /// `ln |gamma(x)|` (+inf at the poles, 0 and the negative integers).
+            Lgamma lgamma Float out,
+            /// The derivative of lgamma: -inf at +0 and +inf at -0, NaN at
+            /// the negative integers, as PyTorch.
+            Digamma digamma Float out,
+            /// The inverse hyperbolic sine.
+            Asinh asinh Float out,
+            /// The inverse hyperbolic cosine (NaN below 1).
+            Acosh acosh Float out,
+            /// The inverse hyperbolic tangent (+-inf at +-1, NaN beyond).
+            Atanh atanh Float out,
         }
     };
 }
@@ -126,6 +139,9 @@ macro_rules! for_each_binary_op {
             BitAnd bitwise_and Integral Tensor_out none,
             BitOr bitwise_or Integral Tensor_out none,
             BitXor bitwise_xor Integral Tensor_out none,
+            /// `polygamma(n, x)`, the n-th derivative of digamma (n a
+            /// non-negative integer, the left operand).
+            Polygamma polygamma Float none none,
         }
     };
 }

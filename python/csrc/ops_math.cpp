@@ -115,6 +115,15 @@ at::Tensor& logaddexp2_out(const at::Tensor& self, const at::Tensor& other, at::
   return out;
 }
 
+// polygamma(n, x): the runtime's table op (CHLO's polygamma), n the left
+// operand; digamma's backward (n = 1) lands here.
+at::Tensor& polygamma_out(int64_t n, const at::Tensor& self, at::Tensor& out) {
+  OpScope s;
+  TORCH_CHECK(n >= 0, "polygamma(n, x) does not support negative n.");
+  pointwise("polygamma", {at::Scalar(n), self}, out);
+  return out;
+}
+
 // isin: each element compared with every test element by the runtime (what
 // generate() asks at every token: are the new tokens end-of-sequence ones).
 at::Tensor& isin_out(const at::Tensor& elements, const at::Tensor& test, bool /*assume_unique*/, bool invert,
@@ -449,6 +458,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gru_cell_
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   using namespace etpu;
   m.impl("exp2.out", exp2_out);
+  m.impl("polygamma.out", polygamma_out);
   m.impl("log2.out", log2_out);
   m.impl("log10.out", log10_out);
   m.impl("expm1.out", expm1_out);

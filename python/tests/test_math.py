@@ -227,3 +227,61 @@ def test_nansum_and_nanmean_skip_nans_as_the_cpu(fn):
     check(lambda t: fn(t, dim=1, dtype=torch.float64), x)
     if fn is torch.nansum:
         check(fn, torch.arange(6).reshape(2, 3))
+
+
+# Edge values of the special functions: poles (0, negative integers), signed
+# zeros, the edges of the inverse hyperbolics' domains, large arguments,
+# infinities and NaN.
+SPECIAL_EDGES = [0.0, -0.0, -1.0, -2.0, -2.5, -0.5, 0.5, 1.0, 1.5, 2.0, 3.7, 10.0, 30.0, 171.5, -9.25,
+                 float("inf"), float("-inf"), float("nan"), 1e-6, -1e-6, 0.999, -0.999, 5.0, -5.0]
+
+
+@pytest.mark.parametrize("name", ["lgamma", "digamma", "erfc", "asinh", "acosh", "atanh"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_special_functions_match_the_cpu_at_their_edges(name, dtype):
+    fn = getattr(torch, name)
+    low, high = {"acosh": (1.0, 6.0), "atanh": (-0.95, 0.95), "lgamma": (-4.0, 8.0), "digamma": (-4.0, 8.0)}.get(
+        name, (-3.0, 3.0)
+    )
+    x = rand(4, 9, dtype=dtype, low=low, high=high)
+    tol = {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {"rtol": 1e-4, "atol": 1e-5}
+    if dtype == torch.float64:
+        tol = {"rtol": 1e-9, "atol": 1e-12}
+    check(fn, x, **tol)
+    edges = torch.tensor(SPECIAL_EDGES, dtype=dtype)
+    check(fn, edges, **tol)
+    check(lambda t: getattr(t.clone(), name + "_")(), x, **tol)
+
+
+def test_special_functions_of_integers_are_float_and_digamma_keeps_pytorchs_poles():
+    ints = torch.tensor([-3, -1, 0, 1, 2, 7, 20])
+    for fn in (torch.lgamma, torch.digamma, torch.erfc, torch.asinh):
+        out = check(fn, ints, rtol=1e-5, atol=1e-6)
+        assert out.dtype == torch.float32
+    # PyTorch: digamma(+0) = -inf, digamma(-0) = +inf, NaN at the negative integers.
+    got = torch.digamma(torch.tensor([0.0, -0.0, -1.0, -4.0]).to("tpu")).cpu()
+    assert got[0] == float("-inf") and got[1] == float("inf") and got[2:].isnan().all(), got
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3])
+def test_polygamma_matches_the_cpu(n):
+    x = rand(3, 8, low=0.2, high=6.0)
+    check(lambda t: torch.polygamma(n, t), x, rtol=1e-4, atol=1e-5)
+    check(lambda t: torch.polygamma(n, t), x.double(), rtol=1e-8, atol=1e-10)
+    check(lambda t: t.clone().polygamma_(n), x, rtol=1e-4, atol=1e-5)
+    # The poles: digamma's for n = 0, (-1)^(n+1) inf beyond (PyTorch's
+    # trigamma is inf at zero only).
+    poles = torch.tensor([0.0, -0.0] if n == 1 else [0.0, -0.0, -1.0, -2.0, -3.0])
+    check(lambda t: torch.polygamma(n, t), poles)
+    with pytest.raises(RuntimeError, match="negative n"):
+        torch.polygamma(-1, x.to("tpu"))
+
+
+@pytest.mark.parametrize("name", ["lgamma", "digamma", "erfc", "asinh", "acosh", "atanh", "mvlgamma"])
+def test_special_function_gradients_match_the_cpu(name):
+    # lgamma's backward is digamma, digamma's is polygamma(1, x): all on the device.
+    fn = (lambda t: torch.mvlgamma(t, 3)) if name == "mvlgamma" else getattr(torch, name)
+    low, high = {"acosh": (1.1, 5.0), "atanh": (-0.9, 0.9), "mvlgamma": (1.5, 5.0), "digamma": (0.3, 5.0)}.get(
+        name, (-2.2, 3.0)
+    )
+    check_grad(fn, rand(6, low=low, high=high), rtol=1e-4, atol=1e-5)

@@ -30,7 +30,7 @@ pub(super) fn unary(e: &mut Emitter, u: UnaryOp, x: &V, out: TensorType) -> V {
         Sigmoid => e.unary("stablehlo.logistic", &xf),
         Sin => e.unary("stablehlo.sine", &xf),
         Cos => e.unary("stablehlo.cosine", &xf),
-        Erf => erf(e, &xf),
+        Erf => wide_unary(e, "chlo.erf", &xf),
         Relu => {
             let zero = e.splat(0, x);
             e.maximum(x, &zero)
@@ -38,7 +38,7 @@ pub(super) fn unary(e: &mut Emitter, u: UnaryOp, x: &V, out: TensorType) -> V {
         Gelu => {
             // x * 0.5 * (1 + erf(x / sqrt(2)))
             let scaled = e.binary_const("stablehlo.multiply", &xf, SQRT_1_2);
-            let erf = erf(e, &scaled);
+            let erf = wide_unary(e, "chlo.erf", &scaled);
             let one_plus = e.binary_const("stablehlo.add", &erf, 1.0);
             let half_x = e.binary_const("stablehlo.multiply", &xf, 0.5);
             e.mul(&half_x, &one_plus)
@@ -75,18 +75,40 @@ pub(super) fn unary(e: &mut Emitter, u: UnaryOp, x: &V, out: TensorType) -> V {
         IsNan => e.constant(Scalar::Bool(false), out),
         // On i1, stablehlo.not is logical not; on integers, bitwise.
         BitwiseNot => e.unary("stablehlo.not", x),
+        Erfc => wide_unary(e, "chlo.erfc", &xf),
+        Lgamma => wide_unary(e, "chlo.lgamma", &xf),
+        Digamma => digamma(e, &xf),
+        Asinh => wide_unary(e, "chlo.asinh", &xf),
+        Acosh => wide_unary(e, "chlo.acosh", &xf),
+        Atanh => wide_unary(e, "chlo.atanh", &xf),
     }
 }
 
-/// `chlo.erf`, computed in f32 for 16-bit floats.
-fn erf(e: &mut Emitter, x: &V) -> V {
+/// `name` (a CHLO function) of `x`, computed in f32 for 16-bit floats.
+fn wide_unary(e: &mut Emitter, name: &str, x: &V) -> V {
     let d = x.ty.dtype;
     if matches!(d, DType::F16 | DType::BF16) {
         let wide = e.convert(x, DType::F32);
-        let r = e.unary("chlo.erf", &wide);
+        let r = e.unary(name, &wide);
         return e.convert(&r, d);
     }
-    e.unary("chlo.erf", x)
+    e.unary(name, x)
+}
+
+/// `chlo.digamma`, with PyTorch's values at zero: -inf at +0, +inf at -0
+/// (CHLO gives NaN at every non-positive integer).
+fn digamma(e: &mut Emitter, x: &V) -> V {
+    let psi = wide_unary(e, "chlo.digamma", x);
+    let zero = e.splat(0, x);
+    let at_zero = e.compare(Cmp::Eq, x, &zero);
+    // 1 / x is +inf at +0 and -inf at -0.
+    let one = e.splat(1.0, x);
+    let inverse = e.div(&one, x);
+    let positive_zero = e.compare(Cmp::Gt, &inverse, &zero);
+    let neg_inf = e.splat(f64::NEG_INFINITY, x);
+    let inf = e.splat(f64::INFINITY, x);
+    let pole = e.select(&positive_zero, &neg_inf, &inf);
+    e.select(&at_zero, &pole, &psi)
 }
 
 /// Converts and broadcasts an operand to the compute type and output shape.
@@ -98,7 +120,7 @@ fn operand(e: &mut Emitter, x: &V, dtype: DType, shape: &[i64]) -> V {
 pub(super) fn binary(e: &mut Emitter, b: BinaryOp, l: &V, r: &V, out: TensorType) -> V {
     use BinaryOp::*;
     let compute = match b {
-        Div | Atan2 => out.dtype,
+        Div | Atan2 | Polygamma => out.dtype,
         LogicalAnd | LogicalOr | LogicalXor => DType::Bool,
         _ => binary_compute_dtype(&l.ty, &r.ty),
     };
@@ -130,7 +152,42 @@ pub(super) fn binary(e: &mut Emitter, b: BinaryOp, l: &V, r: &V, out: TensorType
         LogicalAnd | BitAnd => e.binary("stablehlo.and", &a, &c),
         LogicalOr | BitOr => e.binary("stablehlo.or", &a, &c),
         LogicalXor | BitXor => e.binary("stablehlo.xor", &a, &c),
+        Polygamma => polygamma(e, &a, &c),
     }
+}
+
+/// `polygamma(n, x)` (CHLO's), with PyTorch's values at the poles (the
+/// non-positive integers, where CHLO gives NaN): digamma's for n = 0, else
+/// `(-1)^(n+1) inf`.
+fn polygamma(e: &mut Emitter, n: &V, x: &V) -> V {
+    let psi = wide_binary(e, "chlo.polygamma", n, x);
+    let zero = e.splat(0, x);
+    let floored = e.unary("stablehlo.floor", x);
+    let integral = e.compare(Cmp::Eq, x, &floored);
+    let non_positive = e.compare(Cmp::Le, x, &zero);
+    let pole = e.binary("stablehlo.and", &integral, &non_positive);
+    let two = e.splat(2, n);
+    let parity = e.binary("stablehlo.remainder", n, &two);
+    let odd = e.compare(Cmp::Ne, &parity, &zero);
+    let inf = e.splat(f64::INFINITY, x);
+    let neg_inf = e.splat(f64::NEG_INFINITY, x);
+    let infinite = e.select(&odd, &inf, &neg_inf);
+    let n_zero = e.compare(Cmp::Eq, n, &zero);
+    let psi0 = digamma(e, x);
+    let at_pole = e.select(&n_zero, &psi0, &infinite);
+    e.select(&pole, &at_pole, &psi)
+}
+
+/// `name` (a binary CHLO function) of `a` and `b`, computed in f32 for
+/// 16-bit floats.
+fn wide_binary(e: &mut Emitter, name: &str, a: &V, b: &V) -> V {
+    let d = a.ty.dtype;
+    if matches!(d, DType::F16 | DType::BF16) {
+        let (wa, wb) = (e.convert(a, DType::F32), e.convert(b, DType::F32));
+        let r = e.binary(name, &wa, &wb);
+        return e.convert(&r, d);
+    }
+    e.binary(name, a, b)
 }
 
 /// Python-style modulo: `stablehlo.remainder` has the dividend's sign; move a
