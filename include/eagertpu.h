@@ -224,12 +224,12 @@ typedef struct {
  * alpha (a, b, alpha: a scalar): a + alpha * b, alpha never changing the
  * result's dtype (torch.add's alpha); where (condition,
  * x, y); addcmul and addcdiv (self, t1, t2, value: a scalar); lerp (self, end,
- * weight); isinf isposinf isneginf (x); hypot, xlogy, fmod, div_trunc, logaddexp,
- * logaddexp2 (a, b: b may be a scalar); isin, isin_invert (elements, test elements: the
+ * weight); isinf isposinf isneginf (x); hypot, xlogy, xlog1py, copysign, heaviside,
+ * fmod, div_trunc, logaddexp, logaddexp2 (a, b: b may be a scalar); isin, isin_invert (elements, test elements: the
  * result has the elements' shape); searchsorted, searchsorted_right (sorted sequence,
  * values: the insertion indices, int64, the values' shape); a composed
  * function (x, scalar parameters...): expm1 exp2 log2 log10 tan sinh cosh atan
- * asin acos trunc frac erfinv mish hardswish hardsigmoid log_sigmoid signbit
+ * asin acos trunc frac erfinv sinc entr mish hardswish hardsigmoid log_sigmoid signbit
  * silu, softplus (beta, threshold), hardtanh (min, max), leaky_relu (slope),
  * elu (alpha, scale, input_scale), logit ([eps]), threshold (threshold, value),
  * nan_to_num (nan, posinf, neginf: a NaN posinf or neginf means the dtype's

@@ -290,3 +290,36 @@ fn isin_compares_every_element_exactly() {
     assert_eq!(floats.isin(&floats, false).unwrap().to_vec::<bool>().unwrap(), [false, true]);
 }
 }
+
+all_modes! {
+fn xlog1py_copysign_and_heaviside_match_the_host() {
+    // xlog1py: 0 where x is 0 unless y is NaN.
+    let x = Host::new(DType::F32, &[5], vec![0.0, 2.0, 0.0, -1.5, 3.0]);
+    let y = Host::new(DType::F32, &[5], vec![0.5, 0.25, f64::NAN, 1.0, -0.5]);
+    let xlog1py = |a: f64, b: f64| if b.is_nan() { b } else if a == 0.0 { 0.0 } else { a * b.ln_1p() };
+    let want = Host::new(DType::F32, &[5], (0..5).map(|i| xlog1py(x.data[i], y.data[i])).collect());
+    assert_close("xlog1py", &x.tensor().xlog1py(&y.tensor()).unwrap(), &want);
+    // copysign: the sign bit of the second operand (-0 is negative).
+    let m = Host::new(DType::F32, &[4], vec![2.0, -3.0, 0.0, 1.0]);
+    let s = Host::new(DType::F32, &[4], vec![-1.0, 1.0, -0.0, 0.0]);
+    let got = m.tensor().copysign(&s.tensor()).unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(got, [-2.0, 3.0, 0.0, 1.0]);
+    assert!(got[2].is_sign_negative() && got[3].is_sign_positive(), "{got:?}");
+    let got = m.tensor().copysign(-0.0).unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(got, [-2.0, -3.0, -0.0, -1.0]);
+    // heaviside: values at zero; a dtype mismatch is an error naming it.
+    let h = Host::new(DType::F32, &[4], vec![-1.0, 0.0, 2.0, f64::NAN]).tensor();
+    let v = Host::new(DType::F32, &[1], vec![0.5]).tensor();
+    assert_eq!(h.heaviside(&v).unwrap().to_vec::<f32>().unwrap(), [0.0, 0.5, 1.0, 0.0]);
+    let e = err_text(h.heaviside(&Host::new(DType::I64, &[1], vec![1.0]).tensor()));
+    assert!(e.contains("heaviside") && e.contains("different dtypes"), "{e}");
+    // sinc and entr (composed functions).
+    let x = Host::new(DType::F64, &[5], vec![0.0, 0.5, -1.25, 2.0, 3.5]);
+    let sinc = |v: f64| if v == 0.0 { 1.0 } else { (std::f64::consts::PI * v).sin() / (std::f64::consts::PI * v) };
+    let got = x.tensor().activation(eagertpu::Activation::Sinc).unwrap();
+    assert_close("sinc", &got, &x.map(DType::F64, sinc));
+    let entr = |v: f64| if v > 0.0 { -v * v.ln() } else if v == 0.0 { 0.0 } else { f64::NEG_INFINITY };
+    let got = x.tensor().activation(eagertpu::Activation::Entr).unwrap();
+    assert_close("entr", &got, &x.map(DType::F64, entr));
+}
+}

@@ -150,7 +150,8 @@ const SIGNATURES: &str = "a unary op (x), a binary op (a, b: one may be a scalar
     add and sub with alpha (a, b, alpha: a scalar; b may be a scalar), \
     where (condition, x, y), addcmul and addcdiv (self, t1, t2, value: a scalar), lerp (self, end, weight), \
     masked_scale (x, bool mask, scale), isinf isposinf isneginf (x), \
-    hypot, xlogy, fmod, div_trunc, logaddexp, logaddexp2, isin and isin_invert (a, b: b may be a scalar), \
+    hypot, xlogy, xlog1py, copysign, heaviside, fmod, div_trunc, logaddexp, logaddexp2, isin and isin_invert \
+    (a, b: b may be a scalar), \
     searchsorted and searchsorted_right (sorted sequence, values: a tensor or a scalar), \
     an activation (x, scalar parameters...) or its backward (grad, saved, scalar parameters..., saved_is_result)";
 
@@ -180,9 +181,9 @@ enum Pointwise {
     MaskedScale,
     /// A unary op the runtime composes (isinf, isposinf, isneginf): (x).
     ComposedUnary(fn(&Tensor) -> eagertpu::Result<Tensor>),
-    /// A binary op the runtime composes (hypot, xlogy, fmod, div_trunc,
-    /// logaddexp, logaddexp2, isin, isin_invert): (a, b), `b`
-    /// a tensor or a number.
+    /// A binary op the runtime composes (hypot, xlogy, xlog1py, copysign,
+    /// heaviside, fmod, div_trunc, logaddexp, logaddexp2, isin, isin_invert):
+    /// (a, b), `b` a tensor or a number.
     Composed(fn(&Tensor, Operand) -> eagertpu::Result<Tensor>),
 }
 
@@ -206,6 +207,12 @@ static BY_NAME: LazyLock<HashMap<&'static str, Pointwise, FxBuild>> = LazyLock::
         ("div_trunc", Pointwise::Composed(|a, b| a.div_trunc(b))),
         ("logaddexp", Pointwise::Composed(|a, b| a.logaddexp(b))),
         ("logaddexp2", Pointwise::Composed(|a, b| a.logaddexp2(b))),
+        ("xlog1py", Pointwise::Composed(|a, b| a.xlog1py(b))),
+        ("copysign", Pointwise::Composed(|a, b| a.copysign(b))),
+        (
+            "heaviside",
+            Pointwise::Composed(|a, b| a.heaviside(&tensor_of(a, b)?)),
+        ),
         ("isin", Pointwise::Composed(|a, b| a.isin(b, false))),
         ("isin_invert", Pointwise::Composed(|a, b| a.isin(b, true))),
         (

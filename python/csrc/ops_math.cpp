@@ -46,6 +46,9 @@ COMPOSED_KERNEL(frac)
 COMPOSED_KERNEL(mish)
 COMPOSED_KERNEL(hardswish)
 COMPOSED_KERNEL(hardsigmoid)
+COMPOSED_KERNEL(sinc)
+
+at::Tensor& special_entr_out(const at::Tensor& self, at::Tensor& out) { return composed("entr", {self}, self, out); }
 
 at::Tensor& signbit_out(const at::Tensor& self, at::Tensor& out) { return composed("signbit", {self}, self, out); }
 
@@ -112,6 +115,26 @@ at::Tensor& logaddexp_out(const at::Tensor& self, const at::Tensor& other, at::T
 at::Tensor& logaddexp2_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
   OpScope s;
   pointwise("logaddexp2", {self, other}, out);
+  return out;
+}
+
+// xlog1py, copysign, heaviside: composed by the runtime (pointwise.rs).
+at::Tensor& special_xlog1py_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  OpScope s;
+  at::native::resize_output(out, at::infer_size(self.sizes(), other.sizes()));
+  pointwise("xlog1py", {self, other}, out);
+  return out;
+}
+
+at::Tensor& copysign_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  OpScope s;
+  pointwise("copysign", {self, other}, out);
+  return out;
+}
+
+at::Tensor& heaviside_out(const at::Tensor& self, const at::Tensor& values, at::Tensor& out) {
+  OpScope s;
+  pointwise("heaviside", {self, values}, out);
   return out;
 }
 
@@ -459,6 +482,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   using namespace etpu;
   m.impl("exp2.out", exp2_out);
   m.impl("polygamma.out", polygamma_out);
+  m.impl("sinc.out", sinc_out);
+  m.impl("special_entr.out", special_entr_out);
+  m.impl("special_xlog1py.out", special_xlog1py_out);
+  m.impl("copysign.out", copysign_out);
+  m.impl("heaviside.out", heaviside_out);
   m.impl("log2.out", log2_out);
   m.impl("log10.out", log10_out);
   m.impl("expm1.out", expm1_out);

@@ -285,3 +285,44 @@ def test_special_function_gradients_match_the_cpu(name):
         name, (-2.2, 3.0)
     )
     check_grad(fn, rand(6, low=low, high=high), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_sinc_and_entr_match_the_cpu(dtype):
+    tol = {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {"rtol": 1e-5, "atol": 1e-6}
+    x = rand(5, 7, dtype=dtype, low=-3.0, high=3.0)
+    edges = torch.tensor([0.0, -0.0, 1.0, -2.0, 0.5, 1e-4, float("inf"), float("-inf"), float("nan")], dtype=dtype)
+    for fn in (torch.sinc, torch.special.entr):
+        check(fn, x, **tol)
+        check(fn, edges, **tol)
+    check(lambda t: t.clone().sinc_(), x, **tol)
+    check(torch.sinc, torch.tensor([0, 1, -3, 2]))  # integers: float results
+    if dtype != torch.bfloat16:
+        check_grad(torch.sinc, rand(6, dtype=dtype, low=0.1, high=2.0))
+        check_grad(torch.special.entr, rand(6, dtype=dtype, low=0.1, high=2.0))
+
+
+def test_xlog1py_copysign_heaviside_match_the_cpu():
+    a, b = rand(4, 6, low=-2.0, high=2.0), rand(6, low=-0.9, high=3.0)
+    zeros_and_nans = torch.tensor([0.0, 0.0, 1.5, -0.0, 2.0, 0.0])
+    ys = torch.tensor([0.5, float("nan"), float("nan"), -0.5, float("inf"), -1.0])
+    check(torch.special.xlog1py, a, b)
+    check(torch.special.xlog1py, zeros_and_nans, ys)
+    check(torch.special.xlog1py, a, 0.25)
+    check(torch.special.xlog1py, 2.0, b)
+    # copysign takes the sign bit: -0.0 is negative, integers give floats.
+    signs = torch.tensor([1.0, -1.0, 0.0, -0.0, float("inf"), float("-inf")])
+    mags = torch.tensor([2.0, -3.0, -0.0, 0.0, 1.0, float("nan")])
+    check(torch.copysign, mags, signs)
+    check(torch.copysign, a, b)
+    check(torch.copysign, a, -0.0)
+    check(torch.copysign, torch.tensor([3, -4, 5]), torch.tensor([-1, 2, -0]))
+    check(lambda t, u: t.clone().copysign_(u), a, b)
+    check_grad(torch.copysign, rand(5, low=0.5, high=2.0), rand(5, low=-1.0, high=1.0))
+    # heaviside: values where x is zero; NaN gives 0; same dtypes only.
+    x = torch.tensor([-1.5, 0.0, -0.0, 2.0, float("nan"), 0.0])
+    check(torch.heaviside, x, torch.tensor([0.5]))
+    check(torch.heaviside, x, torch.tensor([0.1, 0.2, 0.3, 0.4, 0.5, 0.6]))
+    check(torch.heaviside, torch.tensor([-2, 0, 3]), torch.tensor([7, 8, 9]))
+    with pytest.raises(RuntimeError, match="different dtypes"):
+        torch.heaviside(x.to("tpu"), torch.tensor([1], device="tpu"))

@@ -29,6 +29,10 @@ pub enum Activation {
     Frac,
     /// The inverse of `erf`: +-inf at +-1, NaN beyond.
     Erfinv,
+    /// `sin(pi x) / (pi x)`, 1 at 0.
+    Sinc,
+    /// The entropy term `-x ln x`: 0 at 0, -inf below (`torch.special.entr`).
+    Entr,
     /// `x * tanh(softplus(x))`.
     Mish,
     /// `x * clamp(x + 3, 0, 6) / 6`.
@@ -88,7 +92,7 @@ pub enum Activation {
 }
 
 /// Names and the fewest and most parameters: what the C ABI parses.
-const NAMES: [(&str, usize, usize); 30] = [
+const NAMES: [(&str, usize, usize); 32] = [
     ("expm1", 0, 0),
     ("exp2", 0, 0),
     ("log2", 0, 0),
@@ -102,6 +106,8 @@ const NAMES: [(&str, usize, usize); 30] = [
     ("trunc", 0, 0),
     ("frac", 0, 0),
     ("erfinv", 0, 0),
+    ("sinc", 0, 0),
+    ("entr", 0, 0),
     ("mish", 0, 0),
     ("hardswish", 0, 0),
     ("hardsigmoid", 0, 0),
@@ -161,6 +167,8 @@ impl Activation {
             "trunc" => Trunc,
             "frac" => Frac,
             "erfinv" => Erfinv,
+            "sinc" => Sinc,
+            "entr" => Entr,
             "mish" => Mish,
             "hardswish" => Hardswish,
             "hardsigmoid" => Hardsigmoid,
@@ -217,6 +225,8 @@ impl Activation {
             Trunc => "trunc",
             Frac => "frac",
             Erfinv => "erfinv",
+            Sinc => "sinc",
+            Entr => "entr",
             Mish => "mish",
             Hardswish => "hardswish",
             Hardsigmoid => "hardsigmoid",
@@ -369,6 +379,16 @@ impl Tensor {
             Trunc => trunc(x),
             Frac => x.sub(&trunc(x)?),
             Erfinv => erfinv(x),
+            Sinc => {
+                let product = x.mul(std::f64::consts::PI)?;
+                Tensor::where_(&x.eq(0.0)?, 1.0, &product.sin()?.div(&product)?)
+            }
+            Entr => {
+                let positive = x.mul(&x.log()?)?.neg()?;
+                let r = Tensor::where_(&x.gt(0.0)?, &positive, f64::NEG_INFINITY)?;
+                let r = Tensor::where_(&x.eq(0.0)?, 0.0, &r)?;
+                Tensor::where_(&x.isnan()?, x, &r)
+            }
             Mish => x.mul(&softplus(x, 1.0, 20.0)?.tanh()?),
             Hardswish => x.mul(&x.add(3.0)?.clamp(0.0, 6.0)?)?.mul(1.0 / 6.0),
             Hardsigmoid => x.mul(1.0 / 6.0)?.add(0.5)?.clamp(0.0, 1.0),

@@ -181,6 +181,65 @@ impl Tensor {
         }
     }
 
+    /// `self * log1p(other)`, and 0 where `self` is 0 unless `other` is NaN
+    /// (`torch.special.xlog1py`); integers compute in float32.
+    #[track_caller]
+    pub fn xlog1py<'a>(&self, other: impl Into<Operand<'a>>) -> Result<Tensor> {
+        let other = other.into();
+        let dtype = other.promoted_with(self).to_float();
+        let x = self.to_dtype(dtype)?;
+        let zero = x.eq(0.0)?;
+        match other {
+            Operand::Tensor(y) => {
+                let y = y.to_dtype(dtype)?;
+                let product = x.mul(&y.log1p()?)?;
+                let r = Tensor::where_(&zero, 0.0, &product)?;
+                Tensor::where_(&y.isnan()?, &y, &r)
+            }
+            Operand::Scalar(s) if s.as_f64().is_nan() => x.full_like(f64::NAN),
+            Operand::Scalar(s) => Tensor::where_(&zero, 0.0, &x.mul(s.as_f64().ln_1p())?),
+        }
+    }
+
+    /// `|self|` with the sign of `other` (its sign bit: -0 counts as
+    /// negative), as `torch.copysign`; integers compute in float32.
+    #[track_caller]
+    pub fn copysign<'a>(&self, other: impl Into<Operand<'a>>) -> Result<Tensor> {
+        let other = other.into();
+        let dtype = other.promoted_with(self).to_float();
+        let magnitude = self.to_dtype(dtype)?.abs()?;
+        let negative = match other {
+            Operand::Tensor(y) => y.to_dtype(dtype)?.activation(crate::Activation::Signbit)?,
+            Operand::Scalar(s) => {
+                return if s.as_f64().is_sign_negative() {
+                    magnitude.neg()
+                } else {
+                    Ok(magnitude)
+                };
+            }
+        };
+        Tensor::where_(&negative, &magnitude.neg()?, &magnitude)
+    }
+
+    /// The Heaviside step (`torch.heaviside`): 0 below zero, 1 above, and
+    /// `values` where `self` is zero (NaN gives 0, as PyTorch). Both in
+    /// the same dtype, as PyTorch requires.
+    #[track_caller]
+    pub fn heaviside(&self, values: &Tensor) -> Result<Tensor> {
+        if values.dtype() != self.dtype() {
+            return Err(invalid(
+                "heaviside",
+                format!(
+                    "got {} and values {}; heaviside is not yet implemented for tensors with different dtypes",
+                    self.ty(),
+                    values.ty()
+                ),
+            ));
+        }
+        let step = self.gt(0i64)?.to_dtype(self.dtype())?;
+        Tensor::where_(&self.eq(0i64)?, values, &step)
+    }
+
     /// The remainder of truncated division, with `self`'s sign (C's `fmod`,
     /// `torch.fmod`): Python's remainder (the divisor's sign) moved by one
     /// divisor where the signs differ, so integers stay exact.
