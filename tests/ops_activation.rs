@@ -32,6 +32,11 @@ fn host(a: Activation, x: f64) -> f64 {
         Trunc => x.trunc(),
         Frac => x.fract(),
         Erfinv => unreachable!("checked through erf"),
+        Sinc if x == 0.0 => 1.0,
+        Sinc => (std::f64::consts::PI * x).sin() / (std::f64::consts::PI * x),
+        Entr if x > 0.0 => -x * x.ln(),
+        Entr if x == 0.0 => 0.0,
+        Entr => f64::NEG_INFINITY,
         Mish => x * softplus(x, 1.0, 20.0).tanh(),
         Hardswish => x * (x + 3.0).clamp(0.0, 6.0) / 6.0,
         Hardsigmoid => (x / 6.0 + 0.5).clamp(0.0, 1.0),
@@ -114,7 +119,7 @@ const WITH_BACKWARD: [Activation; 16] = [
 fn all() -> Vec<Activation> {
     use Activation::*;
     let mut out = vec![
-        Expm1, Exp2, Log2, Log10, Tan, Sinh, Cosh, Atan, Asin, Acos, Trunc, Frac,
+        Expm1, Exp2, Log2, Log10, Tan, Sinh, Cosh, Atan, Asin, Acos, Trunc, Frac, Sinc, Entr,
     ];
     out.extend(WITH_BACKWARD);
     out
@@ -131,6 +136,9 @@ fn input(a: Activation, dtype: DType, seed: u64) -> Host {
         // Where the host's 1 + erf(x / sqrt 2) keeps its digits.
         Gelu => Host::random_in(dtype, &[3, 17], seed, -3.0, 3.0),
         Tan => Host::random_in(dtype, &[3, 17], seed, -1.4, 1.4),
+        // Zero, negatives (-inf) and positives.
+        Entr => Host::new(dtype, &[6], vec![0.0, -1.5, 1e-6, 0.5, 1.0, 7.25]),
+        Sinc => Host::new(dtype, &[6], vec![0.0, -1.5, 1e-6, 0.5, 1.0, 7.25]),
         Expm1 => Host::new(
             dtype,
             &[8],

@@ -313,13 +313,5 @@ fn xlog1py_copysign_and_heaviside_match_the_host() {
     assert_eq!(h.heaviside(&v).unwrap().to_vec::<f32>().unwrap(), [0.0, 0.5, 1.0, 0.0]);
     let e = err_text(h.heaviside(&Host::new(DType::I64, &[1], vec![1.0]).tensor()));
     assert!(e.contains("heaviside") && e.contains("different dtypes"), "{e}");
-    // sinc and entr (composed functions).
-    let x = Host::new(DType::F64, &[5], vec![0.0, 0.5, -1.25, 2.0, 3.5]);
-    let sinc = |v: f64| if v == 0.0 { 1.0 } else { (std::f64::consts::PI * v).sin() / (std::f64::consts::PI * v) };
-    let got = x.tensor().activation(eagertpu::Activation::Sinc).unwrap();
-    assert_close("sinc", &got, &x.map(DType::F64, sinc));
-    let entr = |v: f64| if v > 0.0 { -v * v.ln() } else if v == 0.0 { 0.0 } else { f64::NEG_INFINITY };
-    let got = x.tensor().activation(eagertpu::Activation::Entr).unwrap();
-    assert_close("entr", &got, &x.map(DType::F64, entr));
 }
 }
