@@ -580,7 +580,10 @@ etpu_status etpu_vector_norm(etpu_tensor x, double ord, const int64_t* dims, siz
 etpu_status etpu_extreme_dim(const char* op, etpu_tensor x, int64_t dim, bool keepdim,
                              const char* origin, etpu_tensor* values, etpu_tensor* indices);
 /* op: cumsum cumprod; running sums or products along `dim`, of x's shape
- * (ints and bools accumulate in int64, floats keep their dtype). */
+ * (ints and bools accumulate in int64, floats keep their dtype); cummax cummin,
+ * the running extremes (x's dtype; a NaN, once met, stays), cummax_indices
+ * cummin_indices, where they were (int64, the latest of equal ones); logcumsumexp
+ * (floats only). */
 etpu_status etpu_cumulative(const char* op, etpu_tensor x, int64_t dim, const char* origin,
                             etpu_tensor* out);
 /* x sorted along `dim`, stably (equal elements keep their order), NaN last

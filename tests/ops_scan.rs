@@ -352,18 +352,98 @@ fn a_bad_dim_or_k_is_an_error_naming_the_op_and_the_shape() {
 all_modes! {
 fn each_cumulative_name_reaches_the_scan_it_names() {
     let names: Vec<&str> = Cumulative::ALL.iter().map(|c| c.name()).collect();
-    assert_eq!(names, ["cumsum", "cumprod"]);
+    assert_eq!(
+        names,
+        ["cumsum", "cumprod", "cummax", "cummin", "cummax_indices", "cummin_indices", "logcumsumexp"]
+    );
     let x = Host::random_in(DType::F32, &[3, 4], 30, 0.6, 1.5);
-    for (name, is_sum) in [("cumsum", true), ("cumprod", false)] {
-        let f = if is_sum { running_sum } else { running_prod };
+    let table: [(&str, LineFn); 7] = [
+        ("cumsum", running_sum),
+        ("cumprod", running_prod),
+        ("cummax", |l| running_extreme(l, true).0),
+        ("cummin", |l| running_extreme(l, false).0),
+        ("cummax_indices", |l| running_extreme(l, true).1),
+        ("cummin_indices", |l| running_extreme(l, false).1),
+        ("logcumsumexp", log_cum_sum_exp),
+    ];
+    for (name, f) in table {
         let op = Cumulative::from_name(name).unwrap_or_else(|| panic!("{name} is not in the table"));
         for d in [0, -1] {
             let w = format!("cumulative({name}, {d})");
-            let want = host_lines(&x, norm_dim(d, 2), DType::F32, f);
+            let dtype = if name.ends_with("indices") { DType::I64 } else { DType::F32 };
+            let want = host_lines(&x, norm_dim(d, 2), dtype, f);
             let got = x.tensor().cumulative(op, d).unwrap_or_else(|e| panic!("{w}: {e}"));
-            assert_close(&w, &got, &want);
+            assert_close_tol(&w, &got, &want, (1e-5, 1e-6));
         }
     }
-    assert_eq!(Cumulative::from_name("cummax"), None);
+    assert_eq!(Cumulative::from_name("cumlogsumexp"), None);
+}
+}
+
+/// A function of one line of a tensor (along a dim).
+type LineFn = fn(&[f64]) -> Vec<f64>;
+
+/// PyTorch's cummax (`max`) or cummin over a line: (values, indices), a NaN
+/// staying once met, the latest of equal extremes.
+fn running_extreme(v: &[f64], max: bool) -> (Vec<f64>, Vec<f64>) {
+    let (mut best, mut at) = (f64::NAN, 0usize);
+    let mut values = vec![];
+    let mut indices = vec![];
+    for (i, &x) in v.iter().enumerate() {
+        let better = if max { x >= best } else { x <= best };
+        if i == 0 || x.is_nan() || (!best.is_nan() && better) {
+            best = x;
+            at = i;
+        }
+        values.push(best);
+        indices.push(at as f64);
+    }
+    (values, indices)
+}
+
+fn log_cum_sum_exp(v: &[f64]) -> Vec<f64> {
+    let mut acc = f64::NEG_INFINITY;
+    v.iter()
+        .map(|&x| {
+            let m = acc.max(x);
+            acc = if m == f64::NEG_INFINITY {
+                m
+            } else {
+                m + ((acc - m).exp() + (x - m).exp()).ln()
+            };
+            acc
+        })
+        .collect()
+}
+
+all_modes! {
+fn cummax_cummin_and_logcumsumexp_match_the_host() {
+    for (c, &(shape, dims)) in CASES.iter().enumerate() {
+        for dtype in [DType::F32, DType::I32] {
+            // Few distinct integers: ties, whose latest index is kept.
+            let x = Host::random_in(dtype, shape, 40 + c as u64, -2.0, 3.0);
+            for &d in dims {
+                let nd = norm_dim(d, shape.len());
+                for max in [true, false] {
+                    let w = format!("cum{}({dtype}{shape:?}, {d})", if max { "max" } else { "min" });
+                    let t = x.tensor();
+                    let (v, i) = if max { t.cummax(d) } else { t.cummin(d) }.unwrap_or_else(|e| panic!("{w}: {e}"));
+                    assert_close(&w, &v, &host_lines(&x, nd, dtype, |l| running_extreme(l, max).0));
+                    assert_close(&w, &i, &host_lines(&x, nd, DType::I64, |l| running_extreme(l, max).1));
+                }
+                if dtype == DType::F32 {
+                    let w = format!("logcumsumexp({shape:?}, {d})");
+                    let got = x.tensor().logcumsumexp(d).unwrap_or_else(|e| panic!("{w}: {e}"));
+                    assert_close_tol(&w, &got, &host_lines(&x, nd, dtype, log_cum_sum_exp), (1e-5, 1e-5));
+                }
+            }
+        }
+    }
+    let nan = Host::new(DType::F32, &[6], vec![1.0, f64::NAN, 4.0, f64::NAN, 0.0, 9.0]);
+    let (v, i) = nan.tensor().cummax(0).unwrap();
+    assert_close("cummax with NaNs", &v, &Host::new(DType::F32, &[6], running_extreme(&nan.data, true).0));
+    assert_eq!(i.to_vec::<i64>().unwrap(), [0, 1, 1, 3, 3, 3]);
+    let e = err_text(Host::new(DType::I64, &[2], vec![1.0, 2.0]).tensor().logcumsumexp(0));
+    assert!(e.contains("logcumsumexp") && e.contains("floating point"), "{e}");
 }
 }

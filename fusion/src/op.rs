@@ -30,11 +30,22 @@ pub enum ArgReduceOp {
     ArgMin,
 }
 
-/// Running reductions along one dim (`torch.cumsum`, `torch.cumprod`).
+/// Running reductions along one dim (`torch.cumsum`, `torch.cumprod`,
+/// `torch.cummax`, `torch.cummin`, `torch.logcumsumexp`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ScanOp {
     Sum,
     Prod,
+    /// The running maximum (a NaN, once met, stays: PyTorch's).
+    Max,
+    /// The running minimum (a NaN, once met, stays).
+    Min,
+    /// Where the running maximum was (int64; the latest of equal ones).
+    ArgMax,
+    /// Where the running minimum was (int64; the latest of equal ones).
+    ArgMin,
+    /// `log(sum(exp(x)))` so far, without overflow (floats only).
+    LogSumExp,
 }
 
 /// Which of a sort's two results an `Op::Sort` gives (an op has one output).
@@ -336,6 +347,11 @@ impl Op {
             Op::Scan { op, .. } => match op {
                 ScanOp::Sum => "cumsum",
                 ScanOp::Prod => "cumprod",
+                ScanOp::Max => "cummax",
+                ScanOp::Min => "cummin",
+                ScanOp::ArgMax => "cummax_indices",
+                ScanOp::ArgMin => "cummin_indices",
+                ScanOp::LogSumExp => "logcumsumexp",
             },
             Op::Sort { .. } => "sort",
             Op::Matmul => "matmul",

@@ -4,6 +4,7 @@
 // msort are sorts. Gradients need nothing more: cumsum's is a flipped cumsum,
 // and sort's and topk's scatter into zeros at the indices.
 #include <ATen/WrapDimUtils.h>
+#include <cstring>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
@@ -32,6 +33,38 @@ at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<at::Sc
 
 at::Tensor& cumprod_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
   return cumulative_out("cumprod", self, dim, out);
+}
+
+// cummax/cummin (their CompositeExplicitAutograd forms call these helpers):
+// the values and the indices, two runtime ops reading one input.
+void cumulative_extreme(const char* op, const at::Tensor& self, at::Tensor& values, at::Tensor& indices,
+                        int64_t dim) {
+  OpScope s;
+  Handle x = read(self);
+  Handle v, i;
+  check(etpu_cumulative(op, x.get(), dim, origin(), v.out()));
+  check(etpu_cumulative(strcmp(op, "cummax") == 0 ? "cummax_indices" : "cummin_indices", x.get(), dim, origin(),
+                        i.out()));
+  write(values, v);
+  write(indices, i);
+}
+
+void cummax_helper(const at::Tensor& self, at::Tensor& values, at::Tensor& indices, int64_t dim) {
+  cumulative_extreme("cummax", self, values, indices, dim);
+}
+
+void cummin_helper(const at::Tensor& self, at::Tensor& values, at::Tensor& indices, int64_t dim) {
+  cumulative_extreme("cummin", self, values, indices, dim);
+}
+
+at::Tensor& logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
+  return cumulative_out("logcumsumexp", self, dim, out);
+}
+
+at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim) {
+  OpScope s;
+  at::Tensor out = empty_tpu(self.sizes(), self.scalar_type(), self.device().index());
+  return cumulative_out("logcumsumexp", self, dim, out);
 }
 
 // Always stable: with `stable` false or unset PyTorch allows any order among
@@ -69,6 +102,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   using namespace etpu;
   m.impl("cumsum.out", cumsum_out);
   m.impl("cumprod.out", cumprod_out);
+  m.impl("_cummax_helper", cummax_helper);
+  m.impl("_cummin_helper", cummin_helper);
+  m.impl("_logcumsumexp", logcumsumexp);
+  m.impl("_logcumsumexp.out", logcumsumexp_out);
   m.impl("sort.values_stable", sort_out);
   m.impl("topk.values", topk_out);
 }

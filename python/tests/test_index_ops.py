@@ -75,3 +75,15 @@ def test_out_of_range_indices_raise():
         x.index_copy(0, torch.tensor([5], device="tpu"), torch.ones(1, 4, device="tpu")).cpu()
     next_op_works()
     check(lambda x: torch.take(x, torch.tensor([11, -12], device=x.device)), rand(3, 4))
+
+
+def test_zero_dim_gather_scatter_and_the_backwards_that_use_them():
+    # A 0-d tensor is one element along dim 0: gather/scatter on it, and the
+    # backward of max/min/median with a dim on a 0-d input (a scatter into a
+    # 0-d gradient), run on the device as on the CPU.
+    x, i, src = torch.tensor(3.5), torch.tensor(0), torch.tensor(-2.0)
+    check(lambda t, k: t.gather(0, k), x, i)
+    check(lambda t, k, s: t.scatter(0, k, s), x, i, src)
+    check(lambda t, k, s: t.scatter_add(0, k, s), x, i, src)
+    for name in ("max", "min", "median", "nanmedian"):
+        check_grad(lambda t, name=name: getattr(torch, name)(t, 0).values * 3.0, torch.tensor(1.25))

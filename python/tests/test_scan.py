@@ -114,3 +114,45 @@ def test_gradients():
     check_grad(lambda x: torch.sort(x, 0, descending=True).values, rand(4, 6))
     check_grad(lambda x: torch.topk(x, 3, dim=1).values, rand(4, 6))
     check_grad(lambda x: torch.topk(x, 2, dim=0, largest=False).values, rand(4, 6))
+
+
+@pytest.mark.parametrize("fn", [torch.cummax, torch.cummin])
+@pytest.mark.parametrize("dtype", FLOATS + INTS + [torch.bool])
+@pytest.mark.parametrize("shape,dim", SHAPES_DIMS)
+def test_cummax_and_cummin(fn, dtype, shape, dim):
+    # Small integer ranges make ties: the latest of equal extremes is the index.
+    if dtype.is_floating_point:
+        x = rand(*shape, dtype=dtype, low=-2, high=2)
+    else:
+        x = rand(*shape, dtype=dtype, low=0 if dtype in (torch.uint8, torch.bool) else -2, high=3)
+    check(lambda t: fn(t, dim), x)
+
+
+@pytest.mark.parametrize("fn", [torch.cummax, torch.cummin])
+def test_cummax_and_cummin_keep_pytorchs_nans_and_ties(fn):
+    nan = float("nan")
+    x = torch.tensor([[1.0, 3.0, 3.0, 2.0, nan, 5.0, nan, 0.0], [-1.0, -1.0, -0.0, 0.0, -5.0, -5.0, 7.0, 7.0]])
+    check(lambda t: fn(t, 1), x)
+    check(lambda t: fn(t, 0), x)
+    check(lambda t: fn(t, 0), torch.tensor([float("-inf"), float("-inf"), float("inf"), float("inf")]))
+    check_grad(lambda t: fn(t, 1).values, rand(3, 6))
+    check_grad(lambda t: fn(t, 0).values, rand())  # a 0-d input's backward scatters into a 0-d tensor
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape,dim", SHAPES_DIMS)
+def test_logcumsumexp(dtype, shape, dim):
+    loose = dtype in (torch.float16, torch.bfloat16)
+    tol = dict(rtol=2e-2, atol=2e-2) if loose else dict(rtol=1e-5, atol=1e-5)
+    check(lambda t: torch.logcumsumexp(t, dim), rand(*shape, dtype=dtype, low=-3, high=3), **tol)
+
+
+def test_logcumsumexp_does_not_overflow_and_keeps_infinities():
+    inf = float("inf")
+    big = torch.tensor([1000.0, 1000.0, -1000.0, 2000.0, 0.0])
+    check(lambda t: torch.logcumsumexp(t, 0), big)
+    check(lambda t: torch.logcumsumexp(t, 0), torch.tensor([-inf, -inf, 0.0, inf, inf, 1.0]))
+    check(lambda t: torch.logcumsumexp(t, 0), torch.tensor([float("nan"), 1.0, 2.0]))
+    check_grad(lambda t: torch.logcumsumexp(t, 1), rand(3, 5), rtol=1e-5, atol=1e-6)
+    with pytest.raises(RuntimeError):
+        torch.logcumsumexp(torch.tensor([1, 2], device="tpu"), 0)

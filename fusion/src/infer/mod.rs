@@ -85,7 +85,7 @@ impl Op {
                 keepdim,
             } => reduce::reduce(op, *r, dims, *keepdim, inputs),
             Op::ArgReduce { dim, keepdim, .. } => reduce::arg_reduce(op, *dim, *keepdim, inputs),
-            Op::Scan { dim, .. } => scan::scan(op, *dim, inputs),
+            Op::Scan { op: scan_op, dim } => scan::scan(op, *scan_op, *dim, inputs),
             Op::Sort { dim, output, .. } => scan::sort(op, *dim, *output, inputs),
             Op::Matmul => reduce::matmul(op, inputs),
             Op::Softmax { dim } | Op::LogSoftmax { dim } => {

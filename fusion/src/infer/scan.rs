@@ -4,20 +4,34 @@
 
 use super::{arity, check_dims};
 use crate::dtype::DType;
-use crate::error::Result;
-use crate::op::SortOutput;
+use crate::error::{Error, Result};
+use crate::op::{ScanOp, SortOutput};
 use crate::shape::TensorType;
 
-/// Ints and bools accumulate in int64 (PyTorch's dtype for them when none is
-/// given); floats keep their dtype.
-pub(super) fn scan(op: &'static str, dim: usize, inputs: &[TensorType]) -> Result<TensorType> {
+/// Sums and products of ints and bools accumulate in int64 (PyTorch's dtype
+/// for them when none is given), floats keep their dtype; running maxima and
+/// minima keep the input's dtype, their positions are int64; logcumsumexp
+/// takes floats only.
+pub(super) fn scan(
+    op: &'static str,
+    scan: ScanOp,
+    dim: usize,
+    inputs: &[TensorType],
+) -> Result<TensorType> {
     arity(op, inputs, 1)?;
     let x = &inputs[0];
     check_dims(op, &[dim], x.rank())?;
-    let dtype = if x.dtype.is_float() {
-        x.dtype
-    } else {
-        DType::I64
+    let dtype = match scan {
+        ScanOp::Max | ScanOp::Min => x.dtype,
+        ScanOp::ArgMax | ScanOp::ArgMin => DType::I64,
+        ScanOp::LogSumExp if !x.dtype.is_float() => {
+            return Err(Error::Invalid {
+                op,
+                message: format!("got {x}; expected a floating point tensor"),
+            });
+        }
+        _ if x.dtype.is_float() => x.dtype,
+        _ => DType::I64,
     };
     Ok(x.with_dtype(dtype))
 }

@@ -6,6 +6,7 @@
 
 use super::{Emitter, V, dim_list, i64_array};
 use crate::dtype::DType;
+use crate::scalar::Scalar;
 use crate::shape::{Shape, TensorType};
 
 pub(super) fn index_select(e: &mut Emitter, x: &V, index: &V, dim: usize, out: TensorType) -> V {
@@ -60,6 +61,17 @@ fn coordinates(e: &mut Emitter, index: &V, rank: usize, dim: usize) -> V {
 }
 
 pub(super) fn gather(e: &mut Emitter, x: &V, index: &V, dim: usize) -> V {
+    if x.ty.rank() == 0 {
+        // A 0-d tensor is one element along dim 0 (PyTorch's view of it):
+        // gathered as a [1] tensor, which StableHLO can index.
+        if index.ty.numel() == 0 {
+            return e.constant(Scalar::Int(0), x.ty.with_shape(index.ty.shape.clone()));
+        }
+        let one = |e: &mut Emitter, v: &V| e.reshape(v, &[1]);
+        let (x1, i1) = (one(e, x), one(e, index));
+        let out = gather(e, &x1, &i1, 0);
+        return e.reshape(&out, &index.ty.shape);
+    }
     let rank = x.ty.rank();
     let coords = coordinates(e, index, rank, dim);
     let all = dim_list(0..rank);
@@ -77,6 +89,16 @@ pub(super) fn gather(e: &mut Emitter, x: &V, index: &V, dim: usize) -> V {
 
 pub(super) fn scatter(e: &mut Emitter, inputs: &[V], dim: usize, add: bool) -> V {
     let (x, index, src) = (&inputs[0], &inputs[1], &inputs[2]);
+    if x.ty.rank() == 0 {
+        // As gather: a 0-d tensor scatters as a [1] tensor (the backward of
+        // max(dim), cummax, median on a 0-d input lands here).
+        if index.ty.numel() == 0 {
+            return x.clone();
+        }
+        let ones: Vec<V> = [x, index, src].iter().map(|v| e.reshape(v, &[1])).collect();
+        let out = scatter(e, &ones, 0, add);
+        return e.reshape(&out, &[]);
+    }
     let rank = x.ty.rank();
     let coords = coordinates(e, index, rank, dim);
     // PyTorch reads src only where index has elements.

@@ -135,6 +135,37 @@ pub(super) fn logsumexp(e: &mut Emitter, x: &V, dims: &[usize]) -> V {
 
 /// A variadic reduce over (value, index) pairs: the first index of the max (or
 /// min); NaN counts as the extreme, as in PyTorch.
+/// Of two (value, index) pairs, the one with the larger value (smaller if
+/// not `max`), NaN beating every number; among equal values (all NaNs
+/// equal), the one with the earlier index. The body of argmax and argmin:
+/// associative and commutative, so any reduction order gives the same pair.
+fn better_pair(
+    e: &mut Emitter,
+    max: bool,
+    float: bool,
+    [av, ai]: [&V; 2],
+    [bv, bi]: [&V; 2],
+) -> Vec<V> {
+    let better = e.compare(if max { Cmp::Gt } else { Cmp::Lt }, av, bv);
+    let equal = e.compare(Cmp::Eq, av, bv);
+    let (better, equal) = if float {
+        let a_nan = e.is_nan(av);
+        let b_nan = e.is_nan(bv);
+        let b_num = e.unary("stablehlo.not", &b_nan);
+        let nan_wins = e.binary("stablehlo.and", &a_nan, &b_num);
+        let better = e.binary("stablehlo.or", &better, &nan_wins);
+        let both_nan = e.binary("stablehlo.and", &a_nan, &b_nan);
+        let equal = e.binary("stablehlo.or", &equal, &both_nan);
+        (better, equal)
+    } else {
+        (better, equal)
+    };
+    let index_wins = e.compare(Cmp::Lt, ai, bi);
+    let tie = e.binary("stablehlo.and", &equal, &index_wins);
+    let pick_a = e.binary("stablehlo.or", &better, &tie);
+    vec![e.select(&pick_a, av, bv), e.select(&pick_a, ai, bi)]
+}
+
 pub(super) fn arg_reduce(
     e: &mut Emitter,
     op: ArgReduceOp,
@@ -168,33 +199,8 @@ pub(super) fn arg_reduce(
             elem_i.clone(),
         ],
         |e, a| {
-            let (av, ai, bv, bi) = (&a[0], &a[1], &a[2], &a[3]);
-            let better = e.compare(
-                if op == ArgReduceOp::ArgMax {
-                    Cmp::Gt
-                } else {
-                    Cmp::Lt
-                },
-                av,
-                bv,
-            );
-            let equal = e.compare(Cmp::Eq, av, bv);
-            let (better, equal) = if dtype.is_float() {
-                let a_nan = e.is_nan(av);
-                let b_nan = e.is_nan(bv);
-                let b_num = e.unary("stablehlo.not", &b_nan);
-                let nan_wins = e.binary("stablehlo.and", &a_nan, &b_num);
-                let better = e.binary("stablehlo.or", &better, &nan_wins);
-                let both_nan = e.binary("stablehlo.and", &a_nan, &b_nan);
-                let equal = e.binary("stablehlo.or", &equal, &both_nan);
-                (better, equal)
-            } else {
-                (better, equal)
-            };
-            let first = e.compare(Cmp::Lt, ai, bi);
-            let tie = e.binary("stablehlo.and", &equal, &first);
-            let pick_a = e.binary("stablehlo.or", &better, &tie);
-            vec![e.select(&pick_a, av, bv), e.select(&pick_a, ai, bi)]
+            let max = op == ArgReduceOp::ArgMax;
+            better_pair(e, max, dtype.is_float(), [&a[0], &a[1]], [&a[2], &a[3]])
         },
         &attrs,
         &[

@@ -20,6 +20,16 @@ named_ops! {
         CumSum cumsum,
         /// [`Tensor::cumprod`].
         CumProd cumprod,
+        /// The values of [`Tensor::cummax`].
+        CumMax cummax,
+        /// The values of [`Tensor::cummin`].
+        CumMin cummin,
+        /// The indices of [`Tensor::cummax`].
+        CumMaxIndices cummax_indices,
+        /// The indices of [`Tensor::cummin`].
+        CumMinIndices cummin_indices,
+        /// [`Tensor::logcumsumexp`].
+        LogCumSumExp logcumsumexp,
     }
 }
 
@@ -48,10 +58,44 @@ impl Tensor {
     /// [`Tensor::cumsum`] and [`Tensor::cumprod`] by name.
     #[track_caller]
     pub fn cumulative(&self, op: Cumulative, dim: i64) -> Result<Tensor> {
-        match op {
-            Cumulative::CumSum => self.scan(ScanOp::Sum, dim),
-            Cumulative::CumProd => self.scan(ScanOp::Prod, dim),
-        }
+        let op = match op {
+            Cumulative::CumSum => ScanOp::Sum,
+            Cumulative::CumProd => ScanOp::Prod,
+            Cumulative::CumMax => ScanOp::Max,
+            Cumulative::CumMin => ScanOp::Min,
+            Cumulative::CumMaxIndices => ScanOp::ArgMax,
+            Cumulative::CumMinIndices => ScanOp::ArgMin,
+            Cumulative::LogCumSumExp => ScanOp::LogSumExp,
+        };
+        self.scan(op, dim)
+    }
+
+    /// The running maximum along `dim` and where it was (`torch.cummax`):
+    /// (values in the input's dtype, int64 indices; the latest of equal
+    /// maxima). A NaN, once met, stays the maximum, at the latest NaN.
+    #[track_caller]
+    pub fn cummax(&self, dim: i64) -> Result<(Tensor, Tensor)> {
+        Ok((
+            self.scan(ScanOp::Max, dim)?,
+            self.scan(ScanOp::ArgMax, dim)?,
+        ))
+    }
+
+    /// The running minimum along `dim` and where it was (`torch.cummin`), as
+    /// [`Tensor::cummax`].
+    #[track_caller]
+    pub fn cummin(&self, dim: i64) -> Result<(Tensor, Tensor)> {
+        Ok((
+            self.scan(ScanOp::Min, dim)?,
+            self.scan(ScanOp::ArgMin, dim)?,
+        ))
+    }
+
+    /// `log(cumsum(exp(x)))` along `dim` without overflow
+    /// (`torch.logcumsumexp`); floating point only.
+    #[track_caller]
+    pub fn logcumsumexp(&self, dim: i64) -> Result<Tensor> {
+        self.scan(ScanOp::LogSumExp, dim)
     }
 
     /// Running sums along `dim` (`torch.cumsum`): element i is the sum of
