@@ -557,6 +557,11 @@ etpu_status etpu_gather(etpu_tensor x, int64_t dim, etpu_tensor index, const cha
 /* x with src written (or added, when `add`) at index along dim. */
 etpu_status etpu_scatter(etpu_tensor x, int64_t dim, etpu_tensor index, etpu_tensor src, bool add,
                          const char* origin, etpu_tensor* out);
+/* torch.scatter_reduce: x where index names places along dim, each holding `reduce` (sum prod
+   mean amax amin) of the src elements landing there and, with include_self, of its own. */
+etpu_status etpu_scatter_reduce(etpu_tensor x, int64_t dim, etpu_tensor index, etpu_tensor src,
+                                const char* reduce, bool include_self, const char* origin,
+                                etpu_tensor* out);
 /* Integer bounds and step give an exact length, whatever their size. */
 etpu_status etpu_arange(int64_t device, etpu_scalar start, etpu_scalar end, etpu_scalar step,
                         int32_t dtype, const char* origin, etpu_tensor* out);

@@ -485,3 +485,37 @@ fn indexing_errors_name_the_op_and_shapes() {
     check("index after an error", got, &Host::new(DType::F32, &[1], vec![distinct(DType::F32, &[3, 4]).at(&[0, 3])]));
 }
 }
+
+all_modes! {
+fn scatter_reduce_matches_the_host() {
+    use eagertpu::ScatterReduction;
+    // Along dim 0 of a [4] vector: places 0 and 3 get two elements each,
+    // place 2 one, place 1 none.
+    let x = vec1(DType::F32, &[1.0, -2.0, 3.0, 0.5]);
+    let src = vec1(DType::F32, &[4.0, -1.0, 2.0, 6.0, -3.0]);
+    let i = ix(DType::I64, &[5], &[0, 0, 2, 3, 3]);
+    let cases: [(ScatterReduction, bool, [f64; 4]); 10] = [
+        (ScatterReduction::Sum, true, [4.0, -2.0, 5.0, 3.5]),
+        (ScatterReduction::Sum, false, [3.0, -2.0, 2.0, 3.0]),
+        (ScatterReduction::Prod, true, [-4.0, -2.0, 6.0, -9.0]),
+        (ScatterReduction::Prod, false, [-4.0, -2.0, 2.0, -18.0]),
+        (ScatterReduction::Mean, true, [4.0 / 3.0, -2.0, 2.5, 3.5 / 3.0]),
+        (ScatterReduction::Mean, false, [1.5, -2.0, 2.0, 1.5]),
+        (ScatterReduction::Amax, true, [4.0, -2.0, 3.0, 6.0]),
+        (ScatterReduction::Amax, false, [4.0, -2.0, 2.0, 6.0]),
+        (ScatterReduction::Amin, true, [-1.0, -2.0, 2.0, -3.0]),
+        (ScatterReduction::Amin, false, [-1.0, -2.0, 2.0, -3.0]),
+    ];
+    for (reduce, include_self, want) in cases {
+        let got = x.tensor().scatter_reduce(0, &i, &src.tensor(), reduce, include_self);
+        check(&format!("{reduce:?} include_self={include_self}"), got, &vec1(DType::F32, &want));
+    }
+    // Integers: the mean rounds down.
+    let xi = vec1(DType::I64, &[1.0, 5.0]);
+    let si = vec1(DType::I64, &[-2.0, 2.0, 7.0]);
+    let got = xi.tensor().scatter_reduce(0, &ix(DType::I64, &[3], &[0, 0, 1]), &si.tensor(), ScatterReduction::Mean, true);
+    check("int mean", got, &vec1(DType::I64, &[0.0, 6.0]));
+    let got = xi.tensor().scatter_reduce(0, &ix(DType::I64, &[3], &[1, 1, 1]), &si.tensor(), ScatterReduction::Mean, false);
+    check("int mean without self", got, &vec1(DType::I64, &[1.0, 2.0]));
+}
+}

@@ -7,7 +7,7 @@ use std::ffi::c_char;
 
 use eagertpu::{
     ArgReduce, BinaryOp, Cumulative, Extreme, OrderStatistic, OrderStatisticKind, PointwiseLoss,
-    PointwiseLossKind, Reduce, Reduction, Scalar, Tensor, UnaryOp,
+    PointwiseLossKind, Reduce, Reduction, Scalar, ScatterReduction, Tensor, UnaryOp,
 };
 
 use crate::handles::{device, dims, dtype_from, get, get_optional, put_all, put_pair, put_tensor};
@@ -550,6 +550,28 @@ c_api! {
         // SAFETY: pointers as documented.
         unsafe {
             let t = at(origin, || if add { x.scatter_add(dim, &i, &s) } else { x.scatter(dim, &i, &s) })?;
+            put_tensor(out, t)
+        }
+    }
+
+    /// `torch.scatter_reduce`: x where index names places along dim, each
+    /// holding `reduce` (sum prod mean amax amin) of the src elements landing
+    /// there and, with `include_self`, of its own.
+    fn etpu_scatter_reduce(
+        x: TensorHandle,
+        dim: i64,
+        index: TensorHandle,
+        src: TensorHandle,
+        reduce: *const c_char,
+        include_self: bool,
+        origin: *const c_char,
+        out: *mut TensorHandle,
+    ) {
+        let (x, i, s) = (get(x, "x")?, get(index, "index")?, get(src, "src")?);
+        // SAFETY: strings and pointers as documented.
+        unsafe {
+            let how = from_table("scatter_reduce", c_str(reduce, "reduce")?, ScatterReduction::ALL, ScatterReduction::name)?;
+            let t = at(origin, || x.scatter_reduce(dim, &i, &s, how, include_self))?;
             put_tensor(out, t)
         }
     }

@@ -48,6 +48,21 @@ pub enum ScanOp {
     LogSumExp,
 }
 
+/// How a scatter combines each `src` element with the element it lands on
+/// (several landing on one combine in any order: PyTorch's
+/// `scatter_reduce` without `mean`, which the runtime composes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScatterReduce {
+    /// The src element replaces it (one of several, unspecified which).
+    Replace,
+    Add,
+    Mul,
+    /// The larger (NaN wins, as PyTorch's `amax`).
+    Max,
+    /// The smaller (NaN wins).
+    Min,
+}
+
 /// Which of a sort's two results an `Op::Sort` gives (an op has one output).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SortOutput {
@@ -198,8 +213,9 @@ pub enum Op {
     IndexSelect { dim: usize },
     /// (x, index: int, same rank) `out[i][j] = x[index[i][j]][j]` for dim 0.
     Gather { dim: usize },
-    /// (x, index, src) writes (or adds, with `add`) `src` into a copy of `x`.
-    Scatter { dim: usize, add: bool },
+    /// (x, index, src) writes `src` into a copy of `x`, or combines it with
+    /// what is there (`reduce`).
+    Scatter { dim: usize, reduce: ScatterReduce },
     /// (x, start_0, ..., start_{r-1}: 0-d int) a `sizes` block; starts are clamped
     /// so the block fits, as XLA does.
     DynamicSlice { sizes: Shape },
@@ -325,8 +341,13 @@ impl Op {
             Op::Flip(_) => "flip",
             Op::IndexSelect { .. } => "index_select",
             Op::Gather { .. } => "gather",
-            Op::Scatter { add: false, .. } => "scatter",
-            Op::Scatter { add: true, .. } => "scatter_add",
+            Op::Scatter { reduce, .. } => match reduce {
+                ScatterReduce::Replace => "scatter",
+                ScatterReduce::Add => "scatter_add",
+                ScatterReduce::Mul => "scatter_mul",
+                ScatterReduce::Max => "scatter_amax",
+                ScatterReduce::Min => "scatter_amin",
+            },
             Op::DynamicSlice { .. } => "dynamic_slice",
             Op::DynamicUpdateSlice => "dynamic_update_slice",
             Op::AsStrided { .. } => "as_strided",

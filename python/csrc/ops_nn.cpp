@@ -215,6 +215,51 @@ at::Tensor& scatter_src_out(const at::Tensor& self, int64_t dim, const at::Tenso
   return out;
 }
 
+// scatter_reduce (sum prod mean amax amin, with or without self's elements):
+// the runtime's, one call (PyTorch's structured meta function checked the
+// shapes and dtypes).
+Handle scatter_reduced(const at::Tensor& self, int64_t dim, const Handle& index, const Handle& src,
+                       c10::string_view reduce, bool include_self) {
+  std::string how(reduce);
+  Handle h;
+  check(etpu_scatter_reduce(read(self).get(), dim, index.get(), src.get(), how.c_str(), include_self, origin(),
+                            h.out()));
+  return h;
+}
+
+at::Tensor& scatter_reduce_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                               c10::string_view reduce, bool include_self, at::Tensor& out) {
+  OpScope s;
+  int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  write(out, scatter_reduced(self, d, read(index), read(src), reduce, include_self));
+  return out;
+}
+
+// index_reduce (prod mean amax amin): a scatter_reduce with the 1-d index
+// broadcast over the source's slices along dim.
+at::Tensor& index_reduce_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                             c10::string_view reduce, bool include_self, at::Tensor& out) {
+  OpScope s;
+  int64_t rank = std::max<int64_t>(self.dim(), 1), d = at::maybe_wrap_dim(dim, rank);
+  if (out.numel() == 0) return out;
+  if (index.numel() == 0) {
+    if (!out.is_same(self)) write(out, read(self));
+    return out;
+  }
+  std::vector<int64_t> src_shape = source.dim() == 0 ? std::vector<int64_t>{1} : source.sizes().vec();
+  std::vector<int64_t> col(rank, 1);
+  col[d] = index.numel();
+  Handle wide = expand(reshape(cast(read(index), at::kLong), col), src_shape);
+  Handle src = reshape(read(source), src_shape);
+  if (self.dim() == 0) {
+    at::Tensor flat = self.reshape({1});
+    write(out, reshape(scatter_reduced(flat, 0, wide, src, reduce, include_self), self.sizes()));
+  } else {
+    write(out, scatter_reduced(self, d, wide, src, reduce, include_self));
+  }
+  return out;
+}
+
 at::Tensor& scatter_value_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value,
                               at::Tensor& out) {
   OpScope s;
@@ -337,6 +382,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("scatter_add.out", scatter_add_out);
   m.impl("scatter.src_out", scatter_src_out);
   m.impl("scatter.value_out", scatter_value_out);
+  m.impl("scatter_reduce.two_out", scatter_reduce_out);
+  m.impl("index_reduce.out", index_reduce_out);
   m.impl("embedding_dense_backward", embedding_dense_backward);
   m.impl("cat.out", cat_out);
 }

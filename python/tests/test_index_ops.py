@@ -87,3 +87,42 @@ def test_zero_dim_gather_scatter_and_the_backwards_that_use_them():
     check(lambda t, k, s: t.scatter_add(0, k, s), x, i, src)
     for name in ("max", "min", "median", "nanmedian"):
         check_grad(lambda t, name=name: getattr(torch, name)(t, 0).values * 3.0, torch.tensor(1.25))
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bfloat16])
+def test_scatter_reduce_matches_the_cpu(reduce, include_self, dtype):
+    g = torch.Generator().manual_seed(3)
+    if dtype.is_floating_point:
+        x, src = torch.randn(5, 4, generator=g).to(dtype), torch.randn(7, 4, generator=g).to(dtype)
+    else:
+        x, src = torch.randint(-6, 6, (5, 4), generator=g), torch.randint(-6, 6, (7, 4), generator=g)
+    index = torch.randint(0, 5, (7, 4), generator=g)  # repeats: several land on one place, some on none
+    tol = {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {}
+    check(lambda t, i, s: t.scatter_reduce(0, i, s, reduce, include_self=include_self), x, index, src, **tol)
+    check(lambda t, i, s: t.scatter_reduce(1, i, s, reduce, include_self=include_self), x.T.contiguous(),
+          index[:4].T.contiguous(), src[:4].T.contiguous(), **tol)
+    check(lambda t, i, s: t.clone().scatter_reduce_(0, i, s, reduce, include_self=include_self), x, index, src, **tol)
+
+
+def test_scatter_reduce_nans_win_amax_and_amin_and_gradients_match_the_cpu():
+    nan = float("nan")
+    x = torch.tensor([1.0, nan, 3.0, -1.0])
+    src = torch.tensor([5.0, nan, 0.5, 2.0, -7.0])
+    index = torch.tensor([0, 0, 2, 3, 3])
+    for reduce in ("amax", "amin", "sum", "mean", "prod"):
+        for include_self in (True, False):
+            check(lambda t, i, s: t.scatter_reduce(0, i, s, reduce, include_self=include_self), x, index, src)
+    index2 = torch.tensor([[0, 1, 1], [2, 1, 0]])
+    for reduce in ("sum", "mean", "amax"):
+        check_grad(lambda t, i, s, reduce=reduce: t.scatter_reduce(0, i, s, reduce), rand(3, 3), index2, rand(2, 3))
+
+
+@pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_index_reduce_matches_the_cpu(reduce, include_self):
+    x, source = rand(4, 5), rand(4, 3)
+    check(lambda t, i, s: t.index_reduce(1, i, s, reduce, include_self=include_self), x, torch.tensor([0, 3, 3]), source)
+    check(lambda t, i, s: t.clone().index_reduce_(0, i, s, reduce, include_self=include_self),
+          x, torch.tensor([1, 1, 2]), rand(3, 5))

@@ -32,7 +32,8 @@ pub use tensor::{
     Activation, Adam, AdamParam, AdamUpdate, ArgReduce, BatchNormOutput, Cumulative, Device,
     Distribution, Extreme, GradScaling, GruCellGrad, Interpolation, LstmCell, LstmCellGrad,
     Operand, OrderStatistic, OrderStatisticKind, PadMode, PointwiseLoss, PointwiseLossKind,
-    ProcessGroup, Reduce, Sgd, SgdParam, SgdUpdate, Subgroups, Tensor, default_device, sync,
+    ProcessGroup, Reduce, ScatterReduction, Sgd, SgdParam, SgdUpdate, Subgroups, Tensor,
+    default_device, sync,
 };
 
 /// Locks a mutex, ignoring poisoning (state is updated atomically under it).

@@ -6,6 +6,7 @@
 
 use super::{Emitter, V, dim_list, i64_array};
 use crate::dtype::DType;
+use crate::op::ScatterReduce;
 use crate::scalar::Scalar;
 use crate::shape::{Shape, TensorType};
 
@@ -87,7 +88,7 @@ pub(super) fn gather(e: &mut Emitter, x: &V, index: &V, dim: usize) -> V {
     )
 }
 
-pub(super) fn scatter(e: &mut Emitter, inputs: &[V], dim: usize, add: bool) -> V {
+pub(super) fn scatter(e: &mut Emitter, inputs: &[V], dim: usize, reduce: ScatterReduce) -> V {
     let (x, index, src) = (&inputs[0], &inputs[1], &inputs[2]);
     if x.ty.rank() == 0 {
         // As gather: a 0-d tensor scatters as a [1] tensor (the backward of
@@ -96,7 +97,7 @@ pub(super) fn scatter(e: &mut Emitter, inputs: &[V], dim: usize, add: bool) -> V
             return x.clone();
         }
         let ones: Vec<V> = [x, index, src].iter().map(|v| e.reshape(v, &[1])).collect();
-        let out = scatter(e, &ones, 0, add);
+        let out = scatter(e, &ones, 0, reduce);
         return e.reshape(&out, &[]);
     }
     let rank = x.ty.rank();
@@ -128,11 +129,29 @@ pub(super) fn scatter(e: &mut Emitter, inputs: &[V], dim: usize, add: bool) -> V
         &[x, &coords, &updates],
         &[elem.clone(), elem],
         |e, args| {
-            if add {
-                vec![e.add(&args[0], &args[1])]
-            } else {
-                vec![args[1].clone()]
+            let (old, new) = (&args[0], &args[1]);
+            let bools = old.ty.dtype == DType::Bool;
+            let combined = match reduce {
+                ScatterReduce::Replace => return vec![new.clone()],
+                ScatterReduce::Add if bools => e.binary("stablehlo.or", old, new),
+                ScatterReduce::Add => e.add(old, new),
+                ScatterReduce::Mul | ScatterReduce::Min if bools => {
+                    e.binary("stablehlo.and", old, new)
+                }
+                ScatterReduce::Max if bools => e.binary("stablehlo.or", old, new),
+                ScatterReduce::Mul => e.mul(old, new),
+                ScatterReduce::Max => e.maximum(old, new),
+                ScatterReduce::Min => e.minimum(old, new),
+            };
+            if !old.ty.dtype.is_float() || matches!(reduce, ScatterReduce::Add | ScatterReduce::Mul)
+            {
+                return vec![combined];
             }
+            // NaN wins, whatever the plugin's maximum does with it.
+            let old_nan = e.is_nan(old);
+            let new_nan = e.is_nan(new);
+            let r = e.select(&new_nan, new, &combined);
+            vec![e.select(&old_nan, old, &r)]
         },
         &attrs,
         std::slice::from_ref(&x.ty),

@@ -681,7 +681,7 @@ fn lower_op(e: &mut Emitter, op: &Op, inputs: &[V], out: TensorType) -> V {
         Op::Flip(dims) => layout::flip(e, &inputs[0], dims),
         Op::IndexSelect { dim } => index::index_select(e, &inputs[0], &inputs[1], *dim, out),
         Op::Gather { dim } => index::gather(e, &inputs[0], &inputs[1], *dim),
-        Op::Scatter { dim, add } => index::scatter(e, inputs, *dim, *add),
+        Op::Scatter { dim, reduce } => index::scatter(e, inputs, *dim, *reduce),
         Op::DynamicSlice { sizes } => index::dynamic_slice(e, inputs, sizes),
         Op::DynamicUpdateSlice => index::dynamic_update_slice(e, inputs),
         Op::AsStrided {

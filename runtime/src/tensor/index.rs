@@ -5,12 +5,100 @@
 //! compiled code clamps it, as XLA does.
 
 use fusion::shape::normalize_dim;
-use fusion::{DType, Op, Scalar};
+use fusion::{DType, Op, Scalar, ScatterReduce};
 
 use super::Tensor;
 use crate::error::Result;
 
+fusion::named_ops! {
+    /// How [`Tensor::scatter_reduce`] combines the elements landing on one
+    /// place (PyTorch's `reduce` names).
+    ScatterReduction {
+        Sum sum,
+        Prod prod,
+        /// The mean of those elements (and of `self`'s, with
+        /// `include_self`); integers divide rounding down.
+        Mean mean,
+        Amax amax,
+        Amin amin,
+    }
+}
+
 impl Tensor {
+    /// `torch.scatter_reduce`: a copy of `self` where each place `index`
+    /// names along `dim` holds `reduce` of the `src` elements landing there,
+    /// and of its own element with `include_self` (places nothing lands on
+    /// keep theirs). NaN wins `amax` and `amin`, as in PyTorch.
+    #[track_caller]
+    pub fn scatter_reduce(
+        &self,
+        dim: i64,
+        index: &Tensor,
+        src: &Tensor,
+        reduce: ScatterReduction,
+        include_self: bool,
+    ) -> Result<Tensor> {
+        let d = normalize_dim("scatter_reduce", dim, self.rank())?;
+        let combine = |base: &Tensor, how: ScatterReduce| {
+            base.op(
+                Op::Scatter {
+                    dim: d,
+                    reduce: how,
+                },
+                &[index, src],
+            )
+        };
+        // Without include_self, the places src lands on start from the
+        // reduction's identity instead of self's element.
+        let start = |identity: Scalar| -> Result<Tensor> {
+            if include_self {
+                Ok(self.clone())
+            } else {
+                self.scatter(
+                    dim,
+                    index,
+                    &src.full_like(identity)?.to_dtype(self.dtype())?,
+                )
+            }
+        };
+        let (lowest, highest) = match self.dtype() {
+            DType::Bool => (Scalar::Bool(false), Scalar::Bool(true)),
+            d if d.is_float() => (
+                Scalar::Float(f64::NEG_INFINITY),
+                Scalar::Float(f64::INFINITY),
+            ),
+            DType::U8 => (Scalar::Int(0), Scalar::Int(u8::MAX.into())),
+            DType::I8 => (Scalar::Int(i8::MIN.into()), Scalar::Int(i8::MAX.into())),
+            DType::I16 => (Scalar::Int(i16::MIN.into()), Scalar::Int(i16::MAX.into())),
+            DType::I32 => (Scalar::Int(i32::MIN.into()), Scalar::Int(i32::MAX.into())),
+            _ => (Scalar::Int(i64::MIN), Scalar::Int(i64::MAX)),
+        };
+        match reduce {
+            ScatterReduction::Sum => combine(&start(Scalar::Int(0))?, ScatterReduce::Add),
+            ScatterReduction::Prod => combine(&start(Scalar::Int(1))?, ScatterReduce::Mul),
+            ScatterReduction::Amax => combine(&start(lowest)?, ScatterReduce::Max),
+            ScatterReduction::Amin => combine(&start(highest)?, ScatterReduce::Min),
+            ScatterReduction::Mean => {
+                let sums = combine(&start(Scalar::Int(0))?, ScatterReduce::Add)?;
+                // How many elements each place averages: 1 (its own) where
+                // nothing lands or with include_self, plus what lands.
+                let ones = self.ones_like()?;
+                let base = if include_self {
+                    ones
+                } else {
+                    ones.scatter(dim, index, &src.zeros_like()?.to_dtype(self.dtype())?)?
+                };
+                let counts =
+                    base.scatter_add(dim, index, &src.ones_like()?.to_dtype(self.dtype())?)?;
+                if self.dtype().is_float() {
+                    sums.div(&counts)
+                } else {
+                    sums.floor_divide(&counts)
+                }
+            }
+        }
+    }
+
     /// The entries of `dim` listed in the 1-d integer tensor `index`.
     #[track_caller]
     pub fn index_select(&self, dim: i64, index: &Tensor) -> Result<Tensor> {
@@ -29,14 +117,26 @@ impl Tensor {
     #[track_caller]
     pub fn scatter(&self, dim: i64, index: &Tensor, src: &Tensor) -> Result<Tensor> {
         let d = normalize_dim("scatter", dim, self.rank())?;
-        self.op(Op::Scatter { dim: d, add: false }, &[index, src])
+        self.op(
+            Op::Scatter {
+                dim: d,
+                reduce: ScatterReduce::Replace,
+            },
+            &[index, src],
+        )
     }
 
     /// `torch.scatter_add`: a copy of `self` with `src` added at `index` along `dim`.
     #[track_caller]
     pub fn scatter_add(&self, dim: i64, index: &Tensor, src: &Tensor) -> Result<Tensor> {
         let d = normalize_dim("scatter_add", dim, self.rank())?;
-        self.op(Op::Scatter { dim: d, add: true }, &[index, src])
+        self.op(
+            Op::Scatter {
+                dim: d,
+                reduce: ScatterReduce::Add,
+            },
+            &[index, src],
+        )
     }
 
     /// A `sizes` block starting at the 0-d integer tensors `starts` (one per

@@ -37,6 +37,7 @@ pub use activation::Activation;
 pub use device::{Device, default_device};
 pub use elementwise::Operand;
 pub use group::{ProcessGroup, Subgroups};
+pub use index::ScatterReduction;
 pub use loss::{PointwiseLoss, PointwiseLossKind};
 pub use norm::BatchNormOutput;
 pub use optim::{Adam, AdamParam, AdamUpdate, GradScaling, Sgd, SgdParam, SgdUpdate};
