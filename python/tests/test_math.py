@@ -263,12 +263,16 @@ def test_special_functions_of_integers_are_float_and_digamma_keeps_pytorchs_pole
     assert got[0] == float("-inf") and got[1] == float("inf") and got[2:].isnan().all(), got
 
 
-@pytest.mark.parametrize("n", [0, 1, 2, 3])
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 4])
 def test_polygamma_matches_the_cpu(n):
     x = rand(3, 8, low=0.2, high=6.0)
     check(lambda t: torch.polygamma(n, t), x, rtol=1e-4, atol=1e-5)
     check(lambda t: torch.polygamma(n, t), x.double(), rtol=1e-8, atol=1e-10)
     check(lambda t: t.clone().polygamma_(n), x, rtol=1e-4, atol=1e-5)
+    # Below zero (the reflection formula; CHLO's polygamma is for x > 0).
+    negative = torch.tensor([-0.3, -1.5, -2.75, -5.1, -8.478])
+    check(lambda t: torch.polygamma(n, t), negative, rtol=1e-3, atol=1e-4)
+    check(lambda t: torch.polygamma(n, t), negative.double(), rtol=1e-7, atol=1e-9)
     # The poles: digamma's for n = 0, (-1)^(n+1) inf beyond (PyTorch's
     # trigamma is inf at zero only).
     poles = torch.tensor([0.0, -0.0] if n == 1 else [0.0, -0.0, -1.0, -2.0, -3.0])

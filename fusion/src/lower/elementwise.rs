@@ -156,24 +156,67 @@ pub(super) fn binary(e: &mut Emitter, b: BinaryOp, l: &V, r: &V, out: TensorType
     }
 }
 
-/// `polygamma(n, x)` (CHLO's), with PyTorch's values at the poles (the
-/// non-positive integers, where CHLO gives NaN): digamma's for n = 0, else
+/// `polygamma(n, x)`. CHLO's is right for x > 0 only; below 0 the
+/// reflection `psi_n(x) = (-1)^n psi_n(1 - x) - pi^(n+1) P_n(cot(pi x))`
+/// (`P_n` the n-th derivative of cot in powers of cot: n <= 4 here, NaN
+/// beyond, never a wrong number); n = 0 is digamma. At the poles (the
+/// non-positive integers) PyTorch's values: digamma's for n = 0, else
 /// `(-1)^(n+1) inf`.
 fn polygamma(e: &mut Emitter, n: &V, x: &V) -> V {
-    let psi = wide_binary(e, "chlo.polygamma", n, x);
+    let positive = wide_binary(e, "chlo.polygamma", n, x);
     let zero = e.splat(0, x);
+    let one = e.splat(1.0, x);
+    // The reflection, for x < 0.
+    let mirrored = e.sub(&one, x);
+    let psi_mirrored = wide_binary(e, "chlo.polygamma", n, &mirrored);
+    let pi_x = e.binary_const("stablehlo.multiply", x, std::f64::consts::PI);
+    let cos = e.unary("stablehlo.cosine", &pi_x);
+    let sin = e.unary("stablehlo.sine", &pi_x);
+    let c = e.div(&cos, &sin);
+    // P_n(c) as a polynomial in c: coefficients of c^0, c^1, ..., c^5.
+    let polys: [&[f64]; 4] = [
+        &[-1.0, 0.0, -1.0],
+        &[0.0, 2.0, 0.0, 2.0],
+        &[-2.0, 0.0, -8.0, 0.0, -6.0],
+        &[0.0, 16.0, 0.0, 40.0, 0.0, 24.0],
+    ];
+    let mut p = e.splat(f64::NAN, x);
+    for (k, coefficients) in polys.iter().enumerate() {
+        // Horner's rule in c.
+        let mut value = e.splat(coefficients[coefficients.len() - 1], x);
+        for &a in coefficients.iter().rev().skip(1) {
+            let scaled = e.mul(&value, &c);
+            value = e.binary_const("stablehlo.add", &scaled, a);
+        }
+        let order = e.splat((k + 1) as f64, n);
+        let is_order = e.compare(Cmp::Eq, n, &order);
+        p = e.select(&is_order, &value, &p);
+    }
+    let two = e.splat(2, n);
+    let parity = e.binary("stablehlo.remainder", n, &two);
+    let odd = e.compare(Cmp::Ne, &parity, &zero);
+    let minus = e.splat(-1.0, x);
+    let sign = e.select(&odd, &minus, &one);
+    let n_plus_one = e.binary_const("stablehlo.add", n, 1.0);
+    let pi = e.splat(std::f64::consts::PI, x);
+    let pi_power = e.binary("stablehlo.power", &pi, &n_plus_one);
+    let signed = e.mul(&sign, &psi_mirrored);
+    let correction = e.mul(&pi_power, &p);
+    let reflected = e.sub(&signed, &correction);
+    let negative = e.compare(Cmp::Lt, x, &zero);
+    let psi = e.select(&negative, &reflected, &positive);
+    // n = 0: digamma, poles included.
+    let n_zero = e.compare(Cmp::Eq, n, &zero);
+    let psi0 = digamma(e, x);
+    let psi = e.select(&n_zero, &psi0, &psi);
+    // The poles for n >= 1.
     let floored = e.unary("stablehlo.floor", x);
     let integral = e.compare(Cmp::Eq, x, &floored);
     let non_positive = e.compare(Cmp::Le, x, &zero);
     let pole = e.binary("stablehlo.and", &integral, &non_positive);
-    let two = e.splat(2, n);
-    let parity = e.binary("stablehlo.remainder", n, &two);
-    let odd = e.compare(Cmp::Ne, &parity, &zero);
     let inf = e.splat(f64::INFINITY, x);
     let neg_inf = e.splat(f64::NEG_INFINITY, x);
     let infinite = e.select(&odd, &inf, &neg_inf);
-    let n_zero = e.compare(Cmp::Eq, n, &zero);
-    let psi0 = digamma(e, x);
     let at_pole = e.select(&n_zero, &psi0, &infinite);
     e.select(&pole, &at_pole, &psi)
 }
