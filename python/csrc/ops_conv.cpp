@@ -99,10 +99,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
   Handle g = read(grad_output);
   at::Tensor gi, gw, gb;
   if (output_mask[0]) {
-    // transposed: y = conv_grad_input(x, w), so dx = conv(dy, w).
+    // transposed: y = conv_grad_input(x, w), so dx = conv(dy, w) (its
+    // leading part: an output padding of a stride or more makes it longer).
     Handle h = transposed ? conv(g, read(weight), a) : conv_grad_input(g, read(weight), input.sizes(), a);
+    std::vector<int64_t> got = dims_of(h);
     gi = at::empty(input.sizes(), input.options());
-    write(gi, h);
+    if (transposed && at::IntArrayRef(got) != input.sizes()) {
+      at::Tensor whole = at::empty(got, input.options());
+      write(whole, h);
+      for (int64_t d = 2; d < input.dim(); d++) whole = whole.narrow(d, 0, input.size(d));
+      gi.copy_(whole);
+    } else {
+      write(gi, h);
+    }
   }
   if (output_mask[1]) {
     // transposed: <dy, y> = <x, conv(dy, w)>, so dw is conv's weight gradient

@@ -182,3 +182,18 @@ def test_unfold_and_fold_refuse_what_the_cpu_refuses():
 def test_adaptive_max_pool2d_matches_the_cpu_with_indices_and_gradients(shape, out):
     check(lambda x: F.adaptive_max_pool2d(x, out, return_indices=True), rand(*shape))
     check_grad(lambda x: F.adaptive_max_pool2d(x, out), rand(*shape))
+
+
+@pytest.mark.parametrize("dims", [1, 2, 3])
+def test_conv_transpose_with_an_output_padding_past_the_stride(dims):
+    # output_padding may reach the dilation when it is past the stride: the
+    # forward convolution of such an output reads more outputs than the input
+    # has (zero gradient), and the input's gradient is the leading part.
+    conv = [F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d][dims - 1]
+    stride, padding, output_padding, dilation = (3, 2, 2)[:dims], (1, 2, 0)[:dims], (2, 3, 1)[:dims], (4, 4, 3)[:dims]
+    x = rand(2, 2, *(4,) * dims)
+    w = rand(2, 2, *(4, 5, 3)[:dims])
+    b = rand(4)
+    kw = dict(stride=stride, padding=padding, output_padding=output_padding, groups=2, dilation=dilation)
+    check(lambda x, w, b: conv(x, w, b, **kw), x, w, b, rtol=1e-4, atol=1e-4)
+    check_grad(lambda x, w, b: conv(x, w, b, **kw), x, w, b, rtol=1e-4, atol=1e-4)

@@ -73,20 +73,65 @@ impl Tensor {
         groups: i64,
     ) -> Result<Tensor> {
         let n = weight.rank().saturating_sub(2);
+        // A transposed convolution with an output padding of a stride or
+        // more asks for an input the forward convolution would have read
+        // into more outputs than `self` has: those outputs' gradients are
+        // zero (nothing of the result depends on them), so `self` is padded
+        // with them at the end.
+        let kernel = &weight.shape()[2.min(weight.rank())..];
+        let grad = self.pad_to_forward_output(kernel, input_sizes, stride, padding, dilation)?;
+        let this = grad.as_ref().unwrap_or(self);
         let spec = spec(n, stride, padding, dilation, groups);
-        if input_sizes.len() + 1 == weight.rank() && self.rank() + 1 == weight.rank() {
+        if input_sizes.len() + 1 == weight.rank() && this.rank() + 1 == weight.rank() {
             let op = Op::ConvBackwardInput {
                 spec,
                 input: batched(input_sizes).into(),
             };
-            let grad = self.reshape(&batched(self.shape()))?.op(op, &[weight])?;
+            let grad = this.reshape(&batched(this.shape()))?.op(op, &[weight])?;
             return grad.reshape(input_sizes);
         }
         let op = Op::ConvBackwardInput {
             spec,
             input: input_sizes.into(),
         };
-        self.op(op, &[weight])
+        this.op(op, &[weight])
+    }
+
+    /// `self` (an output gradient) zero-padded at the end of each spatial
+    /// dim to the forward convolution's output size for `input_sizes`, when
+    /// it is smaller there and the same elsewhere; `None` when nothing is
+    /// to pad (a mismatch is left to the op's own shape check).
+    fn pad_to_forward_output(
+        &self,
+        k: &[i64],
+        input_sizes: &[i64],
+        stride: &[i64],
+        padding: &[i64],
+        dilation: &[i64],
+    ) -> Result<Option<Tensor>> {
+        let n = k.len();
+        let (g, x) = (self.shape(), input_sizes);
+        if n == 0
+            || g.len() < n
+            || x.len() != g.len()
+            || [stride, padding, dilation].iter().any(|v| v.len() != n)
+        {
+            return Ok(None);
+        }
+        let mut amounts = vec![];
+        for i in (0..n).rev() {
+            let (gi, xi) = (g[g.len() - n + i], x[x.len() - n + i]);
+            let expected =
+                (xi + 2 * padding[i] - dilation[i] * (k[i] - 1) - 1).div_euclid(stride[i]) + 1;
+            if gi > expected {
+                return Ok(None);
+            }
+            amounts.extend([0, expected - gi]);
+        }
+        if amounts.iter().all(|&a| a == 0) {
+            return Ok(None);
+        }
+        Ok(Some(self.pad(&amounts, 0.0)?))
     }
 
     /// The gradient of [`Tensor::conv`] with respect to its weight, of shape
@@ -107,11 +152,17 @@ impl Tensor {
             spec: spec(n, stride, padding, dilation, groups),
             weight: weight_sizes.into(),
         };
-        if input.rank() + 1 == weight_sizes.len() && self.rank() + 1 == weight_sizes.len() {
-            let grad = self.reshape(&batched(self.shape()))?;
+        // As in conv_backward_input: a transposed convolution's output
+        // padding leaves outputs of zero gradient off `self`.
+        let kernel = &weight_sizes[2.min(weight_sizes.len())..];
+        let padded =
+            self.pad_to_forward_output(kernel, input.shape(), stride, padding, dilation)?;
+        let this = padded.as_ref().unwrap_or(self);
+        if input.rank() + 1 == weight_sizes.len() && this.rank() + 1 == weight_sizes.len() {
+            let grad = this.reshape(&batched(this.shape()))?;
             let x = input.reshape(&batched(input.shape()))?;
             return grad.op(op, &[&x]);
         }
-        self.op(op, &[input])
+        this.op(op, &[input])
     }
 }
