@@ -191,6 +191,50 @@ at::Tensor floor_divide(const at::Tensor& self, const at::Tensor& other) {
   return at::div(self, other, "floor");
 }
 
+// ATen ops with a kernel per device (none composite), made of the tpu
+// kernels: each at:: call below dispatches to this backend's kernels.
+
+// rsub: other - alpha * self.
+at::Tensor rsub(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  return at::sub(other, self, alpha);
+}
+
+// fmax, fmin: the larger (smaller) of the two, NaN only where both are.
+at::Tensor& fmax_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  at::Tensor both = at::maximum(self, other);
+  at::Tensor r = at::where(at::isnan(self), other, at::where(at::isnan(other), self, both));
+  return out.copy_(r);
+}
+
+at::Tensor& fmin_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  at::Tensor both = at::minimum(self, other);
+  at::Tensor r = at::where(at::isnan(self), other, at::where(at::isnan(other), self, both));
+  return out.copy_(r);
+}
+
+// hardshrink: x where |x| > lambda, else 0; softshrink: x moved toward 0 by
+// lambda, 0 within it. Their backwards pass the gradient where x is kept.
+at::Tensor& hardshrink_out(const at::Tensor& self, const at::Scalar& lambd, at::Tensor& out) {
+  return out.copy_(at::where(at::abs(self) > lambd, self, at::zeros_like(self)));
+}
+
+at::Tensor& hardshrink_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& lambd,
+                                    at::Tensor& out) {
+  return out.copy_(at::where(at::abs(self) > lambd, grad, at::zeros_like(grad)));
+}
+
+at::Tensor& softshrink_out(const at::Tensor& self, const at::Scalar& lambd, at::Tensor& out) {
+  TORCH_CHECK(lambd.toDouble() >= 0, "lambda must be greater or equal to 0, but found to be ", lambd.toDouble(), ".");
+  at::Tensor shrunk = at::where(self > lambd, self - lambd, at::where(self < -lambd.toDouble(), self + lambd,
+                                                                       at::zeros_like(self)));
+  return out.copy_(shrunk);
+}
+
+at::Tensor& softshrink_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& lambd,
+                                    at::Tensor& out) {
+  return out.copy_(at::where(at::abs(self) > lambd, grad, at::zeros_like(grad)));
+}
+
 at::Tensor& clamp_tensor_out(const at::Tensor& self, const std::optional<at::Tensor>& min,
                              const std::optional<at::Tensor>& max, at::Tensor& out) {
   OpScope s;
@@ -515,6 +559,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nansum", nansum);
   m.impl("nansum.out", nansum_out);
   m.impl("floor_divide", floor_divide);
+  m.impl("rsub.Tensor", rsub);
+  m.impl("fmax.out", fmax_out);
+  m.impl("fmin.out", fmin_out);
+  m.impl("hardshrink.out", hardshrink_out);
+  m.impl("hardshrink_backward.grad_input", hardshrink_backward_out);
+  m.impl("softshrink.out", softshrink_out);
+  m.impl("softshrink_backward.grad_input", softshrink_backward_out);
   m.impl("clamp.Tensor_out", clamp_tensor_out);
   m.impl("clamp_min.Tensor_out", clamp_min_tensor_out);
   m.impl("clamp_max.Tensor_out", clamp_max_tensor_out);

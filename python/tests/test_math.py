@@ -330,3 +330,21 @@ def test_xlog1py_copysign_heaviside_match_the_cpu():
     check(torch.heaviside, torch.tensor([-2, 0, 3]), torch.tensor([7, 8, 9]))
     with pytest.raises(RuntimeError, match="different dtypes"):
         torch.heaviside(x.to("tpu"), torch.tensor([1], device="tpu"))
+
+
+def test_rsub_fmax_fmin_and_the_shrinks_match_the_cpu():
+    a, b = rand(4, 5), rand(5)
+    check(lambda x, y: torch.rsub(x, y), a, b)
+    check(lambda x, y: torch.rsub(x, y, alpha=2.5), a, b)
+    check(lambda x: 3 - x, torch.tensor([1, 2, 3]))
+    nan = float("nan")
+    x = torch.tensor([1.0, nan, nan, -2.0, 0.0, float("inf")])
+    y = torch.tensor([nan, 3.0, nan, -1.0, -0.0, 5.0])
+    for fn in (torch.fmax, torch.fmin):
+        check(fn, x, y)
+        check(fn, a, b)
+        check(fn, torch.tensor([3, -1, 7]), torch.tensor([2, 5, 7]))
+    for fn in (F.hardshrink, F.softshrink):
+        check(lambda t: fn(t, 0.5), a)
+        check_grad(lambda t: fn(t, 0.5), rand(7))
+    check(lambda t: F.softshrink(t, 0.0), a)
