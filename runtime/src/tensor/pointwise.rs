@@ -165,39 +165,37 @@ impl Tensor {
     /// (`torch.xlogy`); integers compute in float32.
     #[track_caller]
     pub fn xlogy<'a>(&self, other: impl Into<Operand<'a>>) -> Result<Tensor> {
-        let other = other.into();
-        let dtype = other.promoted_with(self).to_float();
-        let x = self.to_dtype(dtype)?;
-        let zero = x.eq(0.0)?;
-        match other {
-            Operand::Tensor(y) => {
-                let y = y.to_dtype(dtype)?;
-                let product = x.mul(&y.log()?)?;
-                let r = Tensor::where_(&zero, 0.0, &product)?;
-                Tensor::where_(&y.isnan()?, &y, &r)
-            }
-            Operand::Scalar(s) if s.as_f64().is_nan() => x.full_like(f64::NAN),
-            Operand::Scalar(s) => Tensor::where_(&zero, 0.0, &x.mul(s.as_f64().ln())?),
-        }
+        self.times_log(other.into(), Tensor::log, f64::ln)
     }
 
     /// `self * log1p(other)`, and 0 where `self` is 0 unless `other` is NaN
     /// (`torch.special.xlog1py`); integers compute in float32.
     #[track_caller]
     pub fn xlog1py<'a>(&self, other: impl Into<Operand<'a>>) -> Result<Tensor> {
-        let other = other.into();
+        self.times_log(other.into(), Tensor::log1p, f64::ln_1p)
+    }
+
+    /// `self * log(other)` for the logarithm `log` (`log_of` on a number),
+    /// as xlogy and xlog1py define it.
+    #[track_caller]
+    fn times_log(
+        &self,
+        other: Operand,
+        log: fn(&Tensor) -> Result<Tensor>,
+        log_of: fn(f64) -> f64,
+    ) -> Result<Tensor> {
         let dtype = other.promoted_with(self).to_float();
         let x = self.to_dtype(dtype)?;
         let zero = x.eq(0.0)?;
         match other {
             Operand::Tensor(y) => {
                 let y = y.to_dtype(dtype)?;
-                let product = x.mul(&y.log1p()?)?;
+                let product = x.mul(&log(&y)?)?;
                 let r = Tensor::where_(&zero, 0.0, &product)?;
                 Tensor::where_(&y.isnan()?, &y, &r)
             }
             Operand::Scalar(s) if s.as_f64().is_nan() => x.full_like(f64::NAN),
-            Operand::Scalar(s) => Tensor::where_(&zero, 0.0, &x.mul(s.as_f64().ln_1p())?),
+            Operand::Scalar(s) => Tensor::where_(&zero, 0.0, &x.mul(log_of(s.as_f64()))?),
         }
     }
 
