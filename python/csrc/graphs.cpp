@@ -181,13 +181,10 @@ std::pair<bool, std::vector<std::optional<at::Tensor>>> graph_run(int64_t device
   auto index = static_cast<c10::DeviceIndex>(device);
   DrawnKeys keys = draw_keys(index, static_cast<size_t>(draws));
   int32_t called = 0;
-  try {
-    check(eagertpu_graph_call(device, id, in_raw.data(), in_raw.size(), keys.halves.data(), keys.halves.size() / 2,
-                              results.data(), results.size(), &called));
-  } catch (...) {
-    return_keys(index, keys);
-    throw;
-  }
+  // A call that failed may have run with its keys: they stay drawn (as an
+  // eager kernel's are), so no later draw repeats them.
+  check(eagertpu_graph_call(device, id, in_raw.data(), in_raw.size(), keys.halves.data(), keys.halves.size() / 2,
+                            results.data(), results.size(), &called));
   if (called == 0) {
     return_keys(index, keys);
     return {false, {}};
