@@ -148,8 +148,13 @@ def main():
     if TORCHRUN:
         dist.init_process_group("cpu:gloo,tpu:eagertpu")
         rank = dist.get_rank()
-        diff = torch.tensor([largest_difference([train_rank(rank, base, xs, ys)], expected)])
-        dist.all_reduce(diff, op=dist.ReduceOp.MAX)  # a CPU tensor: gloo
+        # A tpu tensor: eagertpu's backend runs gloo on a host copy made in
+        # C++. Not a CPU tensor straight to gloo: gloo's worker thread drops
+        # its reference to the tensor after the wait returns, and when the
+        # process is exiting by then, taking the GIL to release the tensor's
+        # Python object aborts it (PyTorch's race, seen 1 run in 10).
+        diff = torch.tensor([largest_difference([train_rank(rank, base, xs, ys)], expected)], device="tpu")
+        dist.all_reduce(diff, op=dist.ReduceOp.MAX)
         dist.destroy_process_group()
         if rank != 0:
             return
