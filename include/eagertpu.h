@@ -591,6 +591,20 @@ etpu_status etpu_extreme_dim(const char* op, etpu_tensor x, int64_t dim, bool ke
  * (floats only). */
 etpu_status etpu_cumulative(const char* op, etpu_tensor x, int64_t dim, const char* origin,
                             etpu_tensor* out);
+/* The Cholesky factor of `a`, square float32/float64 matrices [..., n, n]
+ * (lower-triangular l with l l^T = a, or with `upper` u with u^T u = a; only
+ * that triangle of `a` read, zeros in the other) to `factor` and, unless
+ * `info` is NULL, int32 [...] to `info`: 0 per positive-definite matrix, else
+ * the order of its first leading minor that is not (the factor holds NaN from
+ * there). */
+etpu_status etpu_cholesky(etpu_tensor a, bool upper, const char* origin, etpu_tensor* factor,
+                          etpu_tensor* info);
+/* x solving op(a) x = b (`left`) or x op(a) = b, with `a` upper- or
+ * lower-triangular as `upper` says (the other triangle never read, the
+ * diagonal taken as ones with `unit_diagonal`) and op(a) its transpose with
+ * `transpose`; batch dims broadcast, the dtypes match. */
+etpu_status etpu_solve_triangular(etpu_tensor a, etpu_tensor b, bool upper, bool left, bool unit_diagonal,
+                                  bool transpose, const char* origin, etpu_tensor* out);
 /* x sorted along `dim`, stably (equal elements keep their order), NaN last
  * ascending and first descending: the values to `values` and, unless `indices`
  * is NULL, the int64 positions they came from to `indices`. */

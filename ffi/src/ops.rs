@@ -629,6 +629,41 @@ c_api! {
         }
     }
 
+    /// The Cholesky factor of `a` (square matrices [..., n, n]; lower unless
+    /// `upper`) to `factor` and, unless `info` is NULL, int32 [...] to
+    /// `info`: 0 per matrix that is positive-definite, else the order of its
+    /// first leading minor that is not (`torch.linalg.cholesky_ex`).
+    fn etpu_cholesky(a: TensorHandle, upper: bool, origin: *const c_char, factor: *mut TensorHandle, info: *mut TensorHandle) {
+        let a = get(a, "a")?;
+        // SAFETY: strings and pointers as documented.
+        unsafe {
+            let pair = at(origin, || a.cholesky_ex(upper))?;
+            put_pair(factor, info, pair)
+        }
+    }
+
+    /// x with `op(a) @ x == b` (`left`) or `x @ op(a) == b`: `a` triangular
+    /// (upper or lower as `upper` says; the other triangle never read),
+    /// `op(a)` its transpose with `transpose`, its diagonal ones with
+    /// `unit_diagonal`. Batch dims broadcast.
+    fn etpu_solve_triangular(
+        a: TensorHandle,
+        b: TensorHandle,
+        upper: bool,
+        left: bool,
+        unit_diagonal: bool,
+        transpose: bool,
+        origin: *const c_char,
+        out: *mut TensorHandle,
+    ) {
+        let (a, b) = (get(a, "a")?, get(b, "b")?);
+        // SAFETY: strings and pointers as documented.
+        unsafe {
+            let t = at(origin, || a.solve_triangular(&b, upper, left, unit_diagonal, transpose))?;
+            put_tensor(out, t)
+        }
+    }
+
     /// `x` sorted stably along `dim` to `values` and, unless `indices` is
     /// NULL, the int64 positions of the sorted elements to `indices`.
     fn etpu_sort(x: TensorHandle, dim: i64, descending: bool, origin: *const c_char, values: *mut TensorHandle, indices: *mut TensorHandle) {

@@ -270,6 +270,30 @@ pub enum Op {
     // ----------------------------------------------------------------- linalg
     /// (a, b) `torch.matmul` semantics: batched, broadcasting, 1-d promotion.
     Matmul,
+    /// (a [..., n, n]) the Cholesky factor of symmetric positive-definite
+    /// matrices: lower-triangular `l` with `l @ l^T == a` (`upper`: `u^T @ u
+    /// == a`), zeros in the other triangle, only `a`'s lower (upper) triangle
+    /// read. From the first pivot that is not positive on, NaN. float32 and
+    /// float64.
+    Cholesky { upper: bool },
+    /// (a [..., n, n]) int32 [...]: 0 for each matrix `Cholesky` factors,
+    /// else the order of its first leading minor that is not
+    /// positive-definite (LAPACK's `info`, which `torch.linalg.cholesky_ex`
+    /// reports). The plugins' factorization gives NaN everywhere on a
+    /// failure, so the order is found by factoring leading minors, a binary
+    /// search run only when some matrix failed.
+    CholeskyInfo { upper: bool },
+    /// (a [..., n, n], b [..., n, k] (`left`) or [..., k, n]) x with `op(a) @
+    /// x == b` (`left`) or `x @ op(a) == b`, where `op(a)` is `a` or, with
+    /// `transpose`, `a^T`; `a` triangular (`lower` or upper; the other
+    /// triangle never read), its diagonal taken as ones with
+    /// `unit_diagonal`. Batch dims equal (the runtime broadcasts them).
+    TriangularSolve {
+        left: bool,
+        lower: bool,
+        unit_diagonal: bool,
+        transpose: bool,
+    },
 
     // ------------------------------------------------------------- composites
     /// (x)
@@ -375,6 +399,8 @@ impl Op {
                 ScanOp::LogSumExp => "logcumsumexp",
             },
             Op::Sort { .. } => "sort",
+            Op::Cholesky { .. } | Op::CholeskyInfo { .. } => "cholesky",
+            Op::TriangularSolve { .. } => "triangular_solve",
             Op::Matmul => "matmul",
             Op::Softmax { .. } => "softmax",
             Op::LogSoftmax { .. } => "log_softmax",

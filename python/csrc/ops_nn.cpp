@@ -53,16 +53,21 @@ at::Tensor& addmv_out(const at::Tensor& self, const at::Tensor& mat, const at::T
   return addmm_out(self, mat, vec, beta, alpha, out);
 }
 
-at::Tensor dot(const at::Tensor& self, const at::Tensor& other) {
+// dot, and vdot (the same for real dtypes: nothing to conjugate).
+at::Tensor dot_named(const char* name, const at::Tensor& self, const at::Tensor& other) {
   OpScope s;
-  TORCH_CHECK(self.dim() == 1 && other.dim() == 1, "dot: expected 1-D tensors, got ", self.dim(), "-D and ",
+  TORCH_CHECK(self.dim() == 1 && other.dim() == 1, name, ": expected 1-D tensors, got ", self.dim(), "-D and ",
               other.dim(), "-D");
-  TORCH_CHECK(self.scalar_type() == other.scalar_type(), "dot: expected both vectors to have the same dtype, got ",
+  TORCH_CHECK(self.scalar_type() == other.scalar_type(), name, ": expected both vectors to have the same dtype, got ",
               self.scalar_type(), " and ", other.scalar_type());
   at::Tensor out = at::empty({}, self.options());
   write(out, matmul(read(self), read(other)));
   return out;
 }
+
+at::Tensor dot(const at::Tensor& self, const at::Tensor& other) { return dot_named("dot", self, other); }
+
+at::Tensor vdot(const at::Tensor& self, const at::Tensor& other) { return dot_named("vdot", self, other); }
 
 // --------------------------------------------------------------- softmax ----
 
@@ -367,6 +372,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("baddbmm.out", baddbmm_out);
   m.impl("addmv.out", addmv_out);
   m.impl("dot", dot);
+  m.impl("vdot", vdot);
   m.impl("_softmax.out", softmax_out);
   m.impl("_log_softmax.out", log_softmax_out);
   m.impl("_softmax_backward_data.out", softmax_backward_out);

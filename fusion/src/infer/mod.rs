@@ -7,6 +7,7 @@ mod collective;
 mod conv;
 mod elementwise;
 mod layout;
+mod linalg;
 mod pool;
 mod random;
 mod reduce;
@@ -88,6 +89,9 @@ impl Op {
             Op::Scan { op: scan_op, dim } => scan::scan(op, *scan_op, *dim, inputs),
             Op::Sort { dim, output, .. } => scan::sort(op, *dim, *output, inputs),
             Op::Matmul => reduce::matmul(op, inputs),
+            Op::Cholesky { .. } => linalg::cholesky(op, inputs),
+            Op::CholeskyInfo { .. } => linalg::cholesky_info(op, inputs),
+            Op::TriangularSolve { left, .. } => linalg::triangular_solve(op, *left, inputs),
             Op::Softmax { dim } | Op::LogSoftmax { dim } => {
                 arity(op, inputs, 1)?;
                 float_only(op, &inputs[0])?;

@@ -16,6 +16,7 @@ mod create;
 mod elementwise;
 mod index;
 mod layout;
+mod linalg;
 mod nn;
 mod pool;
 mod random;
@@ -180,26 +181,15 @@ impl Emitter {
         }
     }
 
-    /// Emits an op with one region whose block takes `arg_types` and returns
-    /// what `body` gives.
-    pub fn region_op(
+    /// Writes a region `{ ^bb0(args): ... return }` whose block takes
+    /// `arg_types` (none: a block of no arguments) and returns what `body`
+    /// gives.
+    fn region(
         &mut self,
-        name: &str,
-        operands: &[&V],
         arg_types: &[TensorType],
         body: impl FnOnce(&mut Emitter, &[V]) -> Vec<V>,
-        attrs: &str,
-        results: &[TensorType],
-    ) -> Vec<V> {
-        let id = self.fresh();
-        self.line_start();
-        if results.len() == 1 {
-            let _ = write!(self.out, "%{id} = \"{name}\"(");
-        } else {
-            let _ = write!(self.out, "%{id}:{} = \"{name}\"(", results.len());
-        }
-        self.write_operands(operands);
-        self.out.push_str(") ({\n");
+    ) {
+        self.out.push_str("{\n");
         let args: Vec<V> = arg_types
             .iter()
             .map(|t| V {
@@ -208,15 +198,19 @@ impl Emitter {
             })
             .collect();
         self.line_start();
-        self.out.push_str("^bb0(");
-        for (i, a) in args.iter().enumerate() {
-            if i > 0 {
-                self.out.push_str(", ");
+        self.out.push_str("^bb0");
+        if !args.is_empty() {
+            self.out.push('(');
+            for (i, a) in args.iter().enumerate() {
+                if i > 0 {
+                    self.out.push_str(", ");
+                }
+                let _ = write!(self.out, "{a}: ");
+                a.ty.write_mlir(&mut self.out);
             }
-            let _ = write!(self.out, "{a}: ");
-            a.ty.write_mlir(&mut self.out);
+            self.out.push(')');
         }
-        self.out.push_str("):\n");
+        self.out.push_str(":\n");
         self.indent += 2;
         let rets = body(self, &args);
         self.line_start();
@@ -227,10 +221,24 @@ impl Emitter {
         self.out.push_str(") -> ()\n");
         self.indent -= 2;
         self.line_start();
-        self.out.push_str("})");
-        if !attrs.is_empty() {
-            let _ = write!(self.out, " {{{attrs}}}");
+        self.out.push('}');
+    }
+
+    /// Starts an op line of `n` results: `%id = "name"(` or `%id:n = ...`.
+    fn op_start(&mut self, name: &str, n: usize) -> u32 {
+        let id = self.fresh();
+        self.line_start();
+        if n == 1 {
+            let _ = write!(self.out, "%{id} = \"{name}\"(");
+        } else {
+            let _ = write!(self.out, "%{id}:{n} = \"{name}\"(");
         }
+        id
+    }
+
+    /// Ends an op line: ` : (operand types) -> result types`, and names its
+    /// results.
+    fn op_end(&mut self, id: u32, operands: &[&V], results: &[TensorType]) -> Vec<V> {
         self.out.push_str(" : (");
         self.write_types(operands.iter().map(|v| &v.ty));
         self.out.push_str(") -> ");
@@ -254,6 +262,69 @@ impl Emitter {
                 ty: t.clone(),
             })
             .collect()
+    }
+
+    /// Emits an op with one region whose block takes `arg_types` and returns
+    /// what `body` gives.
+    pub fn region_op(
+        &mut self,
+        name: &str,
+        operands: &[&V],
+        arg_types: &[TensorType],
+        body: impl FnOnce(&mut Emitter, &[V]) -> Vec<V>,
+        attrs: &str,
+        results: &[TensorType],
+    ) -> Vec<V> {
+        let id = self.op_start(name, results.len());
+        self.write_operands(operands);
+        self.out.push_str(") (");
+        self.region(arg_types, body);
+        self.out.push(')');
+        if !attrs.is_empty() {
+            let _ = write!(self.out, " {{{attrs}}}");
+        }
+        self.op_end(id, operands, results)
+    }
+
+    /// `stablehlo.if`: the values `then` gives where `pred` (0-d bool) holds,
+    /// else those `otherwise` gives, each of types `results`. The branches
+    /// take no arguments and read the enclosing values; what they define
+    /// stays inside them.
+    pub fn if_op(
+        &mut self,
+        pred: &V,
+        results: &[TensorType],
+        then: impl FnOnce(&mut Emitter) -> Vec<V>,
+        otherwise: impl FnOnce(&mut Emitter) -> Vec<V>,
+    ) -> Vec<V> {
+        let id = self.op_start("stablehlo.if", results.len());
+        self.write_operands(&[pred]);
+        self.out.push_str(") (");
+        self.region(&[], |e, _| then(e));
+        self.out.push_str(", ");
+        self.region(&[], |e, _| otherwise(e));
+        self.out.push(')');
+        self.op_end(id, &[pred], results)
+    }
+
+    /// `stablehlo.while`: from `init`, `body` (the values -> the next
+    /// values, of the same types) while `cond` (the values -> 0-d bool)
+    /// holds; the final values.
+    pub fn while_op(
+        &mut self,
+        init: &[&V],
+        cond: impl FnOnce(&mut Emitter, &[V]) -> V,
+        body: impl FnOnce(&mut Emitter, &[V]) -> Vec<V>,
+    ) -> Vec<V> {
+        let types: Vec<TensorType> = init.iter().map(|v| v.ty.clone()).collect();
+        let id = self.op_start("stablehlo.while", types.len());
+        self.write_operands(init);
+        self.out.push_str(") (");
+        self.region(&types, |e, args| vec![cond(e, args)]);
+        self.out.push_str(", ");
+        self.region(&types, body);
+        self.out.push(')');
+        self.op_end(id, init, &types)
     }
 
     /// Writes one op line from MLIR text: operands as (name, type), results
@@ -703,6 +774,22 @@ fn lower_op(e: &mut Emitter, op: &Op, inputs: &[V], out: TensorType) -> V {
             output,
         } => scan::sort(e, &inputs[0], *dim, *descending, *output, out),
         Op::Matmul => nn::matmul(e, &inputs[0], &inputs[1], out),
+        Op::Cholesky { upper } => linalg::cholesky(e, &inputs[0], *upper),
+        Op::CholeskyInfo { upper } => linalg::cholesky_info(e, &inputs[0], *upper, out),
+        Op::TriangularSolve {
+            left,
+            lower,
+            unit_diagonal,
+            transpose,
+        } => linalg::triangular_solve(
+            e,
+            &inputs[0],
+            &inputs[1],
+            *left,
+            *lower,
+            *unit_diagonal,
+            *transpose,
+        ),
         Op::Softmax { dim } => nn::softmax(e, &inputs[0], *dim, false),
         Op::LogSoftmax { dim } => nn::softmax(e, &inputs[0], *dim, true),
         Op::LayerNorm {

@@ -14,6 +14,7 @@ mod elementwise;
 pub(crate) mod group;
 mod index;
 mod layout;
+mod linalg;
 mod loss;
 mod nn;
 mod norm;

@@ -1,0 +1,154 @@
+"""The Cholesky factor and triangular solves (python/csrc/ops_linalg.cpp):
+torch.linalg.cholesky(_ex), cholesky_solve, cholesky_inverse,
+linalg.solve_triangular and triangular_solve against PyTorch CPU in every
+mode, with gradients, and the errors PyTorch gives."""
+
+import pytest
+import torch
+from helpers import assert_same, check, check_grad, next_op_works, rand
+
+pytestmark = pytest.mark.usefixtures("mode", "no_fallbacks")
+
+
+def spd(*batch, n=4, dtype=torch.float32):
+    """Symmetric positive-definite matrices [*batch, n, n], well conditioned."""
+    a = rand(*batch, n, n, dtype=dtype)
+    return a @ a.mT + n * torch.eye(n, dtype=dtype)
+
+
+def triangular(*shape, dtype=torch.float32):
+    """A matrix whose triangles both hold random numbers (a solve must read
+    only one), its diagonal far from zero."""
+    a = rand(*shape, dtype=dtype)
+    d = torch.diagonal(a, 0, -2, -1)
+    d += 3 * torch.sign(d)
+    return a
+
+
+@pytest.mark.parametrize("batch", [(), (3,), (2, 2)])
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_matches_the_cpu(batch, upper):
+    a = spd(*batch)
+    check(lambda a: torch.linalg.cholesky(a, upper=upper), a)
+    check(lambda a: torch.linalg.cholesky_ex(a, upper=upper), a)
+    check(lambda a: torch.linalg.cholesky(a, upper=upper), spd(*batch, n=3, dtype=torch.float64))
+    # Only the one triangle is read.
+    check(lambda a: torch.linalg.cholesky((a.triu() if upper else a.tril()), upper=upper), a)
+    check_grad(lambda a: torch.linalg.cholesky(a @ a.mT + 4 * torch.eye(4, device=a.device), upper=upper),
+               rand(*batch, 4, 4), rtol=1e-4, atol=1e-4)
+
+
+def test_cholesky_ex_reports_the_first_failing_minor():
+    good = spd(n=4)
+    bad = good.clone()
+    bad[2, 2] = -100.0  # the leading minor of order 3 is not positive-definite
+    zero_pivot = torch.diag(torch.tensor([1.0, 0.0, 2.0]))
+    a = torch.stack([good, bad])
+    _, info = torch.linalg.cholesky_ex(a.to("tpu"))
+    assert info.dtype == torch.int32
+    assert info.cpu().tolist() == torch.linalg.cholesky_ex(a).info.tolist() == [0, 3]
+    assert torch.linalg.cholesky_ex(zero_pivot.to("tpu")).info.item() == 2
+    # Every order, each matrix of a batch its own (found by a search over
+    # the leading minors: the plugin's factor is NaN everywhere on failure).
+    many = spd(9, n=9)
+    for b in range(9):
+        many[b, b, b] = -50.0
+    for upper in [False, True]:
+        expected = torch.linalg.cholesky_ex(many, upper=upper).info
+        assert expected.tolist() == list(range(1, 10))
+        assert torch.linalg.cholesky_ex(many.to("tpu"), upper=upper).info.cpu().tolist() == expected.tolist()
+    with pytest.raises(torch.linalg.LinAlgError, match="order 3 is not positive-definite"):
+        torch.linalg.cholesky(bad.to("tpu"))
+    with pytest.raises(torch.linalg.LinAlgError, match=r"\(Batch element 1\)"):
+        torch.linalg.cholesky(a.to("tpu"))
+    next_op_works()
+
+
+@pytest.mark.parametrize("upper", [False, True])
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("unitriangular", [False, True])
+def test_solve_triangular_matches_the_cpu(upper, left, unitriangular):
+    a = triangular(2, 4, 4)
+    b = rand(2, 4, 3) if left else rand(2, 3, 4)
+    kwargs = dict(upper=upper, left=left, unitriangular=unitriangular)
+    check(lambda a, b: torch.linalg.solve_triangular(a, b, **kwargs), a, b, rtol=1e-4, atol=1e-5)
+    # Batch dims broadcast.
+    check(lambda a, b: torch.linalg.solve_triangular(a, b, **kwargs), a[0], b, rtol=1e-4, atol=1e-5)
+    check(lambda a, b: torch.linalg.solve_triangular(a, b, **kwargs), a, b[:1], rtol=1e-4, atol=1e-5)
+    # Only the one triangle is read: the other holds random numbers.
+    a_tri = a.triu() if upper else a.tril()
+    assert_same(torch.linalg.solve_triangular(a.to("tpu"), b.to("tpu"), **kwargs),
+                torch.linalg.solve_triangular(a_tri, b, **kwargs), rtol=1e-4, atol=1e-5)
+    out = torch.empty(0, device="tpu")
+    torch.linalg.solve_triangular(a.to("tpu"), b.to("tpu"), out=out, **kwargs)
+    assert_same(out, torch.linalg.solve_triangular(a, b, **kwargs), rtol=1e-4, atol=1e-5)
+    check_grad(lambda a, b: torch.linalg.solve_triangular(a, b, **kwargs), a, b, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("upper", [True, False])
+@pytest.mark.parametrize("transpose", [False, True])
+def test_triangular_solve_matches_the_cpu(upper, transpose):
+    a = triangular(3, 3, dtype=torch.float64)
+    b = rand(2, 3, 2, dtype=torch.float64)
+    check(lambda b, a: torch.triangular_solve(b, a, upper=upper, transpose=transpose), b, a)
+    check(lambda b, a: torch.triangular_solve(b, a, upper=upper, transpose=transpose, unitriangular=True), b, a)
+    check_grad(lambda b, a: torch.triangular_solve(b, a, upper=upper, transpose=transpose)[0], b, a)
+
+
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_solve_and_inverse_match_the_cpu(upper):
+    a = spd(2, n=4)
+    factor = torch.linalg.cholesky(a, upper=upper)
+    b = rand(2, 4, 3)
+    check(lambda b, f: torch.cholesky_solve(b, f, upper=upper), b, factor, rtol=1e-4, atol=1e-5)
+    check(lambda b, f: torch.cholesky_solve(b, f, upper=upper), b[0], factor, rtol=1e-4, atol=1e-5)
+    check(lambda f: torch.cholesky_inverse(f, upper=upper), factor, rtol=1e-4, atol=1e-5)
+    check(lambda f: torch.cholesky_inverse(f, upper=upper), factor[0], rtol=1e-4, atol=1e-5)
+    # The inverse is the inverse (computed independently, in float64).
+    inv = torch.cholesky_inverse(factor.to("tpu"), upper=upper).cpu().double()
+    assert torch.allclose(inv @ a.double(), torch.eye(4, dtype=torch.float64).expand(2, 4, 4), atol=1e-4)
+    check_grad(lambda b, f: torch.cholesky_solve(b, f, upper=upper), b, factor, rtol=1e-3, atol=1e-4)
+    check_grad(lambda f: torch.cholesky_inverse(f, upper=upper), factor, rtol=1e-3, atol=1e-4)
+
+
+def test_empty_matrices_and_batches():
+    check(torch.linalg.cholesky, torch.empty(0, 3, 3))
+    check(torch.linalg.cholesky_ex, torch.empty(2, 0, 0))
+    check(lambda a, b: torch.linalg.solve_triangular(a, b, upper=False), torch.empty(0, 2, 2), torch.empty(0, 2, 1))
+    check(lambda a, b: torch.linalg.solve_triangular(a, b, upper=True), torch.eye(2), torch.empty(2, 0))
+
+
+def test_bad_input_is_an_error_naming_the_op_and_the_next_op_works():
+    with pytest.raises(Exception, match=r"must be batches of square matrices|square"):
+        torch.linalg.cholesky(torch.ones(2, 3, device="tpu"))
+    with pytest.raises(Exception, match="Int|int"):
+        torch.linalg.cholesky(torch.ones(2, 2, dtype=torch.int64, device="tpu"))
+    a = torch.eye(3, device="tpu")
+    with pytest.raises(Exception, match="triangular_solve|solve_triangular|size"):
+        torch.linalg.solve_triangular(a, torch.ones(4, 2, device="tpu"), upper=True)
+    with pytest.raises(Exception, match="dtype|Float|Double"):
+        torch.linalg.solve_triangular(a, torch.ones(3, 2, dtype=torch.float64, device="tpu"), upper=True)
+    next_op_works()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_cross_matches_the_cpu(dtype):
+    a, b = rand(4, 3, 2, dtype=dtype), rand(4, 3, 2, dtype=dtype)
+    check(lambda a, b: torch.linalg.cross(a, b, dim=1), a, b)
+    check(lambda a, b: torch.linalg.cross(a, b, dim=-2), a, b[:1])  # broadcast
+    check(lambda a, b: torch.cross(a, b, dim=1), a, b)
+    check(lambda a, b: torch.linalg.cross(a, b), rand(5, 3, dtype=dtype), rand(5, 3, dtype=dtype))
+    if dtype.is_floating_point:
+        check_grad(lambda a, b: torch.linalg.cross(a, b, dim=1), a, b)
+    with pytest.raises(RuntimeError, match="must have length 3"):
+        torch.linalg.cross(a.to("tpu"), b.to("tpu"), dim=2)
+    next_op_works()
+
+
+def test_vdot_matches_the_cpu():
+    check(torch.vdot, rand(7), rand(7))
+    check(torch.vdot, rand(5, dtype=torch.int64), rand(5, dtype=torch.int64))
+    check_grad(torch.vdot, rand(7), rand(7))
+    with pytest.raises(RuntimeError, match="vdot: expected 1-D"):
+        torch.vdot(torch.ones(2, 2, device="tpu"), torch.ones(2, 2, device="tpu"))
+    next_op_works()
