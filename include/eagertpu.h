@@ -605,6 +605,21 @@ etpu_status etpu_cholesky(etpu_tensor a, bool upper, const char* origin, etpu_te
  * `transpose`; batch dims broadcast, the dtypes match. */
 etpu_status etpu_solve_triangular(etpu_tensor a, etpu_tensor b, bool upper, bool left, bool unit_diagonal,
                                   bool transpose, const char* origin, etpu_tensor* out);
+/* LU factorization with partial pivoting (LAPACK's getrf) of `a`, float32 or
+ * float64 [..., m, n]: the factors (L below the diagonal, its unit diagonal
+ * implied; U on and above) to `factors`, the int32 1-based pivots
+ * [..., min(m, n)] to `pivots` (step i swapped rows i and pivots[i] - 1) and,
+ * unless `info` is NULL, int32 [...] to `info`: 0, or the step (1-based) of
+ * the first zero pivot. */
+etpu_status etpu_lu_factor(etpu_tensor a, const char* origin, etpu_tensor* factors, etpu_tensor* pivots,
+                           etpu_tensor* info);
+/* The permutation LU pivots [..., k] make of 0..rows, int32 [..., rows], with
+ * a[perm] = l u. */
+etpu_status etpu_lu_permutation(etpu_tensor pivots, int64_t rows, const char* origin, etpu_tensor* out);
+/* x solving a x = b (`left`) or x a = b, with a's transpose for `adjoint`,
+ * from a's LU `factors` and `pivots`; batch dims broadcast. */
+etpu_status etpu_lu_solve(etpu_tensor factors, etpu_tensor pivots, etpu_tensor b, bool left, bool adjoint,
+                          const char* origin, etpu_tensor* out);
 /* x sorted along `dim`, stably (equal elements keep their order), NaN last
  * ascending and first descending: the values to `values` and, unless `indices`
  * is NULL, the int64 positions they came from to `indices`. */

@@ -277,3 +277,139 @@ fn bad_input_names_the_op_and_what_it_expected() {
         &["float32", "float64"],
     );
 }
+
+/// LAPACK's getrf by the textbook loop (partial pivoting, the first of equal
+/// candidates): (factors, 1-based pivots, info).
+fn host_lu(a: &[f64], m: usize, n: usize) -> (Vec<f64>, Vec<i32>, i32) {
+    let mut a = a.to_vec();
+    let (mut pivots, mut info) = (Vec::new(), 0);
+    for k in 0..m.min(n) {
+        let mut p = k;
+        for i in k + 1..m {
+            if a[i * n + k].abs() > a[p * n + k].abs() {
+                p = i;
+            }
+        }
+        pivots.push(p as i32 + 1);
+        for j in 0..n {
+            a.swap(k * n + j, p * n + j);
+        }
+        let pivot = a[k * n + k];
+        if pivot == 0.0 {
+            if info == 0 {
+                info = k as i32 + 1;
+            }
+            continue;
+        }
+        for i in k + 1..m {
+            let l = a[i * n + k] / pivot;
+            a[i * n + k] = l;
+            for j in k + 1..n {
+                a[i * n + j] -= l * a[k * n + j];
+            }
+        }
+    }
+    (a, pivots, info)
+}
+
+#[test]
+fn lu_matches_getrf_on_square_wide_tall_and_singular_matrices() {
+    for (m, n) in [(4, 4), (3, 5), (5, 3), (1, 1)] {
+        let a = Host::random(DType::F64, &[2, m as i64, n as i64], (m * 10 + n) as u64);
+        let (factors, pivots, info) = a.tensor().lu_factor_ex().unwrap();
+        let mut want_f = Vec::new();
+        let mut want_p = Vec::new();
+        for b in 0..2 {
+            let (f, p, i) = host_lu(&a.data[b * m * n..(b + 1) * m * n], m, n);
+            assert_eq!(i, 0);
+            want_f.extend(f);
+            want_p.extend(p);
+        }
+        assert_close_tol(
+            "lu factors",
+            &factors,
+            &Host::new(DType::F64, &a.shape, want_f),
+            (1e-9, 1e-9),
+        );
+        assert_eq!(pivots.to_vec::<i32>().unwrap(), want_p, "{m}x{n}");
+        assert_eq!(info.to_vec::<i32>().unwrap(), vec![0, 0]);
+    }
+    // Rows 0 and 1 are parallel: the last step meets a zero pivot.
+    let singular = [1.0, 2.0, 3.0, 2.0, 4.0, 6.0, 1.0, 0.0, 1.0];
+    let (f, p, i) = host_lu(&singular, 3, 3);
+    let t = Tensor::from_slice(&singular, &[3, 3]).unwrap();
+    let (factors, pivots, info) = t.lu_factor_ex().unwrap();
+    assert_eq!(info.to_vec::<i32>().unwrap(), vec![i]);
+    assert_eq!(i, 3);
+    assert_eq!(pivots.to_vec::<i32>().unwrap(), p);
+    assert_close_tol(
+        "singular lu",
+        &factors,
+        &Host::new(DType::F64, &[3, 3], f),
+        (1e-12, 1e-12),
+    );
+}
+
+#[test]
+fn lu_solve_and_the_permutation_solve_what_they_should() {
+    let n = 5;
+    let mut a = Host::random(DType::F64, &[n as i64, n as i64], 21);
+    for i in 0..n {
+        a.data[i * n + i] += 3.0;
+    }
+    let t = a.tensor();
+    let (factors, pivots, _) = t.lu_factor_ex().unwrap();
+    // a[perm] == l @ u, the host's permutation from the host's pivots.
+    let (_, host_pivots, _) = host_lu(&a.data, n, n);
+    let mut perm: Vec<i32> = (0..n as i32).collect();
+    for (i, &p) in host_pivots.iter().enumerate() {
+        perm.swap(i, p as usize - 1);
+    }
+    assert_eq!(
+        pivots
+            .lu_permutation(n as i64)
+            .unwrap()
+            .to_vec::<i32>()
+            .unwrap(),
+        perm
+    );
+    // Solutions checked by multiplying back on the host.
+    let b = Host::random(DType::F64, &[n as i64, 2], 8);
+    for (left, adjoint) in [(true, false), (true, true), (false, false), (false, true)] {
+        let rhs = if left {
+            b.clone()
+        } else {
+            Host::new(DType::F64, &[2, n as i64], b.data.clone())
+        };
+        let x = Host::of(
+            &factors
+                .lu_solve(&pivots, &rhs.tensor(), left, adjoint)
+                .unwrap(),
+        );
+        let m = |i: usize, j: usize| {
+            if adjoint {
+                a.data[j * n + i]
+            } else {
+                a.data[i * n + j]
+            }
+        };
+        for r in 0..2 {
+            for i in 0..n {
+                let got: f64 = if left {
+                    (0..n).map(|j| m(i, j) * x.data[j * 2 + r]).sum()
+                } else {
+                    (0..n).map(|j| x.data[r * n + j] * m(j, i)).sum()
+                };
+                let want = if left {
+                    rhs.data[i * 2 + r]
+                } else {
+                    rhs.data[r * n + i]
+                };
+                assert!(
+                    (got - want).abs() < 1e-9,
+                    "left {left} adjoint {adjoint}: {got} vs {want}"
+                );
+            }
+        }
+    }
+}

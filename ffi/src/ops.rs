@@ -664,6 +664,53 @@ c_api! {
         }
     }
 
+    /// LU factorization with partial pivoting of `a` ([..., m, n]): the
+    /// factors (L below the diagonal, U on and above) to `factors`, int32
+    /// 1-based pivots [..., min(m, n)] to `pivots` and, unless `info` is
+    /// NULL, int32 [...] to `info` (0, or the step of the first zero pivot).
+    fn etpu_lu_factor(a: TensorHandle, origin: *const c_char, factors: *mut TensorHandle, pivots: *mut TensorHandle, info: *mut TensorHandle) {
+        let a = get(a, "a")?;
+        if pivots.is_null() {
+            return Err(Failure::invalid("pivots is NULL"));
+        }
+        // SAFETY: strings and pointers as documented.
+        unsafe {
+            let (lu, p, i) = at(origin, || a.lu_factor_ex())?;
+            put_pair(factors, info, (lu, i))?;
+            put_tensor(pivots, p)
+        }
+    }
+
+    /// The permutation LU `pivots` ([..., k], 1-based) make of `0..rows`,
+    /// int32 [..., rows]: `a[perm] == l @ u`.
+    fn etpu_lu_permutation(pivots: TensorHandle, rows: i64, origin: *const c_char, out: *mut TensorHandle) {
+        let p = get(pivots, "pivots")?;
+        // SAFETY: strings and pointers as documented.
+        unsafe {
+            let t = at(origin, || p.lu_permutation(rows))?;
+            put_tensor(out, t)
+        }
+    }
+
+    /// x with `a @ x == b` (`left`) or `x @ a == b` (of `a`'s transpose with
+    /// `adjoint`) from `a`'s LU `factors` and `pivots`. Batch dims broadcast.
+    fn etpu_lu_solve(
+        factors: TensorHandle,
+        pivots: TensorHandle,
+        b: TensorHandle,
+        left: bool,
+        adjoint: bool,
+        origin: *const c_char,
+        out: *mut TensorHandle,
+    ) {
+        let (lu, p, b) = (get(factors, "factors")?, get(pivots, "pivots")?, get(b, "b")?);
+        // SAFETY: strings and pointers as documented.
+        unsafe {
+            let t = at(origin, || lu.lu_solve(&p, &b, left, adjoint))?;
+            put_tensor(out, t)
+        }
+    }
+
     /// `x` sorted stably along `dim` to `values` and, unless `indices` is
     /// NULL, the int64 positions of the sorted elements to `indices`.
     fn etpu_sort(x: TensorHandle, dim: i64, descending: bool, origin: *const c_char, values: *mut TensorHandle, indices: *mut TensorHandle) {

@@ -63,6 +63,20 @@ pub enum ScatterReduce {
     Min,
 }
 
+/// Which of an LU factorization's results an `Op::Lu` gives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LuOutput {
+    /// [..., m, n]: L below the diagonal (its unit diagonal implied), U on
+    /// and above.
+    Factors,
+    /// int32 [..., min(m, n)], 1-based: step i swapped row i with row
+    /// `pivots[i] - 1`.
+    Pivots,
+    /// int32 [...]: 0, or the 1-based step of the first zero pivot (U is
+    /// singular).
+    Info,
+}
+
 /// Which of a sort's two results an `Op::Sort` gives (an op has one output).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SortOutput {
@@ -283,6 +297,14 @@ pub enum Op {
     /// failure, so the order is found by factoring leading minors, a binary
     /// search run only when some matrix failed.
     CholeskyInfo { upper: bool },
+    /// (a [..., m, n]) LU factorization with partial pivoting, LAPACK's
+    /// `getrf` (`torch.linalg.lu_factor_ex`): `a[perm] == l @ u`. One result
+    /// per op, as `Sort`: each lowers the whole factorization (a loop of
+    /// min(m, n) steps) and keeps one. float32 and float64.
+    Lu { output: LuOutput },
+    /// (pivots int32 [..., k]) int32 [..., rows]: where the row swaps of
+    /// `Lu`'s pivots take `0..rows`: `a[perm] == l @ u`.
+    LuPermutation { rows: i64 },
     /// (a [..., n, n], b [..., n, k] (`left`) or [..., k, n]) x with `op(a) @
     /// x == b` (`left`) or `x @ op(a) == b`, where `op(a)` is `a` or, with
     /// `transpose`, `a^T`; `a` triangular (`lower` or upper; the other
@@ -401,6 +423,8 @@ impl Op {
             Op::Sort { .. } => "sort",
             Op::Cholesky { .. } | Op::CholeskyInfo { .. } => "cholesky",
             Op::TriangularSolve { .. } => "triangular_solve",
+            Op::Lu { .. } => "lu_factor",
+            Op::LuPermutation { .. } => "lu_permutation",
             Op::Matmul => "matmul",
             Op::Softmax { .. } => "softmax",
             Op::LogSoftmax { .. } => "log_softmax",

@@ -152,3 +152,81 @@ def test_vdot_matches_the_cpu():
     with pytest.raises(RuntimeError, match="vdot: expected 1-D"):
         torch.vdot(torch.ones(2, 2, device="tpu"), torch.ones(2, 2, device="tpu"))
     next_op_works()
+
+
+def well_conditioned(*shape, dtype=torch.float32):
+    """Random square matrices kept away from singular."""
+    a = rand(*shape, dtype=dtype)
+    return a + shape[-1] * torch.eye(shape[-1], dtype=dtype) * torch.sign(rand(*shape[:-1], dtype=dtype)).unsqueeze(-1)
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (3, 5, 5), (2, 2, 3, 3), (5, 3), (3, 5), (2, 4, 6)])
+def test_lu_factor_and_lu_match_the_cpu(shape):
+    a = rand(*shape)
+    check(torch.linalg.lu_factor_ex, a, rtol=1e-4, atol=1e-5)
+    check(torch.linalg.lu, a, rtol=1e-4, atol=1e-5)
+    check(lambda a: torch.lu_unpack(*torch.linalg.lu_factor(a)), a, rtol=1e-4, atol=1e-5)
+    check(lambda a: torch.linalg.lu_factor(a, pivot=True), a.double())
+    p, l, u = torch.linalg.lu(a.to("tpu"))
+    assert_same(p @ l @ u, a, rtol=1e-4, atol=1e-5)
+    if shape[-1] == shape[-2]:
+        check_grad(lambda a: torch.linalg.lu_factor(a)[0], a, rtol=1e-3, atol=1e-4)
+    check_grad(lambda a: torch.linalg.lu(a)[1], a, rtol=1e-3, atol=1e-4)
+
+
+def test_lu_of_a_singular_matrix_reports_the_zero_pivot():
+    a = torch.tensor([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]])  # row 2 = 2 row 1
+    batch = torch.stack([torch.eye(3), a])
+    check(torch.linalg.lu_factor_ex, batch)
+    assert torch.linalg.lu_factor_ex(batch.to("tpu")).info.cpu().tolist() == [0, 3]
+    with pytest.raises(torch.linalg.LinAlgError, match="singular"):
+        torch.linalg.inv(a.to("tpu"))
+    with pytest.raises(RuntimeError, match="without pivoting"):
+        torch.linalg.lu_factor(a.to("tpu"), pivot=False)
+    check(torch.linalg.det, batch)  # 0 here, a rounding error from 0 on the CPU
+    next_op_works()
+
+
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("adjoint", [False, True])
+def test_lu_solve_matches_the_cpu(left, adjoint):
+    a = well_conditioned(2, 4, 4)
+    b = rand(2, 4, 3) if left else rand(2, 3, 4)
+    factors, pivots = torch.linalg.lu_factor(a)
+    check(lambda f, p, b: torch.linalg.lu_solve(f, p, b, left=left, adjoint=adjoint), factors, pivots, b,
+          rtol=1e-4, atol=1e-5)
+    check(lambda f, p, b: torch.linalg.lu_solve(f, p, b, left=left, adjoint=adjoint), factors, pivots, b[:1],
+          rtol=1e-4, atol=1e-5)
+    check_grad(lambda f, b: torch.linalg.lu_solve(f, pivots.to(f.device), b, left=left, adjoint=adjoint),
+               factors, b, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("batch", [(), (3,), (2, 2)])
+def test_inv_solve_det_slogdet_match_the_cpu(batch):
+    a = well_conditioned(*batch, 4, 4)
+    check(torch.linalg.inv, a, rtol=1e-4, atol=1e-5)
+    check(torch.linalg.inv_ex, a, rtol=1e-4, atol=1e-5)
+    check(torch.inverse, a.double())
+    check(torch.linalg.det, a, rtol=1e-4, atol=1e-5)
+    check(torch.det, a.double())
+    check(torch.linalg.slogdet, a, rtol=1e-4, atol=1e-5)
+    check(torch.logdet, a @ a.mT, rtol=1e-4, atol=1e-5)
+    b = rand(*batch, 4, 2)
+    check(torch.linalg.solve, a, b, rtol=1e-4, atol=1e-5)
+    check(lambda a, b: torch.linalg.solve(a, b, left=False), a, b.mT, rtol=1e-4, atol=1e-5)
+    check(torch.linalg.solve, a, rand(*batch, 4), rtol=1e-4, atol=1e-5)  # one vector per matrix
+    check(torch.linalg.solve, a, rand(4), rtol=1e-4, atol=1e-5)  # one vector for all
+    check(torch.linalg.solve_ex, a, b, rtol=1e-4, atol=1e-5)
+    # The inverse is the inverse (checked in float64 on the host).
+    inv = torch.linalg.inv(a.to("tpu")).cpu().double()
+    assert torch.allclose(inv @ a.double(), torch.eye(4, dtype=torch.float64).expand(*batch, 4, 4), atol=1e-4)
+    for fn in [torch.linalg.inv, torch.linalg.det, lambda a: torch.linalg.slogdet(a).logabsdet]:
+        check_grad(fn, a, rtol=1e-3, atol=1e-4)
+    check_grad(torch.linalg.solve, a, b, rtol=1e-3, atol=1e-4)
+
+
+def test_lu_family_on_empty_input():
+    check(torch.linalg.lu_factor_ex, torch.empty(0, 3, 3))
+    check(torch.linalg.inv, torch.empty(2, 0, 0))
+    check(torch.linalg.det, torch.empty(0, 2, 2))
+    check(torch.linalg.det, torch.empty(0, 0))

@@ -2,21 +2,35 @@
 //! matrices in the last two dims, float32 or float64 (what the plugins'
 //! decompositions take; PyTorch's CPU kernels refuse half precision too).
 
-use super::arity;
+use super::{arity, int_only};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::op::LuOutput;
 use crate::shape::TensorType;
 
-/// `a` is a batch of square float32/float64 matrices; its n.
-fn square_matrices(op: &'static str, what: &str, a: &TensorType) -> Result<i64> {
+/// `a` is a batch of float32/float64 matrices [..., m, n].
+fn float_matrices(op: &'static str, what: &str, a: &TensorType) -> Result<()> {
     if !matches!(a.dtype, DType::F32 | DType::F64) {
         return Err(Error::Invalid {
             op,
             message: format!("{what} is {a}, expected float32 or float64"),
         });
     }
+    if a.rank() < 2 {
+        return Err(Error::ShapeMismatch {
+            op,
+            got: format!("{what} {a}"),
+            expected: "a batch of matrices [..., m, n]".into(),
+        });
+    }
+    Ok(())
+}
+
+/// `a` is a batch of square float32/float64 matrices; its n.
+fn square_matrices(op: &'static str, what: &str, a: &TensorType) -> Result<i64> {
+    float_matrices(op, what, a)?;
     let r = a.rank();
-    if r < 2 || a.shape[r - 1] != a.shape[r - 2] {
+    if a.shape[r - 1] != a.shape[r - 2] {
         return Err(Error::ShapeMismatch {
             op,
             got: format!("{what} {a}"),
@@ -30,6 +44,44 @@ pub(super) fn cholesky(op: &'static str, inputs: &[TensorType]) -> Result<Tensor
     arity(op, inputs, 1)?;
     square_matrices(op, "the input", &inputs[0])?;
     Ok(inputs[0].clone())
+}
+
+pub(super) fn lu(op: &'static str, output: LuOutput, inputs: &[TensorType]) -> Result<TensorType> {
+    arity(op, inputs, 1)?;
+    let a = &inputs[0];
+    float_matrices(op, "the input", a)?;
+    let r = a.rank();
+    let batch = &a.shape[..r - 2];
+    Ok(match output {
+        LuOutput::Factors => a.clone(),
+        LuOutput::Pivots => {
+            let mut shape = batch.to_vec();
+            shape.push(a.shape[r - 2].min(a.shape[r - 1]));
+            TensorType::new(DType::I32, &shape)
+        }
+        LuOutput::Info => TensorType::new(DType::I32, batch),
+    })
+}
+
+pub(super) fn lu_permutation(
+    op: &'static str,
+    rows: i64,
+    inputs: &[TensorType],
+) -> Result<TensorType> {
+    arity(op, inputs, 1)?;
+    let p = &inputs[0];
+    int_only(op, "the pivots", p)?;
+    let r = p.rank();
+    if r == 0 || p.shape[r - 1] > rows {
+        return Err(Error::ShapeMismatch {
+            op,
+            got: format!("pivots {p} for {rows} rows"),
+            expected: format!("pivots [..., k] with k <= {rows}"),
+        });
+    }
+    let mut shape = p.shape[..r - 1].to_vec();
+    shape.push(rows);
+    Ok(TensorType::new(DType::I32, &shape))
 }
 
 /// int32, one per matrix.
@@ -75,7 +127,7 @@ pub(super) fn triangular_solve(
 #[cfg(test)]
 mod tests {
     use crate::dtype::DType;
-    use crate::op::Op;
+    use crate::op::{LuOutput, Op};
     use crate::shape::TensorType;
 
     fn t(dtype: DType, shape: &[i64]) -> TensorType {
@@ -130,5 +182,32 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("float32") && e.contains("float64"), "{e}");
+    }
+
+    #[test]
+    fn lu_gives_factors_pivots_and_info_of_any_matrices() {
+        let a = t(DType::F64, &[2, 3, 5]);
+        let lu = |output| Op::Lu { output }.infer(std::slice::from_ref(&a)).unwrap();
+        assert_eq!(lu(LuOutput::Factors), a);
+        assert_eq!(lu(LuOutput::Pivots), t(DType::I32, &[2, 3]));
+        assert_eq!(lu(LuOutput::Info), t(DType::I32, &[2]));
+        let e = Op::Lu {
+            output: LuOutput::Factors,
+        }
+        .infer(&[t(DType::BF16, &[2, 2])])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("bfloat16") && e.contains("float32 or float64"),
+            "{e}"
+        );
+        let perm = Op::LuPermutation { rows: 5 };
+        assert_eq!(
+            perm.infer(&[t(DType::I32, &[2, 3])]).unwrap(),
+            t(DType::I32, &[2, 5])
+        );
+        let e = perm.infer(&[t(DType::I32, &[6])]).unwrap_err().to_string();
+        assert!(e.contains("k <= 5"), "{e}");
+        assert!(perm.infer(&[t(DType::F32, &[3])]).is_err());
     }
 }

@@ -91,6 +91,8 @@ impl Op {
             Op::Matmul => reduce::matmul(op, inputs),
             Op::Cholesky { .. } => linalg::cholesky(op, inputs),
             Op::CholeskyInfo { .. } => linalg::cholesky_info(op, inputs),
+            Op::Lu { output } => linalg::lu(op, *output, inputs),
+            Op::LuPermutation { rows } => linalg::lu_permutation(op, *rows, inputs),
             Op::TriangularSolve { left, .. } => linalg::triangular_solve(op, *left, inputs),
             Op::Softmax { dim } | Op::LogSoftmax { dim } => {
                 arity(op, inputs, 1)?;

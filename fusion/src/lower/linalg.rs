@@ -9,11 +9,19 @@
 //!   binary search over the orders of the leading minors (each step factors
 //!   the minor padded with the identity), as the factorization itself gives
 //!   NaN everywhere on a failure (XLA's) and so cannot tell where.
+//! - Lu: LAPACK's `getrf` (partial pivoting, right-looking, unblocked) as a
+//!   `stablehlo.while` of min(m, n) steps over (step, matrix, pivots,
+//!   info). Rows and columns are picked by masked sums over one-hot masks
+//!   (exact: every other term is zero), so one program serves every batch
+//!   with each matrix pivoting its own way. A zero pivot is recorded in
+//!   `info` and eliminates nothing, as LAPACK.
+//! - LuPermutation: the pivots' row swaps applied to `0..rows`, a loop too.
 //! - TriangularSolve: `stablehlo.triangular_solve`, which never reads the
 //!   other triangle of `a`.
 
 use super::{Cmp, Emitter, V};
 use crate::dtype::DType;
+use crate::op::LuOutput;
 use crate::scalar::Scalar;
 use crate::shape::TensorType;
 
@@ -116,6 +124,190 @@ fn first_failing_minor(e: &mut Emitter, a: &V, ok: &V, upper: bool, out: &Tensor
     }
     let zero = e.constant(Scalar::Int(0), out.clone());
     e.select(ok, &zero, &hi)
+}
+
+/// `x` broadcast to `shape` along new trailing dims (its dims lead).
+fn spread(e: &mut Emitter, x: &V, shape: &[i64]) -> V {
+    e.broadcast_in_dim(x, shape, 0..x.ty.rank() as i64)
+}
+
+/// The sum over `dim` of `x` where `mask` holds, 0 elsewhere: with a one-hot
+/// mask, the one row, column or element it names, exactly.
+fn pick(e: &mut Emitter, x: &V, mask: &V, dim: usize) -> V {
+    let zero = e.splat(0, x);
+    let kept = e.select(mask, x, &zero);
+    e.reduce(&kept, Scalar::Int(0), "stablehlo.add", &[dim])
+}
+
+/// A 0-d int32 constant.
+fn int32(e: &mut Emitter, value: i64) -> V {
+    e.scalar(value, DType::I32)
+}
+
+/// `step < limit`, the loops' condition.
+fn before(e: &mut Emitter, step: &V, limit: i64) -> V {
+    let end = int32(e, limit);
+    e.compare(Cmp::Lt, step, &end)
+}
+
+pub(super) fn lu(e: &mut Emitter, a: &V, output: LuOutput) -> V {
+    let shape = a.ty.shape.clone();
+    let r = shape.len();
+    let (m, n) = (shape[r - 2], shape[r - 1]);
+    let steps = m.min(n);
+    let batch = &shape[..r - 2];
+    let mut pivots_shape = batch.to_vec();
+    pivots_shape.push(steps);
+    let pivots0 = e.constant(Scalar::Int(0), TensorType::new(DType::I32, &pivots_shape));
+    let info0 = e.constant(Scalar::Int(0), TensorType::new(DType::I32, batch));
+    if a.ty.numel() == 0 {
+        return match output {
+            LuOutput::Factors => a.clone(),
+            LuOutput::Pivots => pivots0,
+            LuOutput::Info => info0,
+        };
+    }
+    let step0 = int32(e, 0);
+    let finals = e.while_op(
+        &[&step0, a, &pivots0, &info0],
+        |e, s| before(e, &s[0], steps),
+        |e, s| {
+            let (k, a, pivots, info) = (&s[0], &s[1], &s[2], &s[3]);
+            let index = a.ty.with_dtype(DType::I32);
+            let (row, col) = (e.iota(index.clone(), r - 2), e.iota(index, r - 1));
+            let k_full = spread(e, k, &shape);
+            let in_col_k = e.compare(Cmp::Eq, &col, &k_full);
+            // The pivot: the first row at or below k of largest |a[., k]|.
+            let col_k = pick(e, a, &in_col_k, r - 1);
+            let rows = e.iota(col_k.ty.with_dtype(DType::I32), r - 2);
+            let k_rows = spread(e, k, &col_k.ty.shape);
+            let below = e.compare(Cmp::Ge, &rows, &k_rows);
+            let size = e.unary("stablehlo.abs", &col_k);
+            let none = e.splat(-1, &size);
+            let candidates = e.select(&below, &size, &none);
+            let largest = e.reduce(
+                &candidates,
+                Scalar::Float(f64::NEG_INFINITY),
+                "stablehlo.maximum",
+                &[r - 2],
+            );
+            let largest_rows = spread(e, &largest, &col_k.ty.shape);
+            let is_largest = e.compare(Cmp::Eq, &candidates, &largest_rows);
+            let past_end = e.splat(m, &rows);
+            let where_largest = e.select(&is_largest, &rows, &past_end);
+            let p = e.reduce(
+                &where_largest,
+                Scalar::Int(m),
+                "stablehlo.minimum",
+                &[r - 2],
+            );
+            // Swap rows k and p.
+            let p_full = spread(e, &p, &shape);
+            let (is_k, is_p) = (
+                e.compare(Cmp::Eq, &row, &k_full),
+                e.compare(Cmp::Eq, &row, &p_full),
+            );
+            let row_k = pick(e, a, &is_k, r - 2);
+            let row_p = pick(e, a, &is_p, r - 2);
+            let (row_k_full, row_p_full) = (
+                e.broadcast_in_dim(&row_k, &shape, (0..r as i64).filter(|&d| d != r as i64 - 2)),
+                e.broadcast_in_dim(&row_p, &shape, (0..r as i64).filter(|&d| d != r as i64 - 2)),
+            );
+            let from_p = e.select(&is_p, &row_k_full, a);
+            let swapped = e.select(&is_k, &row_p_full, &from_p);
+            let steps_index = e.iota(pivots.ty.clone(), r - 2);
+            let k_steps = spread(e, k, &pivots.ty.shape);
+            let at_k = e.compare(Cmp::Eq, &steps_index, &k_steps);
+            let one = e.splat(1, &p);
+            let p1 = e.add(&p, &one);
+            let p1_steps = spread(e, &p1, &pivots.ty.shape);
+            let pivots = e.select(&at_k, &p1_steps, pivots);
+            // The pivot element; a zero one is recorded and eliminates nothing.
+            let cols = e.iota(row_p.ty.with_dtype(DType::I32), r - 2);
+            let k_cols = spread(e, k, &row_p.ty.shape);
+            let is_k_col = e.compare(Cmp::Eq, &cols, &k_cols);
+            let pivot = pick(e, &row_p, &is_k_col, r - 2);
+            let zero = e.splat(0, &pivot);
+            let singular = e.compare(Cmp::Eq, &pivot, &zero);
+            let no_info = e.splat(0, info);
+            let first = e.compare(Cmp::Eq, info, &no_info);
+            let newly = e.binary("stablehlo.and", &singular, &first);
+            let one_step = int32(e, 1);
+            let k1 = e.add(k, &one_step);
+            let k1_batch = spread(e, &k1, &info.ty.shape);
+            let info = e.select(&newly, &k1_batch, info);
+            let one_f = e.splat(1, &pivot);
+            let divisor = e.select(&singular, &one_f, &pivot);
+            // Multipliers below the pivot (0 for a zero pivot: its column is 0).
+            let col_k = pick(e, &swapped, &in_col_k, r - 1);
+            let divisor_rows = spread(e, &divisor, &col_k.ty.shape);
+            let scaled = e.div(&col_k, &divisor_rows);
+            let strictly_below = e.compare(Cmp::Gt, &rows, &k_rows);
+            let no_multiplier = e.splat(0, &scaled);
+            let multipliers = e.select(&strictly_below, &scaled, &no_multiplier);
+            // The trailing update: a[i, j] -= l[i] * u[k, j] for j > k.
+            let right = e.compare(Cmp::Gt, &cols, &k_cols);
+            let no_u = e.splat(0, &row_p);
+            let u_row = e.select(&right, &row_p, &no_u);
+            let l_full = e.broadcast_in_dim(&multipliers, &shape, 0..r as i64 - 1);
+            let u_full =
+                e.broadcast_in_dim(&u_row, &shape, (0..r as i64).filter(|&d| d != r as i64 - 2));
+            let update = e.mul(&l_full, &u_full);
+            let updated = e.sub(&swapped, &update);
+            let row_below = e.compare(Cmp::Gt, &row, &k_full);
+            let stores_l = e.binary("stablehlo.and", &row_below, &in_col_k);
+            let a = e.select(&stores_l, &l_full, &updated);
+            vec![k1, a, pivots, info]
+        },
+    );
+    match output {
+        LuOutput::Factors => finals[1].clone(),
+        LuOutput::Pivots => finals[2].clone(),
+        LuOutput::Info => finals[3].clone(),
+    }
+}
+
+/// `0..rows` with the pivots' swaps applied in order.
+pub(super) fn lu_permutation(e: &mut Emitter, pivots: &V, out: TensorType) -> V {
+    let r = out.rank();
+    let steps = pivots.ty.shape[r - 1];
+    let perm0 = e.iota(out.clone(), r - 1);
+    if out.numel() == 0 || steps == 0 {
+        return perm0;
+    }
+    let pivots = e.convert(pivots, DType::I32);
+    let step0 = int32(e, 0);
+    let finals = e.while_op(
+        &[&step0, &perm0],
+        |e, s| before(e, &s[0], steps),
+        |e, s| {
+            let (i, perm) = (&s[0], &s[1]);
+            let steps_index = e.iota(pivots.ty.clone(), r - 1);
+            let i_steps = spread(e, i, &pivots.ty.shape);
+            let at_i = e.compare(Cmp::Eq, &steps_index, &i_steps);
+            let target = pick(e, &pivots, &at_i, r - 1);
+            let one = e.splat(1, &target);
+            let p = e.sub(&target, &one);
+            let places = e.iota(perm.ty.clone(), r - 1);
+            let i_full = spread(e, i, &perm.ty.shape);
+            let p_full = spread(e, &p, &perm.ty.shape);
+            let (is_i, is_p) = (
+                e.compare(Cmp::Eq, &places, &i_full),
+                e.compare(Cmp::Eq, &places, &p_full),
+            );
+            let at_i_value = pick(e, perm, &is_i, r - 1);
+            let at_p_value = pick(e, perm, &is_p, r - 1);
+            let (vi, vp) = (
+                spread(e, &at_i_value, &perm.ty.shape),
+                spread(e, &at_p_value, &perm.ty.shape),
+            );
+            let from_p = e.select(&is_p, &vi, perm);
+            let perm = e.select(&is_i, &vp, &from_p);
+            let one_step = int32(e, 1);
+            vec![e.add(i, &one_step), perm]
+        },
+    );
+    finals[1].clone()
 }
 
 pub(super) fn triangular_solve(

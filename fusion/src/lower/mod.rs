@@ -776,6 +776,8 @@ fn lower_op(e: &mut Emitter, op: &Op, inputs: &[V], out: TensorType) -> V {
         Op::Matmul => nn::matmul(e, &inputs[0], &inputs[1], out),
         Op::Cholesky { upper } => linalg::cholesky(e, &inputs[0], *upper),
         Op::CholeskyInfo { upper } => linalg::cholesky_info(e, &inputs[0], *upper, out),
+        Op::Lu { output } => linalg::lu(e, &inputs[0], *output),
+        Op::LuPermutation { .. } => linalg::lu_permutation(e, &inputs[0], out),
         Op::TriangularSolve {
             left,
             lower,

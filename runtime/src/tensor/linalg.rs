@@ -1,10 +1,11 @@
-//! `torch.linalg`'s factorizations and solves that StableHLO has as ops:
-//! the Cholesky factor and the triangular solve (the backward of the one is
-//! made of the other and matmuls, in PyTorch's derivatives). float32 and
-//! float64, batched over the leading dims.
+//! `torch.linalg`'s factorizations and solves: the Cholesky factor and the
+//! triangular solve (StableHLO's own ops), LU with partial pivoting (a loop
+//! of fusion's) and the solves made of them. PyTorch's derivatives of
+//! inverses, determinants and solves are made of these and matmuls. float32
+//! and float64, batched over the leading dims.
 
-use fusion::Op;
 use fusion::shape::broadcast_shapes;
+use fusion::{DType, LuOutput, Op};
 
 use super::Tensor;
 use crate::error::Result;
@@ -67,5 +68,92 @@ impl Tensor {
             t.expand(&shape)
         };
         full(self, ra)?.op(op, &[&full(b, rb)?])
+    }
+    /// LU factorization with partial pivoting (`torch.linalg.lu_factor_ex`):
+    /// (factors: L below the diagonal, U on and above; int32 1-based
+    /// pivots, LAPACK's; int32 info: 0 or the first zero pivot's step).
+    #[track_caller]
+    pub fn lu_factor_ex(&self) -> Result<(Tensor, Tensor, Tensor)> {
+        let lu = |output| self.op(Op::Lu { output }, &[]);
+        Ok((
+            lu(LuOutput::Factors)?,
+            lu(LuOutput::Pivots)?,
+            lu(LuOutput::Info)?,
+        ))
+    }
+
+    /// The permutation that LU pivots [..., k] make of `0..rows`, int32
+    /// [..., rows]: `a[perm] == l @ u`.
+    #[track_caller]
+    pub fn lu_permutation(&self, rows: i64) -> Result<Tensor> {
+        self.op(Op::LuPermutation { rows }, &[])
+    }
+
+    /// x with `a @ x == b` (`left`) or `x @ a == b`, of `a`'s transpose with
+    /// `adjoint`, from `a`'s LU factors (`self`) and pivots
+    /// (`torch.linalg.lu_solve`): a permutation and two triangular solves.
+    /// Batch dims broadcast.
+    #[track_caller]
+    pub fn lu_solve(
+        &self,
+        pivots: &Tensor,
+        b: &Tensor,
+        left: bool,
+        adjoint: bool,
+    ) -> Result<Tensor> {
+        let (ra, rb) = (self.rank(), b.rank());
+        if ra < 2 || rb < 2 || pivots.rank() != ra - 1 {
+            return Err(fusion::Error::ShapeMismatch {
+                op: "lu_solve",
+                got: format!(
+                    "factors {}, pivots {}, b {}",
+                    self.ty(),
+                    pivots.ty(),
+                    b.ty()
+                ),
+                expected:
+                    "factors [..., n, n], pivots [..., n] and b [..., n, k] (left) or [..., k, n]"
+                        .into(),
+            }
+            .into());
+        }
+        let n = self.shape()[ra - 1];
+        let batch = broadcast_shapes("lu_solve", &self.shape()[..ra - 2], &b.shape()[..rb - 2])?;
+        let full = |t: &Tensor, tail: &[i64]| {
+            let mut shape = batch.clone();
+            shape.extend_from_slice(tail);
+            t.expand(&shape)
+        };
+        let lu = full(self, &self.shape()[ra - 2..])?;
+        let b = full(b, &b.shape()[rb - 2..])?;
+        let perm = full(&pivots.lu_permutation(n)?.to_dtype(DType::I64)?, &[n])?;
+        // Along the dim b's rows (left) or columns are: perm broadcast over
+        // the other.
+        let dim = if left { -2 } else { -1 };
+        let along = perm
+            .unsqueeze(if left { -1 } else { -2 })?
+            .expand(b.shape())?;
+        let solve = |x: &Tensor, upper: bool, unit: bool| {
+            lu.solve_triangular(x, upper, left, unit, adjoint)
+        };
+        // a = P L U. Solving with a (left) or a^T (right): P^T b picks b's
+        // rows perm[i], b P its columns perm[i], then L's solve, then U's.
+        // The other two: U's solve, L's, then the permutation undone.
+        let permute_first = left != adjoint;
+        let b = if permute_first {
+            b.gather(dim, &along)?
+        } else {
+            b
+        };
+        let x = if permute_first {
+            solve(&solve(&b, false, true)?, true, false)?
+        } else {
+            solve(&solve(&b, true, false)?, false, true)?
+        };
+        if permute_first {
+            Ok(x)
+        } else {
+            x.zeros_like()?.scatter(dim, &along, &x)
+        }
     }
 }
