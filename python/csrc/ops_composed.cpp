@@ -1,0 +1,314 @@
+// ATen ops that PyTorch gives a kernel per device and no composite form,
+// made here of at:: calls: each dispatches to this backend's kernels (below
+// autograd, so PyTorch's own derivative formulas apply). Norms, rounding to
+// decimals, aminmax, renorm, addbmm, angle, scatter with a reduce, batch
+// norm with running-stat updates, max unpooling, 2-d NLL loss, channel
+// shuffle, masked_scatter and histc.
+#include <ATen/ATen.h>
+#include <ATen/native/Resize.h>
+#include <torch/library.h>
+
+#include <array>
+#include <cmath>
+#include <tuple>
+
+#include "backend.h"
+
+namespace etpu {
+namespace {
+
+at::Tensor& norm_out(const at::Tensor& self, const std::optional<at::Scalar>& p, at::IntArrayRef dim, bool keepdim,
+                     at::Tensor& out) {
+  return out.copy_(at::linalg_vector_norm(self, p.value_or(2), dim, keepdim));
+}
+
+at::Tensor& norm_dtype_out(const at::Tensor& self, const std::optional<at::Scalar>& p, at::IntArrayRef dim,
+                           bool keepdim, at::ScalarType dtype, at::Tensor& out) {
+  return out.copy_(at::linalg_vector_norm(self, p.value_or(2), dim, keepdim, dtype));
+}
+
+std::tuple<at::Tensor&, at::Tensor&> aminmax_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
+                                                 at::Tensor& min, at::Tensor& max) {
+  if (dim.has_value()) {
+    min.copy_(at::amin(self, *dim, keepdim));
+    max.copy_(at::amax(self, *dim, keepdim));
+  } else {
+    min.copy_(at::amin(self).reshape(min.sizes()));
+    max.copy_(at::amax(self).reshape(max.sizes()));
+  }
+  return {min, max};
+}
+
+// As the CPU kernel: x scaled by 10^decimals, rounded half to even, scaled
+// back (in x's dtype).
+at::Tensor& round_decimals_out(const at::Tensor& self, int64_t decimals, at::Tensor& out) {
+  if (decimals == 0) return out.copy_(at::round(self));
+  double scale = std::pow(10.0, static_cast<double>(std::abs(decimals)));
+  at::Tensor r = decimals > 0 ? at::round(self * scale) / scale : at::round(self / scale) * scale;
+  return out.copy_(r);
+}
+
+// Each slice along `dim` whose p-norm exceeds maxnorm scaled down to it.
+at::Tensor& renorm_out(const at::Tensor& self, const at::Scalar& p, int64_t dim, const at::Scalar& maxnorm,
+                       at::Tensor& out) {
+  int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  std::vector<int64_t> others;
+  for (int64_t i = 0; i < self.dim(); ++i)
+    if (i != d) others.push_back(i);
+  at::Tensor norm = at::linalg_vector_norm(self, p, others, /*keepdim=*/true);
+  at::Tensor factor = at::where(norm > maxnorm, maxnorm.toDouble() / (norm + 1e-7), at::ones_like(norm));
+  return out.copy_(self * factor);
+}
+
+at::Tensor addbmm(const at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2, const at::Scalar& beta,
+                  const at::Scalar& alpha) {
+  TORCH_CHECK(batch1.dim() == 3 && batch2.dim() == 3, "batch1 must be a 3D tensor, batch2 must be a 3D tensor; got ",
+              batch1.sizes(), " and ", batch2.sizes());
+  at::Tensor products = at::bmm(batch1, batch2).sum(0);
+  if (alpha.toComplexDouble() != 1.0) products = products * alpha;
+  // beta = 0 ignores self (NaN in it does not propagate), as addmm.
+  if (beta.toComplexDouble() == 0.0) return products.expand_as(products).clone();
+  return at::add(self * beta, products);
+}
+
+at::Tensor& addbmm_out(const at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2,
+                       const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
+  at::Tensor r = etpu::addbmm(self, batch1, batch2, beta, alpha);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
+// Of real numbers: pi for negatives, 0 otherwise, NaN for NaN; ints give
+// the default float dtype.
+at::Tensor angle(const at::Tensor& self) {
+  at::Tensor x = self.is_floating_point() ? self : self.to(c10::typeMetaToScalarType(at::get_default_dtype()));
+  at::Tensor a = at::where(x < 0, at::full_like(x, M_PI), at::zeros_like(x));
+  return at::where(at::isnan(x), x, a);
+}
+
+at::Tensor& angle_out(const at::Tensor& self, at::Tensor& out) {
+  at::Tensor r = etpu::angle(self);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
+// scatter with reduce="add" or "multiply": scatter_reduce's sum or prod,
+// the destination's own elements included.
+const char* scatter_reduction(c10::string_view reduce) {
+  if (reduce == "add") return "sum";
+  if (reduce == "multiply") return "prod";
+  TORCH_CHECK(false, "reduce argument must be either add or multiply, got ", reduce);
+}
+
+at::Tensor& scatter_reduce_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                               c10::string_view reduce, at::Tensor& out) {
+  return at::scatter_reduce_out(out, self, dim, index, src, scatter_reduction(reduce), /*include_self=*/true);
+}
+
+at::Tensor& scatter_value_reduce_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                                     const at::Scalar& value, c10::string_view reduce, at::Tensor& out) {
+  at::Tensor src = at::full(index.sizes(), value, self.options());
+  return at::scatter_reduce_out(out, self, dim, index, src, scatter_reduction(reduce), /*include_self=*/true);
+}
+
+// Training-mode batch norm updating the running statistics: the legit
+// kernel's, and an empty reserve (as on the CPU).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> batch_norm_with_update(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    at::Tensor& running_mean, at::Tensor& running_var, double momentum, double eps) {
+  auto [out, mean, invstd] =
+      at::_native_batch_norm_legit(input, weight, bias, running_mean, running_var, /*training=*/true, momentum, eps);
+  return {out, mean, invstd, at::empty({0}, input.options().dtype(at::kByte))};
+}
+
+// Its backward: the native kernel's (the reserve is empty).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& weight,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
+    const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_var, bool update, double eps,
+    std::array<bool, 3> output_mask, const at::Tensor& /*reserve*/) {
+  return at::native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_var,
+                                        update, eps, output_mask);
+}
+
+// Max unpooling: each value put at its flat index within its plane of the
+// output (`spatial` trailing dims of `output_size`), zeros elsewhere.
+at::Tensor max_unpool(const at::Tensor& self, const at::Tensor& indices, at::IntArrayRef output_size) {
+  int64_t spatial = static_cast<int64_t>(output_size.size());
+  TORCH_CHECK(self.dim() == spatial + 1 || self.dim() == spatial + 2, "max_unpool", spatial, "d: expected a ",
+              spatial + 1, "-D or ", spatial + 2, "-D input, got ", self.sizes());
+  TORCH_CHECK(indices.sizes() == self.sizes(), "max_unpool", spatial,
+              "d: expected indices of the input's shape, got input ", self.sizes(), " and indices ", indices.sizes());
+  std::vector<int64_t> planes(self.sizes().begin(), self.sizes().end() - spatial);
+  std::vector<int64_t> flat = planes, shape = planes;
+  int64_t area = 1;
+  for (int64_t s : output_size) area *= s;
+  flat.push_back(area);
+  shape.insert(shape.end(), output_size.begin(), output_size.end());
+  std::vector<int64_t> from = planes;
+  from.push_back(-1);
+  at::Tensor out = at::zeros(flat, self.options());
+  return out.scatter(-1, indices.reshape(from), self.reshape(from)).view(shape);
+}
+
+at::Tensor max_unpool2d(const at::Tensor& self, const at::Tensor& indices, at::IntArrayRef output_size) {
+  return max_unpool(self, indices, output_size);
+}
+
+at::Tensor& max_unpool2d_out(const at::Tensor& self, const at::Tensor& indices, at::IntArrayRef output_size,
+                             at::Tensor& out) {
+  at::Tensor r = max_unpool(self, indices, output_size);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
+at::Tensor max_unpool3d(const at::Tensor& self, const at::Tensor& indices, at::IntArrayRef output_size,
+                        at::IntArrayRef /*stride*/, at::IntArrayRef /*padding*/) {
+  return max_unpool(self, indices, output_size);
+}
+
+at::Tensor& max_unpool3d_out(const at::Tensor& self, const at::Tensor& indices, at::IntArrayRef output_size,
+                             at::IntArrayRef stride, at::IntArrayRef padding, at::Tensor& out) {
+  at::Tensor r = etpu::max_unpool3d(self, indices, output_size, stride, padding);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
+// NLL loss over images ([N, C, H, W] against [N, H, W]): the 1-d loss of
+// every pixel as a row, classes last.
+at::Tensor pixels_as_rows(const at::Tensor& self) { return self.movedim(1, -1).reshape({-1, self.size(1)}); }
+
+std::tuple<at::Tensor&, at::Tensor&> nll_loss2d_forward_out(const at::Tensor& self, const at::Tensor& target,
+                                                            const std::optional<at::Tensor>& weight,
+                                                            int64_t reduction, int64_t ignore_index,
+                                                            at::Tensor& output, at::Tensor& total_weight) {
+  TORCH_CHECK(self.dim() == 4 && target.dim() == 3, "nll_loss2d: expected input [N, C, H, W] and target [N, H, W], got ",
+              self.sizes(), " and ", target.sizes());
+  auto [loss, tw] =
+      at::nll_loss_forward(pixels_as_rows(self), target.reshape({-1}), weight, reduction, ignore_index);
+  if (reduction == at::Reduction::None) loss = loss.view(target.sizes());
+  at::native::resize_output(output, loss.sizes());
+  at::native::resize_output(total_weight, tw.sizes());
+  output.copy_(loss);
+  total_weight.copy_(tw);
+  return {output, total_weight};
+}
+
+std::tuple<at::Tensor, at::Tensor> nll_loss2d_forward(const at::Tensor& self, const at::Tensor& target,
+                                                      const std::optional<at::Tensor>& weight, int64_t reduction,
+                                                      int64_t ignore_index) {
+  at::Tensor output = at::empty({0}, self.options()), total_weight = at::empty({0}, self.options());
+  nll_loss2d_forward_out(self, target, weight, reduction, ignore_index, output, total_weight);
+  return {output, total_weight};
+}
+
+at::Tensor& nll_loss2d_backward_out(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                                    const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
+                                    const at::Tensor& total_weight, at::Tensor& grad_input) {
+  at::Tensor grad = reduction == at::Reduction::None ? grad_output.reshape({-1}) : grad_output;
+  at::Tensor rows = at::nll_loss_backward(grad, pixels_as_rows(self), target.reshape({-1}), weight, reduction,
+                                          ignore_index, total_weight);
+  std::vector<int64_t> channels_last = {self.size(0), self.size(2), self.size(3), self.size(1)};
+  at::native::resize_output(grad_input, self.sizes());
+  return grad_input.copy_(rows.view(channels_last).movedim(-1, 1));
+}
+
+at::Tensor nll_loss2d_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                               const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
+                               const at::Tensor& total_weight) {
+  at::Tensor grad_input = at::empty({0}, self.options());
+  return nll_loss2d_backward_out(grad_output, self, target, weight, reduction, ignore_index, total_weight,
+                                 grad_input);
+}
+
+// [N, C, *] as [N, groups, C / groups, *] with the two middle dims swapped.
+at::Tensor channel_shuffle(const at::Tensor& self, int64_t groups) {
+  TORCH_CHECK(self.dim() > 2, "channel_shuffle expects input to have at least 3 dimensions, but got input with sizes ",
+              self.sizes());
+  TORCH_CHECK(groups > 0, "Number of groups to divide channels in must be positive.", " Value of groups:", groups);
+  int64_t c = self.size(1);
+  TORCH_CHECK(c % groups == 0, "Number of channels must be divisible by groups. Got ", c, " channels and ", groups,
+              " groups.");
+  std::vector<int64_t> split = {self.size(0), groups, c / groups};
+  split.insert(split.end(), self.sizes().begin() + 2, self.sizes().end());
+  return self.reshape(split).transpose(1, 2).reshape(self.sizes()).clone();
+}
+
+// The source's elements, in order, where the mask holds: the k-th true
+// element takes source's k-th.
+at::Tensor& masked_scatter_(at::Tensor& self, const at::Tensor& mask, const at::Tensor& source) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_scatter_ only supports boolean masks, but got mask with dtype ",
+              mask.scalar_type());
+  at::Tensor m = mask.expand(self.sizes());
+  if (self.numel() == 0) return self;
+  at::Tensor order = (at::cumsum(m.reshape({-1}), 0) - 1).clamp_min(0);
+  at::Tensor taken = source.numel() == 0 ? at::zeros_like(self) : source.reshape({-1}).index_select(0, order).view(self.sizes());
+  return self.copy_(at::where(m, taken.to(self.scalar_type()), self));
+}
+
+// Counts of `bins` equal-width bins over [min, max] (the data's range when
+// min == max; one either side of a single value); values outside, and NaN,
+// are not counted.
+at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max,
+                      at::Tensor& out) {
+  TORCH_CHECK(bins > 0, "torch.histc(): bins must be > 0, but got ", bins, " for bins");
+  double lo_value = min.toDouble(), hi_value = max.toDouble();
+  TORCH_CHECK(lo_value <= hi_value, "torch.histc(): max must be larger than min");
+  at::Tensor x = self.reshape({-1});
+  at::Tensor lo, hi;
+  if (lo_value == hi_value && x.numel() > 0) {
+    lo = at::amin(x);
+    hi = at::amax(x);
+  } else {
+    lo = at::full({}, lo_value, self.options());
+    hi = at::full({}, hi_value, self.options());
+  }
+  if (x.numel() > 0) {
+    at::Tensor same = lo == hi;
+    lo = at::where(same, lo - 1, lo);
+    hi = at::where(same, hi + 1, hi);
+  }
+  at::native::resize_output(out, {bins});
+  if (x.numel() == 0) return out.zero_();
+  at::Tensor inside = (x >= lo).logical_and(x <= hi);
+  at::Tensor pos = at::floor((x - lo) * static_cast<double>(bins) / (hi - lo)).nan_to_num(0).clamp(0, bins - 1);
+  at::Tensor counts = at::zeros({bins}, self.options()).scatter_add(0, pos.to(at::kLong), inside.to(self.scalar_type()));
+  return out.copy_(counts);
+}
+
+at::Tensor histc(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max) {
+  at::Tensor out = at::empty({0}, self.options());
+  return histc_out(self, bins, min, max, out);
+}
+
+}  // namespace
+}  // namespace etpu
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  using namespace etpu;
+  m.impl("norm.out", norm_out);
+  m.impl("norm.dtype_out", norm_dtype_out);
+  m.impl("aminmax.out", aminmax_out);
+  m.impl("round.decimals_out", round_decimals_out);
+  m.impl("renorm.out", renorm_out);
+  m.impl("addbmm", addbmm);
+  m.impl("addbmm.out", addbmm_out);
+  m.impl("angle", angle);
+  m.impl("angle.out", angle_out);
+  m.impl("scatter.reduce_out", scatter_reduce_out);
+  m.impl("scatter.value_reduce_out", scatter_value_reduce_out);
+  m.impl("_batch_norm_with_update", batch_norm_with_update);
+  m.impl("batch_norm_backward", etpu::batch_norm_backward);
+  m.impl("max_unpool2d", max_unpool2d);
+  m.impl("max_unpool2d.out", max_unpool2d_out);
+  m.impl("max_unpool3d", max_unpool3d);
+  m.impl("max_unpool3d.out", max_unpool3d_out);
+  m.impl("nll_loss2d_forward", nll_loss2d_forward);
+  m.impl("nll_loss2d_forward.output", nll_loss2d_forward_out);
+  m.impl("nll_loss2d_backward", nll_loss2d_backward);
+  m.impl("nll_loss2d_backward.grad_input", nll_loss2d_backward_out);
+  m.impl("channel_shuffle", channel_shuffle);
+  m.impl("masked_scatter_", masked_scatter_);
+  m.impl("histc", histc);
+  m.impl("histc.out", histc_out);
+}

@@ -1,0 +1,109 @@
+"""ATen ops made of other tpu kernels (python/csrc/ops_composed.cpp):
+norms, round to decimals, aminmax, renorm, addbmm, angle, scatter with a
+reduce, batch norm with running-stat updates, max unpooling, 2-d NLL loss,
+channel shuffle, masked_scatter and histc, against PyTorch CPU in every
+mode, with gradients where PyTorch has them."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from helpers import assert_same, check, check_grad, next_op_works, rand
+
+pytestmark = pytest.mark.usefixtures("mode", "no_fallbacks")
+
+
+def test_norm_and_what_uses_it():
+    x, y = rand(3, 4), rand(3, 4)
+    for p in [None, 1, 2, 3.5, float("inf")]:
+        check(lambda x: torch.norm(x, p=p, dim=1), x)
+        check(lambda x: torch.norm(x, p=p, dim=(0, 1), keepdim=True), x)
+    check(lambda x: torch.norm(x, p=2, dim=1, dtype=torch.float64), x)
+    check(torch.dist, x, y)
+    check(lambda x, y: F.pairwise_distance(x, y, p=1.5), x, y)
+    check_grad(lambda x, y: F.triplet_margin_loss(x, y, y.flip(0)), x, y)
+    check_grad(lambda x: torch.norm(x, p=3, dim=0), x)
+
+
+@pytest.mark.parametrize("decimals", [0, 2, -1])
+def test_round_to_decimals(decimals):
+    check(lambda x: torch.round(x, decimals=decimals), rand(5, 7) * 100)
+    check(lambda x: torch.round(x, decimals=decimals), rand(6, dtype=torch.float64) * 1000)
+
+
+def test_aminmax_renorm_addbmm_angle():
+    x = rand(3, 5)
+    check(torch.aminmax, x)
+    check(lambda x: torch.aminmax(x, dim=1, keepdim=True), x)
+    check(lambda x: torch.aminmax(x, dim=0), rand(4, 2, dtype=torch.int64))
+    check(lambda x: torch.renorm(x, p=2, dim=0, maxnorm=1.0), x)
+    check(lambda x: torch.renorm(x, p=1, dim=1, maxnorm=0.5), x)
+    check_grad(lambda x: torch.renorm(x, p=2, dim=0, maxnorm=1.0), x)
+    m, b1, b2 = rand(3, 4), rand(5, 3, 2), rand(5, 2, 4)
+    check(torch.addbmm, m, b1, b2)
+    check(lambda m, a, b: torch.addbmm(m, a, b, beta=0.5, alpha=2.0), m, b1, b2)
+    check(lambda m, a, b: torch.addbmm(m, a, b, beta=0), torch.full((3, 4), float("nan")), b1, b2)
+    check_grad(torch.addbmm, m, b1, b2)
+    v = torch.tensor([-2.0, 0.0, 3.0, float("nan"), -0.5])
+    check(torch.angle, v)
+    check(torch.angle, torch.tensor([-3, 0, 4]))
+
+
+@pytest.mark.parametrize("reduce", ["add", "multiply"])
+def test_scatter_with_reduce(reduce):
+    x = rand(3, 5)
+    index = torch.tensor([[0, 1, 2, 0, 0], [2, 0, 0, 1, 2]])
+    check(lambda x, i, s: x.scatter(0, i, s, reduce=reduce), x, index, rand(2, 5))
+    check(lambda x, i: x.scatter(0, i, 1.5, reduce=reduce), x, index)
+    check(lambda x, i, s: x.scatter_(1, i, s, reduce=reduce), x, index[:, :3], rand(2, 3))
+
+
+def test_batch_norm_with_update():
+    x, w, b = rand(4, 3, 5), rand(3), rand(3)
+    mean, var = rand(3), rand(3).abs() + 0.5
+    check(lambda x, w, b, m, v: torch.ops.aten._batch_norm_with_update(x, w, b, m, v, 0.1, 1e-5)[:3], x, w, b, mean, var)
+    check_grad(lambda x, w, b: torch.ops.aten._batch_norm_with_update(x, w, b, torch.zeros(3, device=x.device),
+                                                                      torch.ones(3, device=x.device), 0.1, 1e-5)[0],
+               x, w, b)
+
+
+@pytest.mark.parametrize("dims", [1, 2, 3])
+def test_max_unpool_inverts_max_pool(dims):
+    pool = [F.max_pool1d, F.max_pool2d, F.max_pool3d][dims - 1]
+    unpool = [F.max_unpool1d, F.max_unpool2d, F.max_unpool3d][dims - 1]
+    x = rand(2, 3, *([6] * dims))
+    values, indices = pool(x, 2, return_indices=True)
+    check(lambda v, i: unpool(v, i, 2), values, indices)
+    check(lambda v, i: unpool(v, i, 2, output_size=[7] * dims), values, indices)
+    check(lambda v, i: unpool(v, i, 2), values[0], indices[0])  # no batch dim
+    check_grad(lambda v: unpool(v, indices.to(v.device), 2), values)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_over_images(reduction):
+    logits = rand(2, 4, 3, 5)
+    target = torch.randint(0, 4, (2, 3, 5))
+    target[0, 0, 0] = -100
+    check_grad(lambda x: F.cross_entropy(x, target.to(x.device), reduction=reduction), logits)
+    weight = rand(4).abs()
+    check_grad(lambda x: F.nll_loss(F.log_softmax(x, 1), target.to(x.device), weight=weight.to(x.device),
+                                    reduction=reduction), logits)
+
+
+def test_channel_shuffle_masked_scatter_histc():
+    x = rand(2, 6, 3, 2)
+    check(lambda x: F.channel_shuffle(x, 3), x)
+    check(lambda x: F.channel_shuffle(x, 2), rand(1, 4, 5))
+    with pytest.raises(RuntimeError, match="divisible by groups"):
+        F.channel_shuffle(x.to("tpu"), 4)
+    mask = rand(3, 4) > 0
+    check(lambda x, m, s: x.masked_scatter(m, s), rand(3, 4), mask, rand(20))
+    check(lambda x, m, s: x.masked_scatter_(m, s), rand(3, 4), mask[0], rand(12))  # the mask broadcasts
+    check_grad(lambda x, s: x.masked_scatter(mask.to(x.device), s), rand(3, 4), rand(12))
+    v = rand(50)
+    check(lambda v: torch.histc(v, bins=7), v)
+    check(lambda v: torch.histc(v, bins=4, min=-1, max=1), v)
+    check(lambda v: torch.histc(v, bins=3, min=2, max=2), torch.tensor([1.5, 2.0, 2.5, 3.5]))
+    check(lambda v: torch.histc(v, bins=5), torch.full((4,), 3.0))
+    with pytest.raises(RuntimeError, match="max must be larger than min"):
+        torch.histc(v.to("tpu"), bins=3, min=1, max=0)
+    next_op_works()
