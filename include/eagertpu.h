@@ -620,6 +620,15 @@ etpu_status etpu_lu_permutation(etpu_tensor pivots, int64_t rows, const char* or
  * from a's LU `factors` and `pivots`; batch dims broadcast. */
 etpu_status etpu_lu_solve(etpu_tensor factors, etpu_tensor pivots, etpu_tensor b, bool left, bool adjoint,
                           const char* origin, etpu_tensor* out);
+/* Householder QR (LAPACK's geqrf) of `a`, float32 or float64 [..., m, n]: R on
+ * and above the diagonal and each reflector's vector below it (its leading 1
+ * implied) to `factors`, the reflectors' scales [..., min(m, n)] to `tau`. */
+etpu_status etpu_geqrf(etpu_tensor a, const char* origin, etpu_tensor* factors, etpu_tensor* tau);
+/* `c` multiplied by q = h_0 ... h_{k-1} of the reflectors in the columns of
+ * `reflectors` [..., m, k'] and `tau` [..., k] (LAPACK's ormqr): q c (`left`,
+ * c [..., m, p]) or c q (c [..., p, m]), of q^T with `transpose`. */
+etpu_status etpu_ormqr(etpu_tensor reflectors, etpu_tensor tau, etpu_tensor c, bool left, bool transpose,
+                       const char* origin, etpu_tensor* out);
 /* x sorted along `dim`, stably (equal elements keep their order), NaN last
  * ascending and first descending: the values to `values` and, unless `indices`
  * is NULL, the int64 positions they came from to `indices`. */

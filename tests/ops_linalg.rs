@@ -413,3 +413,92 @@ fn lu_solve_and_the_permutation_solve_what_they_should() {
         }
     }
 }
+
+/// `a` [m, n] row-major times `b` [n, p] on the host.
+fn host_matmul(a: &[f64], b: &[f64], m: usize, n: usize, p: usize) -> Vec<f64> {
+    let mut out = vec![0.0; m * p];
+    for i in 0..m {
+        for j in 0..p {
+            out[i * p + j] = (0..n).map(|k| a[i * n + k] * b[k * p + j]).sum();
+        }
+    }
+    out
+}
+
+fn host_transpose(a: &[f64], m: usize, n: usize) -> Vec<f64> {
+    (0..m * n).map(|p| a[(p % m) * n + p / m]).collect()
+}
+
+#[test]
+fn qr_gives_orthonormal_q_upper_r_and_their_product() {
+    for (m, n, complete) in [(5, 3, false), (5, 3, true), (3, 5, false), (4, 4, true)] {
+        let a = Host::random(DType::F64, &[m as i64, n as i64], (m * 7 + n) as u64);
+        let (q, r) = a.tensor().qr(complete).unwrap();
+        let k = if complete { m } else { m.min(n) };
+        assert_eq!(q.shape(), &[m as i64, k as i64]);
+        assert_eq!(r.shape(), &[k as i64, n as i64]);
+        let (q, r) = (Host::of(&q), Host::of(&r));
+        // q^T q = I, r upper triangular, q r = a: each computed on the host.
+        let qtq = host_matmul(&host_transpose(&q.data, m, k), &q.data, k, m, k);
+        for i in 0..k {
+            for j in 0..k {
+                let want = if i == j { 1.0 } else { 0.0 };
+                assert!(
+                    (qtq[i * k + j] - want).abs() < 1e-12,
+                    "{m}x{n}: (q^T q)[{i},{j}] = {}",
+                    qtq[i * k + j]
+                );
+            }
+        }
+        for i in 0..k {
+            for j in 0..i.min(n) {
+                assert_eq!(r.data[i * n + j], 0.0, "r below the diagonal");
+            }
+        }
+        let qr = host_matmul(&q.data, &r.data, m, k, n);
+        for (got, want) in qr.iter().zip(&a.data) {
+            assert!(
+                (got - want).abs() < 1e-12,
+                "{m}x{n} complete {complete}: q r = {got}, a = {want}"
+            );
+        }
+    }
+}
+
+#[test]
+fn ormqr_multiplies_by_the_q_it_stands_for() {
+    let (m, n) = (5, 3);
+    let a = Host::random(DType::F64, &[m as i64, n as i64], 2).tensor();
+    let (factors, tau) = a.geqrf().unwrap();
+    let q = Host::of(&factors.householder_product(&tau).unwrap()); // m x n
+    // The full q: the reflectors applied to the m x m identity.
+    let eye = a.device().eye(m as i64, m as i64, DType::F64).unwrap();
+    let full = Host::of(&factors.ormqr(&tau, &eye, true, false).unwrap());
+    for i in 0..m {
+        for j in 0..n {
+            assert!((full.data[i * m + j] - q.data[i * n + j]).abs() < 1e-12);
+        }
+    }
+    let c = Host::random(DType::F64, &[m as i64, 2], 3);
+    let ct = Host::new(DType::F64, &[2, m as i64], host_transpose(&c.data, m, 2));
+    let qt = host_transpose(&full.data, m, m);
+    for (left, transpose) in [(true, false), (true, true), (false, false), (false, true)] {
+        let op_q = if transpose { &qt } else { &full.data };
+        let (input, want) = if left {
+            (&c, host_matmul(op_q, &c.data, m, m, 2))
+        } else {
+            (&ct, host_matmul(&ct.data, op_q, 2, m, m))
+        };
+        let got = Host::of(
+            &factors
+                .ormqr(&tau, &input.tensor(), left, transpose)
+                .unwrap(),
+        );
+        for (g, w) in got.data.iter().zip(&want) {
+            assert!(
+                (g - w).abs() < 1e-12,
+                "left {left} transpose {transpose}: {g} vs {w}"
+            );
+        }
+    }
+}

@@ -711,6 +711,41 @@ c_api! {
         }
     }
 
+    /// Householder QR of `a` ([..., m, n], LAPACK's `geqrf`): R and the
+    /// reflectors' vectors to `factors`, their scales [..., min(m, n)] to
+    /// `tau`.
+    fn etpu_geqrf(a: TensorHandle, origin: *const c_char, factors: *mut TensorHandle, tau: *mut TensorHandle) {
+        let a = get(a, "a")?;
+        if tau.is_null() {
+            return Err(Failure::invalid("tau is NULL"));
+        }
+        // SAFETY: strings and pointers as documented.
+        unsafe {
+            let pair = at(origin, || a.geqrf())?;
+            put_pair(factors, tau, pair)
+        }
+    }
+
+    /// `c` multiplied by q of the reflectors in `reflectors`' columns and
+    /// `tau` (LAPACK's `ormqr`): `q @ c` (`left`) or `c @ q`, of q^T with
+    /// `transpose`.
+    fn etpu_ormqr(
+        reflectors: TensorHandle,
+        tau: TensorHandle,
+        c: TensorHandle,
+        left: bool,
+        transpose: bool,
+        origin: *const c_char,
+        out: *mut TensorHandle,
+    ) {
+        let (a, t, c) = (get(reflectors, "reflectors")?, get(tau, "tau")?, get(c, "c")?);
+        // SAFETY: strings and pointers as documented.
+        unsafe {
+            let r = at(origin, || a.ormqr(&t, &c, left, transpose))?;
+            put_tensor(out, r)
+        }
+    }
+
     /// `x` sorted stably along `dim` to `values` and, unless `indices` is
     /// NULL, the int64 positions of the sorted elements to `indices`.
     fn etpu_sort(x: TensorHandle, dim: i64, descending: bool, origin: *const c_char, values: *mut TensorHandle, indices: *mut TensorHandle) {

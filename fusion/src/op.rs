@@ -77,6 +77,16 @@ pub enum LuOutput {
     Info,
 }
 
+/// Which of a Householder QR's results an `Op::Householder` gives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HouseholderOutput {
+    /// [..., m, n]: R on and above the diagonal, each reflector's vector
+    /// below it (its leading 1 implied), as LAPACK's `geqrf`.
+    Factors,
+    /// [..., min(m, n)]: each reflector's scale tau.
+    Tau,
+}
+
 /// Which of a sort's two results an `Op::Sort` gives (an op has one output).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SortOutput {
@@ -305,6 +315,15 @@ pub enum Op {
     /// (pivots int32 [..., k]) int32 [..., rows]: where the row swaps of
     /// `Lu`'s pivots take `0..rows`: `a[perm] == l @ u`.
     LuPermutation { rows: i64 },
+    /// (a [..., m, n]) Householder QR, LAPACK's `geqrf`: `a == q @ r` with
+    /// `q = h_0 h_1 ... h_{k-1}`, `h_i = I - tau_i v_i v_i^T`. One result per
+    /// op, as `Lu`. float32 and float64.
+    Householder { output: HouseholderOutput },
+    /// (factors [..., m, k], tau [..., k], c) `c` multiplied by `q` of the
+    /// reflectors (`Householder`'s outputs): `q @ c` (`left`) or `c @ q`, of
+    /// `q^T` with `transpose`; LAPACK's `ormqr`. `c` is [..., m, p] (`left`)
+    /// or [..., p, m].
+    ApplyHouseholder { left: bool, transpose: bool },
     /// (a [..., n, n], b [..., n, k] (`left`) or [..., k, n]) x with `op(a) @
     /// x == b` (`left`) or `x @ op(a) == b`, where `op(a)` is `a` or, with
     /// `transpose`, `a^T`; `a` triangular (`lower` or upper; the other
@@ -425,6 +444,8 @@ impl Op {
             Op::TriangularSolve { .. } => "triangular_solve",
             Op::Lu { .. } => "lu_factor",
             Op::LuPermutation { .. } => "lu_permutation",
+            Op::Householder { .. } => "geqrf",
+            Op::ApplyHouseholder { .. } => "ormqr",
             Op::Matmul => "matmul",
             Op::Softmax { .. } => "softmax",
             Op::LogSoftmax { .. } => "log_softmax",

@@ -3,8 +3,9 @@
 // Tensor::cholesky_ex and Tensor::solve_triangular, StableHLO's own ops.
 // LU with partial pivoting (the runtime's Tensor::lu_factor_ex, a loop of
 // fusion's) and what is made of it: lu_solve, inv, solve, det, slogdet, lu,
-// lu_unpack. Their gradients are PyTorch's formulas, made of these and
-// matmuls. And the cross product, elementwise.
+// lu_unpack. Householder QR (geqrf, ormqr, a loop each) and what is made of
+// it: householder_product, linalg.qr. Their gradients are PyTorch's
+// formulas, made of these and matmuls. And the cross product, elementwise.
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
@@ -272,6 +273,93 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> lu_unpack_out(const at::Tensor
   return {p, l, u};
 }
 
+// ------------------------------------------------------------------- QR ----
+
+std::pair<Handle, Handle> geqrf(const Handle& a) {
+  std::pair<Handle, Handle> r;
+  check(etpu_geqrf(a.get(), origin(), r.first.out(), r.second.out()));
+  return r;
+}
+
+Handle ormqr(const Handle& reflectors, const Handle& tau, const Handle& c, bool left, bool transpose) {
+  Handle h;
+  check(etpu_ormqr(reflectors.get(), tau.get(), c.get(), left, transpose, origin(), h.out()));
+  return h;
+}
+
+std::tuple<at::Tensor&, at::Tensor&> geqrf_out(const at::Tensor& self, at::Tensor& a, at::Tensor& tau) {
+  OpScope s;
+  auto [factors, scales] = geqrf(read(self));
+  at::native::resize_output(a, self.sizes());
+  at::native::resize_output(tau, dims_of(scales));
+  write(a, factors);
+  write(tau, scales);
+  return {a, tau};
+}
+
+std::tuple<at::Tensor, at::Tensor> geqrf_fn(const at::Tensor& self) {
+  at::Tensor a = empty_tpu({0}, self.scalar_type(), self.device().index());
+  at::Tensor tau = empty_tpu({0}, self.scalar_type(), self.device().index());
+  geqrf_out(self, a, tau);
+  return {a, tau};
+}
+
+at::Tensor& ormqr_out(const at::Tensor& self, const at::Tensor& tau, const at::Tensor& c, bool left, bool transpose,
+                      at::Tensor& out) {
+  OpScope s;
+  Handle x = ormqr(read(self), read(tau), read(c), left, transpose);
+  at::native::resize_output(out, c.sizes());
+  write(out, x);
+  return out;
+}
+
+at::Tensor ormqr_fn(const at::Tensor& self, const at::Tensor& tau, const at::Tensor& c, bool left, bool transpose) {
+  at::Tensor out = empty_tpu({0}, c.scalar_type(), c.device().index());
+  return ormqr_out(self, tau, c, left, transpose, out);
+}
+
+// q's first n columns: the reflectors applied to the m x n identity.
+at::Tensor& householder_product_out(const at::Tensor& input, const at::Tensor& tau, at::Tensor& out) {
+  OpScope s;
+  TORCH_CHECK(input.dim() >= 2, "torch.linalg.householder_product: input must have at least 2 dimensions.");
+  TORCH_CHECK(input.size(-2) >= input.size(-1),
+              "torch.linalg.householder_product: input.shape[-2] must be greater than or equal to input.shape[-1]");
+  TORCH_CHECK(input.size(-1) >= tau.size(-1),
+              "torch.linalg.householder_product: input.shape[-1] must be greater than or equal to tau.shape[-1]");
+  Handle eye = expand(identity(device_index(input), input.size(-2), input.size(-1), input.scalar_type()),
+                      input.sizes());
+  Handle q = ormqr(read(input), read(tau), eye, /*left=*/true, /*transpose=*/false);
+  at::native::resize_output(out, input.sizes());
+  write(out, q);
+  return out;
+}
+
+at::Tensor householder_product(const at::Tensor& input, const at::Tensor& tau) {
+  at::Tensor out = empty_tpu({0}, input.scalar_type(), input.device().index());
+  return householder_product_out(input, tau, out);
+}
+
+// linalg.qr (PyTorch's meta function checked the mode and sized Q and R):
+// q from the reflectors applied to an identity, r the factors' upper part.
+std::tuple<at::Tensor&, at::Tensor&> linalg_qr_out(const at::Tensor& a, c10::string_view mode, at::Tensor& q,
+                                                   at::Tensor& r) {
+  OpScope s;
+  int64_t m = a.size(-2), n = a.size(-1), k = std::min(m, n), rank = a.dim(), device = device_index(a);
+  bool complete = mode == "complete";
+  auto [factors, tau] = geqrf(read(a));
+  if (mode != "r") {
+    int64_t q_cols = complete ? m : k;
+    std::vector<int64_t> shape(a.sizes().begin(), a.sizes().end() - 2);
+    shape.insert(shape.end(), {m, q_cols});
+    Handle eye = expand(identity(device, m, q_cols, a.scalar_type()), shape);
+    write(q, ormqr(slice(factors, rank - 1, 0, k, 1), tau, eye, /*left=*/true, /*transpose=*/false));
+  }
+  int64_t rows = complete ? m : k;
+  Handle zero = full(device, {}, 0, a.scalar_type());
+  write(r, where(index_compare(device, "le", rows, n), slice(factors, rank - 2, 0, rows, 1), zero));
+  return {q, r};
+}
+
 // The cross product of 3-vectors along `dim` (PyTorch's structured meta
 // function broadcast the shapes into `out` and checked the size 3).
 at::Tensor& linalg_cross_out(const at::Tensor& self, const at::Tensor& other, int64_t dim, at::Tensor& out) {
@@ -314,4 +402,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_linalg_slogdet.sign", linalg_slogdet_out);
   m.impl("linalg_lu.out", linalg_lu_out);
   m.impl("lu_unpack.out", lu_unpack_out);
+  m.impl("geqrf", geqrf_fn);
+  m.impl("geqrf.a", geqrf_out);
+  m.impl("ormqr", ormqr_fn);
+  m.impl("ormqr.out", ormqr_out);
+  m.impl("linalg_householder_product", householder_product);
+  m.impl("linalg_householder_product.out", householder_product_out);
+  m.impl("linalg_qr.out", linalg_qr_out);
 }

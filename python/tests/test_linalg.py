@@ -230,3 +230,31 @@ def test_lu_family_on_empty_input():
     check(torch.linalg.inv, torch.empty(2, 0, 0))
     check(torch.linalg.det, torch.empty(0, 2, 2))
     check(torch.linalg.det, torch.empty(0, 0))
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5), (2, 4, 3)])
+def test_qr_family_matches_the_cpu(shape):
+    a = rand(*shape)
+    check(torch.geqrf, a, rtol=1e-4, atol=1e-5)
+    for mode in ["reduced", "complete", "r"]:
+        check(lambda a: torch.linalg.qr(a, mode=mode), a, rtol=1e-4, atol=1e-5)
+    check(torch.linalg.qr, a.double())
+    q, r = torch.linalg.qr(a.to("tpu"))
+    assert_same(q @ r, a, rtol=1e-4, atol=1e-5)
+    if shape[-2] >= shape[-1]:
+        check_grad(lambda a: torch.linalg.qr(a)[0], a, rtol=1e-3, atol=1e-4)
+        check_grad(lambda a: torch.linalg.qr(a)[1], a, rtol=1e-3, atol=1e-4)
+        factors, tau = torch.geqrf(a)
+        check(torch.linalg.householder_product, factors, tau, rtol=1e-4, atol=1e-5)
+        check_grad(torch.linalg.householder_product, factors, tau, rtol=1e-3, atol=1e-4)
+        m = shape[-2]
+        for left in [True, False]:
+            for transpose in [False, True]:
+                c = rand(*shape[:-2], m, 2) if left else rand(*shape[:-2], 2, m)
+                check(lambda f, t, c: torch.ormqr(f, t, c, left, transpose), factors, tau, c, rtol=1e-4, atol=1e-5)
+
+
+def test_orthogonal_init_runs_on_the_device():
+    w = torch.empty(6, 4, device="tpu")
+    torch.nn.init.orthogonal_(w)
+    assert_same(w.T @ w, torch.eye(4), rtol=1e-4, atol=1e-5)

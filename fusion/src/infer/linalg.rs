@@ -5,7 +5,7 @@
 use super::{arity, int_only};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::op::LuOutput;
+use crate::op::{HouseholderOutput, LuOutput};
 use crate::shape::TensorType;
 
 /// `a` is a batch of float32/float64 matrices [..., m, n].
@@ -84,6 +84,74 @@ pub(super) fn lu_permutation(
     Ok(TensorType::new(DType::I32, &shape))
 }
 
+pub(super) fn householder(
+    op: &'static str,
+    output: HouseholderOutput,
+    inputs: &[TensorType],
+) -> Result<TensorType> {
+    arity(op, inputs, 1)?;
+    let a = &inputs[0];
+    float_matrices(op, "the input", a)?;
+    let r = a.rank();
+    Ok(match output {
+        HouseholderOutput::Factors => a.clone(),
+        HouseholderOutput::Tau => {
+            let mut shape = a.shape[..r - 2].to_vec();
+            shape.push(a.shape[r - 2].min(a.shape[r - 1]));
+            a.with_shape(shape.into())
+        }
+    })
+}
+
+/// (factors [..., m, k'], tau [..., k], c): k <= k' <= m, c [..., m, p]
+/// (left) or [..., p, m]; batch dims and dtypes equal.
+pub(super) fn apply_householder(
+    op: &'static str,
+    left: bool,
+    inputs: &[TensorType],
+) -> Result<TensorType> {
+    arity(op, inputs, 3)?;
+    let (a, tau, c) = (&inputs[0], &inputs[1], &inputs[2]);
+    float_matrices(op, "the reflectors", a)?;
+    float_matrices(op, "the matrix multiplied", c)?;
+    let r = a.rank();
+    let (m, cols) = (a.shape[r - 2], a.shape[r - 1]);
+    let k = tau.shape.last().copied().unwrap_or(-1);
+    let c_m = if left {
+        c.shape[c.rank() - 2]
+    } else {
+        c.shape[c.rank() - 1]
+    };
+    let batch = &a.shape[..r - 2];
+    let fits = tau.rank() == r - 1
+        && &tau.shape[..r - 2] == batch
+        && c.rank() == r
+        && &c.shape[..r - 2] == batch
+        && k <= cols
+        && cols <= m
+        && c_m == m;
+    if !fits {
+        return Err(Error::ShapeMismatch {
+            op,
+            got: format!("reflectors {a}, tau {tau} and {c}"),
+            expected: format!(
+                "reflectors [..., m, k'], tau [..., k] with k <= k' <= m, and a matrix with m {} (the same batch)",
+                if left { "rows" } else { "columns" }
+            ),
+        });
+    }
+    for t in [tau, c] {
+        if t.dtype != a.dtype {
+            return Err(Error::DTypeMismatch {
+                op,
+                lhs: a.dtype,
+                rhs: t.dtype,
+            });
+        }
+    }
+    Ok(c.clone())
+}
+
 /// int32, one per matrix.
 pub(super) fn cholesky_info(op: &'static str, inputs: &[TensorType]) -> Result<TensorType> {
     arity(op, inputs, 1)?;
@@ -127,7 +195,7 @@ pub(super) fn triangular_solve(
 #[cfg(test)]
 mod tests {
     use crate::dtype::DType;
-    use crate::op::{LuOutput, Op};
+    use crate::op::{HouseholderOutput, LuOutput, Op};
     use crate::shape::TensorType;
 
     fn t(dtype: DType, shape: &[i64]) -> TensorType {
@@ -209,5 +277,52 @@ mod tests {
         let e = perm.infer(&[t(DType::I32, &[6])]).unwrap_err().to_string();
         assert!(e.contains("k <= 5"), "{e}");
         assert!(perm.infer(&[t(DType::F32, &[3])]).is_err());
+    }
+
+    #[test]
+    fn householder_gives_factors_and_tau_and_applies_to_fitting_matrices() {
+        let a = t(DType::F32, &[2, 5, 3]);
+        let qr = |output| {
+            Op::Householder { output }
+                .infer(std::slice::from_ref(&a))
+                .unwrap()
+        };
+        assert_eq!(qr(HouseholderOutput::Factors), a);
+        assert_eq!(qr(HouseholderOutput::Tau), t(DType::F32, &[2, 3]));
+        let tau = t(DType::F32, &[2, 3]);
+        let apply = |left| Op::ApplyHouseholder {
+            left,
+            transpose: false,
+        };
+        let c = t(DType::F32, &[2, 5, 4]);
+        assert_eq!(
+            apply(true)
+                .infer(&[a.clone(), tau.clone(), c.clone()])
+                .unwrap(),
+            c
+        );
+        let e = apply(false)
+            .infer(&[a.clone(), tau.clone(), c])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ormqr") && e.contains("m columns"), "{e}");
+        let right = t(DType::F32, &[2, 4, 5]);
+        assert_eq!(
+            apply(false)
+                .infer(&[a.clone(), tau.clone(), right.clone()])
+                .unwrap(),
+            right
+        );
+        let wide = t(DType::F32, &[2, 3, 5]);
+        assert!(
+            apply(true)
+                .infer(&[wide, tau.clone(), t(DType::F32, &[2, 3, 4])])
+                .is_err()
+        );
+        let e = apply(true)
+            .infer(&[a, tau, t(DType::F64, &[2, 5, 4])])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("float64"), "{e}");
     }
 }

@@ -93,6 +93,8 @@ impl Op {
             Op::CholeskyInfo { .. } => linalg::cholesky_info(op, inputs),
             Op::Lu { output } => linalg::lu(op, *output, inputs),
             Op::LuPermutation { rows } => linalg::lu_permutation(op, *rows, inputs),
+            Op::Householder { output } => linalg::householder(op, *output, inputs),
+            Op::ApplyHouseholder { left, .. } => linalg::apply_householder(op, *left, inputs),
             Op::TriangularSolve { left, .. } => linalg::triangular_solve(op, *left, inputs),
             Op::Softmax { dim } | Op::LogSoftmax { dim } => {
                 arity(op, inputs, 1)?;

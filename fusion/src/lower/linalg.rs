@@ -16,12 +16,17 @@
 //!   with each matrix pivoting its own way. A zero pivot is recorded in
 //!   `info` and eliminates nothing, as LAPACK.
 //! - LuPermutation: the pivots' row swaps applied to `0..rows`, a loop too.
+//! - Householder: LAPACK's `geqrf` (unblocked: one reflector per column,
+//!   `dlarfg`'s signs) as a `stablehlo.while` of min(m, n) steps, with the
+//!   same exact masked picks as Lu.
+//! - ApplyHouseholder: LAPACK's `ormqr`, the reflectors applied to a matrix
+//!   one by one in a loop (ascending or descending as the product needs).
 //! - TriangularSolve: `stablehlo.triangular_solve`, which never reads the
 //!   other triangle of `a`.
 
 use super::{Cmp, Emitter, V};
 use crate::dtype::DType;
-use crate::op::LuOutput;
+use crate::op::{HouseholderOutput, LuOutput};
 use crate::scalar::Scalar;
 use crate::shape::TensorType;
 
@@ -305,6 +310,157 @@ pub(super) fn lu_permutation(e: &mut Emitter, pivots: &V, out: TensorType) -> V 
             let perm = e.select(&is_i, &vp, &from_p);
             let one_step = int32(e, 1);
             vec![e.add(i, &one_step), perm]
+        },
+    );
+    finals[1].clone()
+}
+
+/// Dims of a rank-`r` shape but `skip`: where a tensor missing that dim
+/// broadcasts along it.
+fn all_but(r: usize, skip: usize) -> impl Iterator<Item = i64> {
+    (0..r as i64).filter(move |&d| d != skip as i64)
+}
+
+pub(super) fn householder(e: &mut Emitter, a: &V, output: HouseholderOutput) -> V {
+    let shape = a.ty.shape.clone();
+    let r = shape.len();
+    let steps = shape[r - 2].min(shape[r - 1]);
+    let mut tau_shape = shape[..r - 2].to_vec();
+    tau_shape.push(steps);
+    let tau0 = e.constant(Scalar::Int(0), a.ty.with_shape(tau_shape.into()));
+    if a.ty.numel() == 0 {
+        return match output {
+            HouseholderOutput::Factors => a.clone(),
+            HouseholderOutput::Tau => tau0,
+        };
+    }
+    let step0 = int32(e, 0);
+    let finals = e.while_op(
+        &[&step0, a, &tau0],
+        |e, s| before(e, &s[0], steps),
+        |e, s| {
+            let (i, a, tau) = (&s[0], &s[1], &s[2]);
+            let (row, col) = matrix_indices(e, a);
+            let i_full = spread(e, i, &shape);
+            let in_col_i = e.compare(Cmp::Eq, &col, &i_full);
+            let column = pick(e, a, &in_col_i, r - 1);
+            let rows = e.iota(column.ty.with_dtype(DType::I32), r - 2);
+            let i_rows = spread(e, i, &column.ty.shape);
+            let at = e.compare(Cmp::Eq, &rows, &i_rows);
+            let below = e.compare(Cmp::Gt, &rows, &i_rows);
+            // dlarfg: alpha the diagonal element, x the part below it.
+            let alpha = pick(e, &column, &at, r - 2);
+            let no_column = e.splat(0, &column);
+            let x = e.select(&below, &column, &no_column);
+            let squares = e.mul(&x, &x);
+            let x_norm2 = e.reduce(&squares, Scalar::Int(0), "stablehlo.add", &[r - 2]);
+            let zero = e.splat(0, &x_norm2);
+            let one = e.splat(1, &x_norm2);
+            let nothing_below = e.compare(Cmp::Eq, &x_norm2, &zero);
+            let alpha2 = e.mul(&alpha, &alpha);
+            let total = e.add(&alpha2, &x_norm2);
+            let norm = e.unary("stablehlo.sqrt", &total);
+            let minus_norm = e.unary("stablehlo.negate", &norm);
+            let alpha_nonnegative = e.compare(Cmp::Ge, &alpha, &zero);
+            let reflected = e.select(&alpha_nonnegative, &minus_norm, &norm);
+            let beta = e.select(&nothing_below, &alpha, &reflected);
+            let safe_beta = e.select(&nothing_below, &one, &beta);
+            let beta_minus_alpha = e.sub(&beta, &alpha);
+            let tau_ratio = e.div(&beta_minus_alpha, &safe_beta);
+            let tau_i = e.select(&nothing_below, &zero, &tau_ratio);
+            let alpha_minus_beta = e.sub(&alpha, &beta);
+            let safe_denominator = e.select(&nothing_below, &one, &alpha_minus_beta);
+            let inverse = e.div(&one, &safe_denominator);
+            let scale = e.select(&nothing_below, &zero, &inverse);
+            let scale_rows = spread(e, &scale, &column.ty.shape);
+            let v_below = e.mul(&x, &scale_rows);
+            let ones = e.splat(1, &column);
+            let v = e.select(&at, &ones, &v_below);
+            // The trailing columns: a -= tau v (v^T a).
+            let v_full = e.broadcast_in_dim(&v, &shape, 0..r as i64 - 1);
+            let weighted = e.mul(&v_full, a);
+            let w = e.reduce(&weighted, Scalar::Int(0), "stablehlo.add", &[r - 2]);
+            let w_full = e.broadcast_in_dim(&w, &shape, all_but(r, r - 2));
+            let tau_full = spread(e, &tau_i, &shape);
+            let tau_v = e.mul(&tau_full, &v_full);
+            let update = e.mul(&tau_v, &w_full);
+            let reduced = e.sub(a, &update);
+            let right = e.compare(Cmp::Gt, &col, &i_full);
+            let updated = e.select(&right, &reduced, a);
+            // Column i: beta on the diagonal, the reflector's vector below.
+            let beta_full = spread(e, &beta, &shape);
+            let at_full = e.compare(Cmp::Eq, &row, &i_full);
+            let below_full = e.compare(Cmp::Gt, &row, &i_full);
+            let stored = e.select(&below_full, &v_full, &updated);
+            let column_i = e.select(&at_full, &beta_full, &stored);
+            let a = e.select(&in_col_i, &column_i, &updated);
+            let steps_index = e.iota(tau.ty.with_dtype(DType::I32), r - 2);
+            let i_steps = spread(e, i, &tau.ty.shape);
+            let at_step = e.compare(Cmp::Eq, &steps_index, &i_steps);
+            let tau_steps = spread(e, &tau_i, &tau.ty.shape);
+            let tau = e.select(&at_step, &tau_steps, tau);
+            let one_step = int32(e, 1);
+            vec![e.add(i, &one_step), a, tau]
+        },
+    );
+    match output {
+        HouseholderOutput::Factors => finals[1].clone(),
+        HouseholderOutput::Tau => finals[2].clone(),
+    }
+}
+
+/// `c` times q (or q^T) of the reflectors in `a`'s columns and `tau`, from
+/// the left or the right: each `h_i = I - tau_i v_i v_i^T` in turn.
+pub(super) fn apply_householder(e: &mut Emitter, inputs: &[V], left: bool, transpose: bool) -> V {
+    let (a, tau, c) = (&inputs[0], &inputs[1], &inputs[2]);
+    let r = a.ty.rank();
+    let steps = tau.ty.shape[r - 2];
+    if c.ty.numel() == 0 || steps == 0 {
+        return c.clone();
+    }
+    // q = h_0 ... h_{k-1}: q^T c and c q take the reflectors in order.
+    let ascending = left == transpose;
+    let c_shape = c.ty.shape.clone();
+    // Where c's m dim is, and the dims v broadcasts along in c's shape.
+    let (m_dim, other_dim) = if left { (r - 2, r - 1) } else { (r - 1, r - 2) };
+    let step0 = int32(e, 0);
+    let finals = e.while_op(
+        &[&step0, c],
+        |e, s| before(e, &s[0], steps),
+        |e, s| {
+            let (j, c) = (&s[0], &s[1]);
+            let i = if ascending {
+                j.clone()
+            } else {
+                let last = int32(e, steps - 1);
+                e.sub(&last, j)
+            };
+            let (_, col) = matrix_indices(e, a);
+            let i_a = spread(e, &i, &a.ty.shape);
+            let in_col_i = e.compare(Cmp::Eq, &col, &i_a);
+            let column = pick(e, a, &in_col_i, r - 1);
+            let rows = e.iota(column.ty.with_dtype(DType::I32), r - 2);
+            let i_rows = spread(e, &i, &column.ty.shape);
+            let at = e.compare(Cmp::Eq, &rows, &i_rows);
+            let below = e.compare(Cmp::Gt, &rows, &i_rows);
+            let zeros = e.splat(0, &column);
+            let ones = e.splat(1, &column);
+            let below_part = e.select(&below, &column, &zeros);
+            let v = e.select(&at, &ones, &below_part);
+            let steps_index = e.iota(tau.ty.with_dtype(DType::I32), r - 2);
+            let i_steps = spread(e, &i, &tau.ty.shape);
+            let at_step = e.compare(Cmp::Eq, &steps_index, &i_steps);
+            let tau_i = pick(e, tau, &at_step, r - 2);
+            // w = v^T c (left) or c v: the sum over c's m dim.
+            let v_full = e.broadcast_in_dim(&v, &c_shape, all_but(r, other_dim));
+            let weighted = e.mul(&v_full, c);
+            let w = e.reduce(&weighted, Scalar::Int(0), "stablehlo.add", &[m_dim]);
+            let w_full = e.broadcast_in_dim(&w, &c_shape, all_but(r, m_dim));
+            let tau_full = spread(e, &tau_i, &c_shape);
+            let tau_v = e.mul(&tau_full, &v_full);
+            let update = e.mul(&tau_v, &w_full);
+            let one_step = int32(e, 1);
+            vec![e.add(j, &one_step), e.sub(c, &update)]
         },
     );
     finals[1].clone()

@@ -778,6 +778,10 @@ fn lower_op(e: &mut Emitter, op: &Op, inputs: &[V], out: TensorType) -> V {
         Op::CholeskyInfo { upper } => linalg::cholesky_info(e, &inputs[0], *upper, out),
         Op::Lu { output } => linalg::lu(e, &inputs[0], *output),
         Op::LuPermutation { .. } => linalg::lu_permutation(e, &inputs[0], out),
+        Op::Householder { output } => linalg::householder(e, &inputs[0], *output),
+        Op::ApplyHouseholder { left, transpose } => {
+            linalg::apply_householder(e, inputs, *left, *transpose)
+        }
         Op::TriangularSolve {
             left,
             lower,

@@ -5,7 +5,7 @@
 //! and float64, batched over the leading dims.
 
 use fusion::shape::broadcast_shapes;
-use fusion::{DType, LuOutput, Op};
+use fusion::{DType, HouseholderOutput, LuOutput, Op};
 
 use super::Tensor;
 use crate::error::Result;
@@ -155,5 +155,56 @@ impl Tensor {
         } else {
             x.zeros_like()?.scatter(dim, &along, &x)
         }
+    }
+
+    /// Householder QR (`torch.geqrf`, LAPACK's `geqrf`): (factors: R on and
+    /// above the diagonal, each reflector's vector below it; tau
+    /// [..., min(m, n)]).
+    #[track_caller]
+    pub fn geqrf(&self) -> Result<(Tensor, Tensor)> {
+        let qr = |output| self.op(Op::Householder { output }, &[]);
+        Ok((qr(HouseholderOutput::Factors)?, qr(HouseholderOutput::Tau)?))
+    }
+
+    /// `c` multiplied by q of the reflectors in `self`'s columns and `tau`
+    /// (`torch.ormqr`): `q @ c` (`left`) or `c @ q`, of q^T with `transpose`.
+    #[track_caller]
+    pub fn ormqr(&self, tau: &Tensor, c: &Tensor, left: bool, transpose: bool) -> Result<Tensor> {
+        self.op(Op::ApplyHouseholder { left, transpose }, &[tau, c])
+    }
+
+    /// The first n columns of q of the reflectors in `self`'s [..., m, n]
+    /// columns and `tau` (`torch.linalg.householder_product`, LAPACK's
+    /// `orgqr`).
+    #[track_caller]
+    pub fn householder_product(&self, tau: &Tensor) -> Result<Tensor> {
+        let r = self.rank();
+        let (m, n) = if r >= 2 {
+            (self.shape()[r - 2], self.shape()[r - 1])
+        } else {
+            (0, 0)
+        };
+        let mut shape = self.shape()[..r.saturating_sub(2)].to_vec();
+        shape.extend([m, n]);
+        let eye = self.device().eye(m, n, self.dtype())?.expand(&shape)?;
+        self.ormqr(tau, &eye, true, false)
+    }
+
+    /// QR decomposition (`torch.linalg.qr`): q [..., m, k] with orthonormal
+    /// columns and upper-triangular r [..., k, n], k = min(m, n); with
+    /// `complete`, q [..., m, m] and r [..., m, n]. LAPACK's signs.
+    #[track_caller]
+    pub fn qr(&self, complete: bool) -> Result<(Tensor, Tensor)> {
+        let (factors, tau) = self.geqrf()?;
+        let r = self.rank();
+        let (m, n) = (self.shape()[r - 2], self.shape()[r - 1]);
+        let k = m.min(n);
+        let q_cols = if complete { m } else { k };
+        let mut shape = self.shape()[..r - 2].to_vec();
+        shape.extend([m, q_cols]);
+        let eye = self.device().eye(m, q_cols, self.dtype())?.expand(&shape)?;
+        let q = factors.narrow(-1, 0, k)?.ormqr(&tau, &eye, true, false)?;
+        let rows = if complete { m } else { k };
+        Ok((q, factors.narrow(-2, 0, rows)?.triu(0)?))
     }
 }
