@@ -3,7 +3,10 @@
 // autograd, so PyTorch's own derivative formulas apply). Norms, rounding to
 // decimals, aminmax, renorm, addbmm, angle, scatter with a reduce, batch
 // norm with running-stat updates, max unpooling, 2-d NLL loss, channel
-// shuffle, masked_scatter and histc.
+// shuffle, masked_scatter, histc, cdist and pdist with their gradients,
+// nonzero_static, the multi-class margin loss with its gradient, and unique
+// and unique_consecutive (one host read of the number of distinct values,
+// as on CUDA).
 #include <ATen/ATen.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
@@ -281,6 +284,210 @@ at::Tensor histc(const at::Tensor& self, int64_t bins, const at::Scalar& min, co
   return histc_out(self, bins, min, max, out);
 }
 
+// ------------------------------------------------------ pairwise distances ----
+
+// x1 [..., P, M] and x2 [..., R, M]: [..., P, R, M], each pair's difference.
+at::Tensor pair_differences(const at::Tensor& x1, const at::Tensor& x2) { return x1.unsqueeze(-2) - x2.unsqueeze(-3); }
+
+at::Tensor cdist_forward(const at::Tensor& x1, const at::Tensor& x2, double p, std::optional<int64_t> /*mode*/) {
+  TORCH_CHECK(p >= 0, "cdist only supports non-negative p values");
+  return at::linalg_vector_norm(pair_differences(x1, x2), p, {-1});
+}
+
+// d dist(x1_i, x2_j) / d x1_i, times the gradient, summed over j (0 where
+// the distance is 0, as PyTorch's kernels).
+at::Tensor cdist_backward(const at::Tensor& grad, const at::Tensor& x1, const at::Tensor& x2, double p,
+                          const at::Tensor& dist) {
+  if (p == 0 || x1.numel() == 0 || x2.numel() == 0) return at::zeros_like(x1);
+  at::Tensor diff = pair_differences(x1, x2);
+  at::Tensor d = dist.unsqueeze(-1);
+  at::Tensor term;
+  if (p == 1) {
+    term = at::sign(diff);
+  } else if (std::isinf(p)) {
+    term = at::sign(diff) * (at::abs(diff) == d).to(diff.scalar_type());
+  } else if (p == 2) {
+    term = diff / d;
+  } else {
+    term = at::sign(diff) * at::pow(at::abs(diff), p - 1) / at::pow(d, p - 1);
+  }
+  term = at::where(d == 0, at::zeros_like(term), term);
+  return (grad.unsqueeze(-1) * term).sum(-2);
+}
+
+// The distances of the rows i < j of x [N, M], row-major: the upper triangle
+// of cdist(x, x).
+at::Tensor pdist_forward(const at::Tensor& self, double p) {
+  TORCH_CHECK(self.dim() == 2, "pdist only supports 2D tensors, got: ", self.dim(), "D");
+  TORCH_CHECK(p >= 0, "pdist only supports non-negative p values");
+  int64_t n = self.size(0);
+  at::Tensor pairs = at::triu_indices(n, n, 1, self.options().dtype(at::kLong));
+  at::Tensor full = cdist_forward(self, self, p, std::nullopt);
+  return full.index({pairs[0], pairs[1]});
+}
+
+// The pairs' gradients and distances spread over both triangles of [N, N]:
+// then each row's gradient is cdist's.
+at::Tensor pdist_backward(const at::Tensor& grad, const at::Tensor& self, double p, const at::Tensor& pdist) {
+  int64_t n = self.size(0);
+  at::Tensor pairs = at::triu_indices(n, n, 1, self.options().dtype(at::kLong));
+  auto symmetric = [&](const at::Tensor& values) {
+    at::Tensor m = at::zeros({n, n}, self.options()).index_put({pairs[0], pairs[1]}, values);
+    return m + m.t();
+  };
+  return cdist_backward(symmetric(grad), self, self, p, symmetric(pdist));
+}
+
+// ----------------------------------------------------------- nonzero_static ----
+
+// The indices of the first `size` nonzero elements, rows of `fill_value`
+// after them: nonzero's rows without its host read.
+at::Tensor& nonzero_static_out(const at::Tensor& self, int64_t size, int64_t fill_value, at::Tensor& out) {
+  TORCH_CHECK(size >= 0, "nonzero_static: 'size' must be an non-negative integer");
+  int64_t rank = self.dim();
+  at::native::resize_output(out, {size, rank});
+  out.fill_(fill_value);
+  if (self.numel() == 0 || size == 0 || rank == 0) {
+    if (rank == 0 && size > 0) out.resize_({size, 0});
+    return out;
+  }
+  at::Tensor flat = self.reshape({-1}) != 0;
+  at::Tensor order = at::cumsum(flat, 0) - 1;  // int64: each nonzero's rank
+  at::Tensor row = at::where(flat.logical_and(order < size), order, at::full_like(order, size));
+  at::Tensor position = at::arange(self.numel(), order.options());
+  std::vector<at::Tensor> coordinates;
+  int64_t stride = self.numel();
+  for (int64_t d = 0; d < rank; ++d) {
+    stride /= self.size(d);
+    coordinates.push_back(at::div(position, stride, "floor").remainder(self.size(d)));
+  }
+  at::Tensor rows = at::full({size + 1, rank}, fill_value, out.options());
+  rows.index_put_({row}, at::stack(coordinates, 1));
+  return out.copy_(rows.narrow(0, 0, size));
+}
+
+at::Tensor nonzero_static(const at::Tensor& self, int64_t size, int64_t fill_value) {
+  at::Tensor out = at::empty({0}, self.options().dtype(at::kLong));
+  return nonzero_static_out(self, size, fill_value, out);
+}
+
+// ---------------------------------------------------- multi-class margin ----
+
+// Per sample and class j: max(0, margin - x[y] + x[j])^p, weighted by
+// w[y], 0 at j = y. Rows [N, C] (a 1-d input is one row).
+struct MarginTerms {
+  at::Tensor x, y, hinge, active, weight_y;
+};
+
+MarginTerms margin_terms(const at::Tensor& self, const at::Tensor& target, const at::Scalar& margin,
+                         const std::optional<at::Tensor>& weight) {
+  at::Tensor x = self.dim() <= 1 ? self.reshape({1, -1}) : self;
+  at::Tensor y = target.reshape({-1, 1});
+  at::Tensor x_y = x.gather(1, y);
+  at::Tensor hinge = (x - x_y + margin).clamp_min(0);
+  at::Tensor other = at::arange(x.size(1), y.options()).unsqueeze(0) != y;
+  at::Tensor active = other.logical_and(hinge > 0);
+  at::Tensor weight_y = weight.has_value() && weight->defined() ? weight->index_select(0, y.reshape({-1})).unsqueeze(1)
+                                                                : at::ones_like(x_y);
+  return {x, y, hinge, active, weight_y};
+}
+
+at::Tensor multi_margin_loss(const at::Tensor& self, const at::Tensor& target, const at::Scalar& p,
+                             const at::Scalar& margin, const std::optional<at::Tensor>& weight, int64_t reduction) {
+  TORCH_CHECK(p.toLong() == 1 || p.toLong() == 2, "only p == 1 and p == 2 supported");
+  auto t = margin_terms(self, target, margin, weight);
+  at::Tensor h = at::where(t.active, t.hinge, at::zeros_like(t.hinge));
+  if (p.toLong() == 2) h = h * h;
+  at::Tensor loss = (h * t.weight_y).sum(1) / t.x.size(1);
+  if (reduction == at::Reduction::Mean) return loss.mean();
+  if (reduction == at::Reduction::Sum) return loss.sum();
+  return self.dim() <= 1 ? loss.reshape(target.sizes()) : loss;
+}
+
+at::Tensor& multi_margin_loss_out(const at::Tensor& self, const at::Tensor& target, const at::Scalar& p,
+                                  const at::Scalar& margin, const std::optional<at::Tensor>& weight, int64_t reduction,
+                                  at::Tensor& out) {
+  at::Tensor r = etpu::multi_margin_loss(self, target, p, margin, weight, reduction);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
+at::Tensor multi_margin_loss_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                                      const at::Scalar& p, const at::Scalar& margin,
+                                      const std::optional<at::Tensor>& weight, int64_t reduction) {
+  auto t = margin_terms(self, target, margin, weight);
+  at::Tensor slope = p.toLong() == 2 ? 2 * t.hinge : at::ones_like(t.hinge);
+  at::Tensor g = at::where(t.active, slope, at::zeros_like(slope)) * t.weight_y / t.x.size(1);
+  // x[y] takes minus the sum of the others' slopes.
+  g = g.scatter_add(1, t.y, -g.sum(1, /*keepdim=*/true));
+  at::Tensor scale = grad_output;
+  if (reduction == at::Reduction::Mean) scale = grad_output / t.x.size(0);
+  if (reduction == at::Reduction::None) scale = grad_output.reshape({-1, 1});
+  return (g * scale).reshape(self.sizes());
+}
+
+// ---------------------------------------------------------------- unique ----
+
+// `values` [n] grouped where `is_new` starts a group: (distinct values,
+// each element's group, counts), the group count read on the host. `order`
+// maps the grouped positions back to the input's (nullopt: the identity).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> grouped(const at::Tensor& values, const at::Tensor& is_new,
+                                                       const std::optional<at::Tensor>& order, bool return_inverse,
+                                                       bool return_counts, at::IntArrayRef input_shape) {
+  at::Tensor group = at::cumsum(is_new, 0) - 1;
+  int64_t k = group[-1].item<int64_t>() + 1;
+  at::Tensor distinct = at::empty({k}, values.options()).scatter(0, group, values);
+  at::Tensor inverse = at::empty({0}, group.options()), counts = at::empty({0}, group.options());
+  if (return_inverse) {
+    inverse = order.has_value() ? at::empty_like(group).scatter(0, *order, group) : group;
+    inverse = inverse.reshape(input_shape);
+  }
+  if (return_counts) counts = at::zeros({k}, group.options()).scatter_add(0, group, at::ones_like(group));
+  return {distinct, inverse, counts};
+}
+
+// Where each element differs from the one before it (the first always).
+at::Tensor starts(const at::Tensor& flat) {
+  at::Tensor first = at::ones({1}, flat.options().dtype(at::kBool));
+  return at::cat({first, flat.narrow(0, 1, flat.numel() - 1) != flat.narrow(0, 0, flat.numel() - 1)});
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> empty_unique(const at::Tensor& self, bool return_inverse) {
+  at::Tensor none = at::empty({0}, self.options().dtype(at::kLong));
+  return {at::empty({0}, self.options()), return_inverse ? at::empty(self.sizes(), none.options()) : none, none};
+}
+
+// Sorted distinct values (also for sorted=False, as PyTorch's CPU kernel).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique2(const at::Tensor& self, bool /*sorted*/, bool return_inverse,
+                                                       bool return_counts) {
+  if (self.numel() == 0) return empty_unique(self, return_inverse);
+  auto [values, order] = at::sort(self.reshape({-1}), /*stable=*/true, 0, /*descending=*/false);
+  return grouped(values, starts(values), order, return_inverse, return_counts, self.sizes());
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_consecutive(const at::Tensor& self, bool return_inverse,
+                                                                  bool return_counts, std::optional<int64_t> dim) {
+  if (dim.has_value()) {
+    // Slices along dim compared whole: the first of each run kept.
+    int64_t d = at::maybe_wrap_dim(*dim, self.dim());
+    int64_t length = self.size(d);
+    TORCH_CHECK(length > 0 || self.numel() == 0, "unique_consecutive: dim ", d, " of ", self.sizes(), " is empty");
+    at::Tensor none = at::empty({0}, self.options().dtype(at::kLong));
+    if (length == 0) return {self.clone(), return_inverse ? at::empty({0}, none.options()) : none, none};
+    at::Tensor rows = self.movedim(d, 0).reshape({length, -1});
+    at::Tensor differs = (rows.narrow(0, 1, length - 1) != rows.narrow(0, 0, length - 1)).any(1);
+    at::Tensor is_new = at::cat({at::ones({1}, differs.options()), differs});
+    at::Tensor group = at::cumsum(is_new, 0) - 1;
+    at::Tensor kept = at::nonzero(is_new).reshape({-1});
+    at::Tensor counts = return_counts ? at::zeros({kept.size(0)}, group.options()).scatter_add(0, group, at::ones_like(group))
+                                      : none;
+    return {self.index_select(d, kept), return_inverse ? group : none, counts};
+  }
+  if (self.numel() == 0) return empty_unique(self, return_inverse);
+  at::Tensor flat = self.reshape({-1});
+  return grouped(flat, starts(flat), std::nullopt, return_inverse, return_counts, self.sizes());
+}
+
 }  // namespace
 }  // namespace etpu
 
@@ -311,4 +518,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("masked_scatter_", masked_scatter_);
   m.impl("histc", histc);
   m.impl("histc.out", histc_out);
+  m.impl("_cdist_forward", cdist_forward);
+  m.impl("_cdist_backward", cdist_backward);
+  m.impl("_pdist_forward", pdist_forward);
+  m.impl("_pdist_backward", pdist_backward);
+  m.impl("nonzero_static", etpu::nonzero_static);
+  m.impl("nonzero_static.out", nonzero_static_out);
+  m.impl("multi_margin_loss", etpu::multi_margin_loss);
+  m.impl("multi_margin_loss.out", multi_margin_loss_out);
+  m.impl("multi_margin_loss_backward", etpu::multi_margin_loss_backward);
+  m.impl("_unique2", unique2);
+  m.impl("unique_consecutive", etpu::unique_consecutive);
 }

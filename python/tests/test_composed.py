@@ -107,3 +107,56 @@ def test_channel_shuffle_masked_scatter_histc():
     with pytest.raises(RuntimeError, match="max must be larger than min"):
         torch.histc(v.to("tpu"), bins=3, min=1, max=0)
     next_op_works()
+
+
+@pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 3.0, float("inf")])
+def test_cdist_and_pdist_with_gradients(p):
+    x1, x2 = rand(2, 5, 3), rand(2, 4, 3)
+    x2[0, 1] = x1[0, 2]  # a zero distance: its gradient is 0
+    check(lambda a, b: torch.cdist(a, b, p=p), x1, x2, rtol=1e-4, atol=1e-5)
+    check(lambda a, b: torch.cdist(a, b, p=p), x1[0], x2[0], rtol=1e-4, atol=1e-5)
+    check(lambda x: F.pdist(x, p=p), x1[1], rtol=1e-4, atol=1e-5)
+    if p != 0.0:
+        check_grad(lambda a, b: torch.cdist(a, b, p=p), x1, x2, rtol=1e-3, atol=1e-4)
+        check_grad(lambda x: F.pdist(x, p=p), x1[1], rtol=1e-3, atol=1e-4)
+
+
+def test_nonzero_static_and_combinations():
+    x = torch.tensor([[0.0, 1.5, 0.0], [2.0, 0.0, -1.0]])
+    for size in [0, 2, 3, 5]:
+        check(lambda x: torch.nonzero_static(x, size=size), x)
+        check(lambda x: torch.nonzero_static(x, size=size, fill_value=7), x)
+    check(lambda x: torch.nonzero_static(x, size=4), rand(2, 3, 4) > 0)
+    check(lambda x: torch.nonzero_static(x, size=3), torch.zeros(5))
+    check(lambda x: torch.combinations(x, r=2), rand(5))
+    check(lambda x: torch.combinations(x, r=3, with_replacement=True), rand(4))
+
+
+@pytest.mark.parametrize("p", [1, 2])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_multi_margin_loss_with_gradients(p, reduction):
+    x, y = rand(6, 4), torch.tensor([0, 3, 1, 1, 2, 0])
+    w = rand(4).abs()
+    check_grad(lambda x: F.multi_margin_loss(x, y.to(x.device), p=p, margin=0.7, reduction=reduction), x)
+    check_grad(lambda x: F.multi_margin_loss(x, y.to(x.device), p=p, weight=w.to(x.device), reduction=reduction), x)
+    check_grad(lambda x: F.multi_margin_loss(x, torch.tensor(2, device=x.device), p=p, reduction=reduction), rand(4))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_unique_and_unique_consecutive(dtype):
+    x = torch.tensor([[3, 1, 1], [2, 3, 3], [0, 0, 5]]).to(dtype)
+    for sorted_ in [True, False]:
+        check(lambda x: torch.unique(x, sorted=sorted_), x)
+        check(lambda x: torch.unique(x, sorted=sorted_, return_inverse=True, return_counts=True), x)
+    check(lambda x: torch.unique(x, return_counts=True), torch.tensor([], dtype=dtype))
+    check(lambda x: torch.unique_consecutive(x), x)
+    check(lambda x: torch.unique_consecutive(x, return_inverse=True, return_counts=True), x)
+    rows = torch.tensor([[1, 2], [1, 2], [3, 4], [1, 2]]).to(dtype)
+    check(lambda x: torch.unique_consecutive(x, return_inverse=True, return_counts=True, dim=0), rows)
+    check(lambda x: torch.unique_consecutive(x, return_counts=True, dim=1), rows.t())
+
+
+def test_unique_of_bools_and_nans():
+    check(lambda x: torch.unique(x, return_inverse=True, return_counts=True), torch.tensor([True, False, True]))
+    # NaNs are each their own value, as on the CPU.
+    check(lambda x: torch.unique(x, return_counts=True), torch.tensor([float("nan"), 1.0, float("nan"), 1.0]))
