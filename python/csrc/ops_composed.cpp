@@ -4,7 +4,8 @@
 // decimals, aminmax, renorm, addbmm, angle, scatter with a reduce, batch
 // norm with running-stat updates, max unpooling, 2-d NLL loss, channel
 // shuffle, masked_scatter, histc, cdist and pdist with their gradients,
-// nonzero_static, the multi-class margin loss with its gradient, and unique
+// nonzero_static, the multi-class and multi-label margin losses with their
+// gradients, and unique
 // and unique_consecutive (one host read of the number of distinct values,
 // as on CUDA).
 #include <ATen/ATen.h>
@@ -426,6 +427,77 @@ at::Tensor multi_margin_loss_backward(const at::Tensor& grad_output, const at::T
   return (g * scale).reshape(self.sizes());
 }
 
+// ---------------------------------------------------- multi-label margin ----
+
+// Per sample [N, C] (a 1-d input is one row): its targets (target's entries
+// before the first -1), each target slot j against each class k that is no
+// target: max(0, 1 - (x[t_j] - x[k])).
+struct LabelMargins {
+  at::Tensor is_target, slots, valid, active, margin;
+};
+
+LabelMargins label_margins(const at::Tensor& self, const at::Tensor& target) {
+  at::Tensor x = self.dim() <= 1 ? self.reshape({1, -1}) : self;
+  at::Tensor t = target.reshape(x.sizes()).to(at::kLong);
+  int64_t c = x.size(1);
+  at::Tensor valid = at::cumprod((t != -1).to(at::kLong), 1).to(at::kBool);
+  at::Tensor slots = at::where(valid, t, at::zeros_like(t));
+  at::Tensor spread = at::where(valid, t, at::full_like(t, c));
+  at::Tensor is_target =
+      at::zeros({x.size(0), c + 1}, x.options()).scatter(1, spread, 1.0).narrow(1, 0, c).contiguous();
+  at::Tensor margin = 1 - x.gather(1, slots).unsqueeze(2) + x.unsqueeze(1);
+  at::Tensor active = valid.unsqueeze(2).logical_and((is_target == 0).unsqueeze(1)).logical_and(margin > 0);
+  return {is_target, slots, valid, active, margin};
+}
+
+std::tuple<at::Tensor, at::Tensor> multilabel_margin_loss_forward(const at::Tensor& self, const at::Tensor& target,
+                                                                  int64_t reduction) {
+  TORCH_CHECK(self.dim() <= 2 && target.sizes() == self.sizes(),
+              "multilabel_margin_loss: expected input [N, C] or [C] and target of its shape, got ", self.sizes(),
+              " and ", target.sizes());
+  auto m = label_margins(self, target);
+  int64_t c = std::max<int64_t>(m.is_target.size(1), 1);
+  at::Tensor loss = at::where(m.active, m.margin, at::zeros_like(m.margin)).sum({1, 2}) / c;
+  if (reduction == at::Reduction::Mean) loss = loss.mean();
+  else if (reduction == at::Reduction::Sum) loss = loss.sum();
+  else if (self.dim() <= 1) loss = loss.reshape({});
+  return {loss, m.is_target.view(target.sizes())};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> multilabel_margin_loss_forward_out(const at::Tensor& self,
+                                                                        const at::Tensor& target, int64_t reduction,
+                                                                        at::Tensor& output, at::Tensor& is_target) {
+  auto [loss, targets] = etpu::multilabel_margin_loss_forward(self, target, reduction);
+  at::native::resize_output(output, loss.sizes());
+  at::native::resize_output(is_target, targets.sizes());
+  output.copy_(loss);
+  is_target.copy_(targets);
+  return {output, is_target};
+}
+
+// Each active pair adds 1/C to its class's gradient and takes it from its
+// target's.
+at::Tensor multilabel_margin_loss_backward(const at::Tensor& grad_output, const at::Tensor& self,
+                                           const at::Tensor& target, int64_t reduction,
+                                           const at::Tensor& /*is_target*/) {
+  auto m = label_margins(self, target);
+  int64_t n = m.is_target.size(0), c = std::max<int64_t>(m.is_target.size(1), 1);
+  at::Tensor a = m.active.to(self.scalar_type()) / c;
+  at::Tensor g = a.sum(1) - at::zeros_like(m.is_target).scatter_add(1, m.slots, a.sum(2));
+  at::Tensor scale = grad_output;
+  if (reduction == at::Reduction::Mean) scale = grad_output / n;
+  if (reduction == at::Reduction::None) scale = grad_output.reshape({-1, 1});
+  return (g * scale).reshape(self.sizes());
+}
+
+at::Tensor& multilabel_margin_loss_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
+                                                const at::Tensor& target, int64_t reduction,
+                                                const at::Tensor& is_target, at::Tensor& grad_input) {
+  at::Tensor g = etpu::multilabel_margin_loss_backward(grad_output, self, target, reduction, is_target);
+  at::native::resize_output(grad_input, g.sizes());
+  return grad_input.copy_(g);
+}
+
 // ---------------------------------------------------------------- unique ----
 
 // `values` [n] grouped where `is_new` starts a group: (distinct values,
@@ -527,6 +599,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("multi_margin_loss", etpu::multi_margin_loss);
   m.impl("multi_margin_loss.out", multi_margin_loss_out);
   m.impl("multi_margin_loss_backward", etpu::multi_margin_loss_backward);
+  m.impl("multilabel_margin_loss_forward", etpu::multilabel_margin_loss_forward);
+  m.impl("multilabel_margin_loss_forward.output", multilabel_margin_loss_forward_out);
+  m.impl("multilabel_margin_loss_backward", etpu::multilabel_margin_loss_backward);
+  m.impl("multilabel_margin_loss_backward.grad_input", multilabel_margin_loss_backward_out);
   m.impl("_unique2", unique2);
   m.impl("unique_consecutive", etpu::unique_consecutive);
 }

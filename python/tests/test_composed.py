@@ -160,3 +160,13 @@ def test_unique_of_bools_and_nans():
     check(lambda x: torch.unique(x, return_inverse=True, return_counts=True), torch.tensor([True, False, True]))
     # NaNs are each their own value, as on the CPU.
     check(lambda x: torch.unique(x, return_counts=True), torch.tensor([float("nan"), 1.0, float("nan"), 1.0]))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_multilabel_margin_loss_with_gradients(reduction):
+    x = rand(3, 5)
+    y = torch.tensor([[3, 0, -1, 1, 1], [4, 1, 2, 0, 3], [-1, 2, 2, 2, 2]])  # the labels end at the first -1
+    check(lambda x, y: torch.ops.aten.multilabel_margin_loss_forward(x, y, ["none", "mean", "sum"].index(reduction)),
+          x, y)
+    check_grad(lambda x: F.multilabel_margin_loss(x, y.to(x.device), reduction=reduction), x)
+    check_grad(lambda x: F.multilabel_margin_loss(x, y[0].to(x.device), reduction=reduction), x[0])
