@@ -629,6 +629,13 @@ etpu_status etpu_geqrf(etpu_tensor a, const char* origin, etpu_tensor* factors, 
  * c [..., m, p]) or c q (c [..., p, m]), of q^T with `transpose`. */
 etpu_status etpu_ormqr(etpu_tensor reflectors, etpu_tensor tau, etpu_tensor c, bool left, bool transpose,
                        const char* origin, etpu_tensor* out);
+/* The orthogonal polynomial `kind` of torch.special ("chebyshev_polynomial_t",
+ * "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
+ * their "shifted_" forms, "hermite_polynomial_h", "hermite_polynomial_he",
+ * "laguerre_polynomial_l", "legendre_polynomial_p") of degree trunc(n) at x,
+ * elementwise; x and n broadcast and promote to a float dtype; 0 for a
+ * negative degree. */
+etpu_status etpu_polynomial(const char* kind, etpu_tensor x, etpu_tensor n, const char* origin, etpu_tensor* out);
 /* x sorted along `dim`, stably (equal elements keep their order), NaN last
  * ascending and first descending: the values to `values` and, unless `indices`
  * is NULL, the int64 positions they came from to `indices`. */

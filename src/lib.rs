@@ -17,7 +17,7 @@
 //! what it expected, and the next op works.
 
 pub use fusion::policy::CutReason;
-pub use fusion::{BinaryOp, CollectiveReduce, DType, Reduction, Scalar, UnaryOp};
+pub use fusion::{BinaryOp, CollectiveReduce, DType, Polynomial, Reduction, Scalar, UnaryOp};
 pub use runtime::pjrt::MemoryStats;
 /// Storages addressed as a foreign framework's allocator addresses them (the
 /// PyTorch backend's `tpu` memory).

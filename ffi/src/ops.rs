@@ -7,7 +7,7 @@ use std::ffi::c_char;
 
 use eagertpu::{
     ArgReduce, BinaryOp, Cumulative, Extreme, OrderStatistic, OrderStatisticKind, PointwiseLoss,
-    PointwiseLossKind, Reduce, Reduction, Scalar, ScatterReduction, Tensor, UnaryOp,
+    PointwiseLossKind, Polynomial, Reduce, Reduction, Scalar, ScatterReduction, Tensor, UnaryOp,
 };
 
 use crate::handles::{device, dims, dtype_from, get, get_optional, put_all, put_pair, put_tensor};
@@ -743,6 +743,18 @@ c_api! {
         unsafe {
             let r = at(origin, || a.ormqr(&t, &c, left, transpose))?;
             put_tensor(out, r)
+        }
+    }
+
+    /// The polynomial `kind` (`"chebyshev_polynomial_t"` ... of the
+    /// `Polynomial` table) of degree `trunc(n)` at `x`, elementwise.
+    fn etpu_polynomial(kind: *const c_char, x: TensorHandle, n: TensorHandle, origin: *const c_char, out: *mut TensorHandle) {
+        let (x, n) = (get(x, "x")?, get(n, "n")?);
+        // SAFETY: strings and pointers as documented.
+        unsafe {
+            let kind = from_table("polynomial", c_str(kind, "kind")?, Polynomial::ALL, Polynomial::name)?;
+            let t = at(origin, || x.polynomial(kind, &n))?;
+            put_tensor(out, t)
         }
     }
 

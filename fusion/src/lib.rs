@@ -21,7 +21,7 @@ pub use error::{Error, Result};
 pub use graph::{Def, Graph, Node, ValueId};
 pub use op::{
     ArgReduceOp, BinaryOp, Collective, CollectiveReduce, ConvSpec, F64, HouseholderOutput,
-    IndexOperand, LuOutput, Op, PoolSpec, ReduceOp, Reduction, ReplicaGroups, ScanOp,
+    IndexOperand, LuOutput, Op, Polynomial, PoolSpec, ReduceOp, Reduction, ReplicaGroups, ScanOp,
     ScatterReduce, SortOutput, UnaryOp,
 };
 pub use scalar::Scalar;

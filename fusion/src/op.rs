@@ -87,6 +87,37 @@ pub enum HouseholderOutput {
     Tau,
 }
 
+crate::named_ops! {
+    /// The classical orthogonal polynomials of `torch.special`, each `p_n(x)`
+    /// of an elementwise degree n (`Op::Polynomial`).
+    Polynomial {
+        /// Chebyshev of the first kind, T_n.
+        ChebyshevT chebyshev_polynomial_t,
+        /// Chebyshev of the second kind, U_n.
+        ChebyshevU chebyshev_polynomial_u,
+        /// Chebyshev of the third kind, V_n.
+        ChebyshevV chebyshev_polynomial_v,
+        /// Chebyshev of the fourth kind, W_n.
+        ChebyshevW chebyshev_polynomial_w,
+        /// T_n(2x - 1), on [0, 1].
+        ShiftedChebyshevT shifted_chebyshev_polynomial_t,
+        /// U_n(2x - 1).
+        ShiftedChebyshevU shifted_chebyshev_polynomial_u,
+        /// V_n(2x - 1).
+        ShiftedChebyshevV shifted_chebyshev_polynomial_v,
+        /// W_n(2x - 1).
+        ShiftedChebyshevW shifted_chebyshev_polynomial_w,
+        /// The physicists' Hermite H_n.
+        HermiteH hermite_polynomial_h,
+        /// The probabilists' Hermite He_n.
+        HermiteHe hermite_polynomial_he,
+        /// Laguerre L_n.
+        Laguerre laguerre_polynomial_l,
+        /// Legendre P_n.
+        Legendre legendre_polynomial_p,
+    }
+}
+
 /// Which of a sort's two results an `Op::Sort` gives (an op has one output).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SortOutput {
@@ -307,6 +338,11 @@ pub enum Op {
     /// failure, so the order is found by factoring leading minors, a binary
     /// search run only when some matrix failed.
     CholeskyInfo { upper: bool },
+    /// (x, n) the polynomial of degree `trunc(n)` at x, elementwise (x and n
+    /// of one shape and float dtype; 0 for a negative degree): PyTorch's
+    /// recurrences and closed forms, the recurrence a loop up to the
+    /// largest degree.
+    Polynomial(Polynomial),
     /// (a [..., m, n]) LU factorization with partial pivoting, LAPACK's
     /// `getrf` (`torch.linalg.lu_factor_ex`): `a[perm] == l @ u`. One result
     /// per op, as `Sort`: each lowers the whole factorization (a loop of
@@ -443,6 +479,7 @@ impl Op {
             Op::Cholesky { .. } | Op::CholeskyInfo { .. } => "cholesky",
             Op::TriangularSolve { .. } => "triangular_solve",
             Op::Lu { .. } => "lu_factor",
+            Op::Polynomial(kind) => kind.name(),
             Op::LuPermutation { .. } => "lu_permutation",
             Op::Householder { .. } => "geqrf",
             Op::ApplyHouseholder { .. } => "ormqr",

@@ -147,6 +147,34 @@ at::Tensor& polygamma_out(int64_t n, const at::Tensor& self, at::Tensor& out) {
   return out;
 }
 
+// torch.special's orthogonal polynomials: the runtime's Tensor::polynomial
+// (one op, a loop up to the largest degree), the structured meta function
+// having broadcast x and n and chosen the dtype.
+#define POLYNOMIAL_OUT(name)                                                                      \
+  at::Tensor& special_##name##_out(const at::Tensor& x, const at::Tensor& n, at::Tensor& out) { \
+    OpScope s;                                                                                  \
+    Handle h;                                                                                   \
+    int64_t d = device_index(out);                                                              \
+    check(etpu_polynomial(#name, read_operand(x, d).get(), read_operand(n, d).get(), origin(), h.out())); \
+    write(out, h);                                                                              \
+    return out;                                                                                 \
+  }
+#define POLYNOMIALS(X)                    \
+  X(chebyshev_polynomial_t)               \
+  X(chebyshev_polynomial_u)               \
+  X(chebyshev_polynomial_v)               \
+  X(chebyshev_polynomial_w)               \
+  X(shifted_chebyshev_polynomial_t)       \
+  X(shifted_chebyshev_polynomial_u)       \
+  X(shifted_chebyshev_polynomial_v)       \
+  X(shifted_chebyshev_polynomial_w)       \
+  X(hermite_polynomial_h)                 \
+  X(hermite_polynomial_he)                \
+  X(laguerre_polynomial_l)                \
+  X(legendre_polynomial_p)
+POLYNOMIALS(POLYNOMIAL_OUT)
+#undef POLYNOMIAL_OUT
+
 // isin: each element compared with every test element by the runtime (what
 // generate() asks at every token: are the new tokens end-of-sequence ones).
 at::Tensor& isin_out(const at::Tensor& elements, const at::Tensor& test, bool /*assume_unique*/, bool invert,
@@ -526,6 +554,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   using namespace etpu;
   m.impl("exp2.out", exp2_out);
   m.impl("polygamma.out", polygamma_out);
+#define REGISTER_POLYNOMIAL(name) m.impl("special_" #name ".out", special_##name##_out);
+  POLYNOMIALS(REGISTER_POLYNOMIAL)
+#undef REGISTER_POLYNOMIAL
   m.impl("sinc.out", sinc_out);
   m.impl("special_entr.out", special_entr_out);
   m.impl("special_xlog1py.out", special_xlog1py_out);

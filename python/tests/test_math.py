@@ -348,3 +348,27 @@ def test_rsub_fmax_fmin_and_the_shrinks_match_the_cpu():
         check(lambda t: fn(t, 0.5), a)
         check_grad(lambda t: fn(t, 0.5), rand(7))
     check(lambda t: F.softshrink(t, 0.0), a)
+
+
+POLYNOMIALS = [
+    torch.special.chebyshev_polynomial_t, torch.special.chebyshev_polynomial_u,
+    torch.special.chebyshev_polynomial_v, torch.special.chebyshev_polynomial_w,
+    torch.special.shifted_chebyshev_polynomial_t, torch.special.shifted_chebyshev_polynomial_u,
+    torch.special.shifted_chebyshev_polynomial_v, torch.special.shifted_chebyshev_polynomial_w,
+    torch.special.hermite_polynomial_h, torch.special.hermite_polynomial_he,
+    torch.special.laguerre_polynomial_l, torch.special.legendre_polynomial_p,
+]
+
+
+@pytest.mark.parametrize("fn", POLYNOMIALS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_orthogonal_polynomials_match_the_cpu(fn, dtype):
+    # The ends of the interval, inside it, outside, and 0; degrees negative,
+    # 0, 1, fractional (truncated) and high enough for the closed forms.
+    x = torch.tensor([-1.0, -0.7, -0.2, 0.0, 0.3, 0.5, 0.9, 1.0, 1.3, -2.0], dtype=dtype)
+    n = torch.tensor([-2.0, 0.0, 1.0, 2.5, 3.0, 5.0, 7.0, 9.0, 12.0, 4.9], dtype=dtype)
+    check(fn, x.unsqueeze(1), n.unsqueeze(0), rtol=1e-4, atol=1e-4)  # every x with every n
+    check(fn, x, n, rtol=1e-4, atol=1e-4)
+    check(lambda x: fn(x, 6), x, rtol=1e-4, atol=1e-4)  # n a number
+    check(lambda x, n: fn(x, n), x, torch.tensor([2, 0, 11, 3, 1, 8, 5, 7, 9, 4]), rtol=1e-4, atol=1e-4)  # int n
+    check(fn, torch.tensor(0.25, dtype=dtype), torch.tensor(10.0, dtype=dtype), rtol=1e-4, atol=1e-4)  # 0-d

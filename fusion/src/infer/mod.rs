@@ -92,6 +92,18 @@ impl Op {
             Op::Cholesky { .. } => linalg::cholesky(op, inputs),
             Op::CholeskyInfo { .. } => linalg::cholesky_info(op, inputs),
             Op::Lu { output } => linalg::lu(op, *output, inputs),
+            Op::Polynomial(_) => {
+                arity(op, inputs, 2)?;
+                float_only(op, &inputs[0])?;
+                if inputs[1] != inputs[0] {
+                    return Err(Error::ShapeMismatch {
+                        op,
+                        got: format!("x {} and n {}", inputs[0], inputs[1]),
+                        expected: "x and n of one shape and dtype".into(),
+                    });
+                }
+                Ok(inputs[0].clone())
+            }
             Op::LuPermutation { rows } => linalg::lu_permutation(op, *rows, inputs),
             Op::Householder { output } => linalg::householder(op, *output, inputs),
             Op::ApplyHouseholder { left, .. } => linalg::apply_householder(op, *left, inputs),

@@ -18,6 +18,7 @@ mod index;
 mod layout;
 mod linalg;
 mod nn;
+mod polynomial;
 mod pool;
 mod random;
 mod reduce;
@@ -777,6 +778,7 @@ fn lower_op(e: &mut Emitter, op: &Op, inputs: &[V], out: TensorType) -> V {
         Op::Cholesky { upper } => linalg::cholesky(e, &inputs[0], *upper),
         Op::CholeskyInfo { upper } => linalg::cholesky_info(e, &inputs[0], *upper, out),
         Op::Lu { output } => linalg::lu(e, &inputs[0], *output),
+        Op::Polynomial(kind) => polynomial::polynomial(e, *kind, &inputs[0], &inputs[1]),
         Op::LuPermutation { .. } => linalg::lu_permutation(e, &inputs[0], out),
         Op::Householder { output } => linalg::householder(e, &inputs[0], *output),
         Op::ApplyHouseholder { left, transpose } => {

@@ -2,8 +2,10 @@
 //! them: `addcmul`, `addcdiv` (Adam's moment updates), `lerp` (its first
 //! moment in the foreach kernels), `hypot`, `xlogy` and `fmod`. Each records
 //! its few ops in one call, so a foreign caller reaches it in one C ABI call.
+//! And the orthogonal polynomials of `torch.special` at elementwise degrees.
 
-use fusion::{BinaryOp, DType, Scalar};
+use fusion::shape::broadcast_shapes;
+use fusion::{BinaryOp, DType, Op, Polynomial, Scalar};
 
 use super::{Operand, Tensor};
 use crate::error::Result;
@@ -13,6 +15,22 @@ fn invalid(op: &'static str, message: String) -> crate::error::Error {
 }
 
 impl Tensor {
+    /// The polynomial `kind` of degree `trunc(n)` at `self`, elementwise
+    /// (`torch.special.chebyshev_polynomial_t(x, n)` and its kin; 0 for a
+    /// negative degree). x and n broadcast and promote as a binary op's
+    /// operands, to a float dtype.
+    #[track_caller]
+    pub fn polynomial(&self, kind: Polynomial, n: &Tensor) -> Result<Tensor> {
+        let mut dtype = Operand::from(n).promoted_with(self);
+        if !dtype.is_float() {
+            dtype = DType::DEFAULT_FLOAT;
+        }
+        let shape = broadcast_shapes(kind.name(), self.shape(), n.shape())?;
+        let x = self.to_dtype(dtype)?.expand(&shape)?;
+        let n = n.to_dtype(dtype)?.expand(&shape)?;
+        x.op(Op::Polynomial(kind), &[&n])
+    }
+
     /// `self + alpha * other` (`torch.add` with `alpha`), broadcast and
     /// promoted as `self + other` is: alpha never changes the result's
     /// dtype, and, as in PyTorch, is refused when it is a float and the
