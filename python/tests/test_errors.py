@@ -193,9 +193,20 @@ def test_host_syncs_are_reported_by_call_site():
         line = sys._getframe().f_lineno - 1
     site = f"{HERE}:{line}"
     assert eagertpu.host_syncs().get(site, 0) - before.get(site, 0) == 5, eagertpu.host_syncs()
-    assert site in eagertpu.metrics_report()
     m = eagertpu.metrics()
     assert isinstance(m["compiles"], int) and m["host_syncs_by_site"][site] >= 5
+    # The report lists the 20 busiest sites: in this long test process other
+    # tests' sites may outnumber this one, in a fresh process it leads.
+    r = run_python(
+        """
+        import torch, eagertpu
+        x = torch.ones(3, device="tpu")
+        for _ in range(5):
+            x.sum().item()
+        print(eagertpu.metrics_report())
+        """
+    )
+    assert r.returncode == 0 and "  <string>:5: 5\n" in r.stdout, r.stdout + r.stderr
 
 
 def test_import_eagertpu_before_torch():
