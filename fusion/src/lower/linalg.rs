@@ -40,9 +40,7 @@ pub(super) fn cholesky(e: &mut Emitter, a: &V, upper: bool) -> V {
         &format!("lower = {}", !upper),
         a.ty.clone(),
     );
-    let r = a.ty.rank();
-    let index = a.ty.with_dtype(DType::I32);
-    let (row, col) = (e.iota(index.clone(), r - 2), e.iota(index, r - 1));
+    let (row, col) = matrix_indices(e, a);
     let inside = e.compare(if upper { Cmp::Le } else { Cmp::Ge }, &row, &col);
     let zero = e.splat(0, &factor);
     e.select(&inside, &factor, &zero)
@@ -53,6 +51,14 @@ fn matrix_indices(e: &mut Emitter, a: &V) -> (V, V) {
     let r = a.ty.rank();
     let index = a.ty.with_dtype(DType::I32);
     (e.iota(index.clone(), r - 2), e.iota(index, r - 1))
+}
+
+/// bool, `v`'s shape: where `v`'s last-dim index is `k` (0-d int32), the
+/// one step of a per-step vector (pivots, tau) a loop reads or writes.
+fn at_last(e: &mut Emitter, v: &V, k: &V) -> V {
+    let index = e.iota(v.ty.with_dtype(DType::I32), v.ty.rank() - 1);
+    let k_full = spread(e, k, &v.ty.shape);
+    e.compare(Cmp::Eq, &index, &k_full)
 }
 
 /// bool [...]: whether each matrix of `a` factors (every pivot a positive
@@ -178,8 +184,7 @@ pub(super) fn lu(e: &mut Emitter, a: &V, output: LuOutput) -> V {
         |e, s| before(e, &s[0], steps),
         |e, s| {
             let (k, a, pivots, info) = (&s[0], &s[1], &s[2], &s[3]);
-            let index = a.ty.with_dtype(DType::I32);
-            let (row, col) = (e.iota(index.clone(), r - 2), e.iota(index, r - 1));
+            let (row, col) = matrix_indices(e, a);
             let k_full = spread(e, k, &shape);
             let in_col_k = e.compare(Cmp::Eq, &col, &k_full);
             // The pivot: the first row at or below k of largest |a[., k]|.
@@ -220,9 +225,7 @@ pub(super) fn lu(e: &mut Emitter, a: &V, output: LuOutput) -> V {
             );
             let from_p = e.select(&is_p, &row_k_full, a);
             let swapped = e.select(&is_k, &row_p_full, &from_p);
-            let steps_index = e.iota(pivots.ty.clone(), r - 2);
-            let k_steps = spread(e, k, &pivots.ty.shape);
-            let at_k = e.compare(Cmp::Eq, &steps_index, &k_steps);
+            let at_k = at_last(e, pivots, k);
             let one = e.splat(1, &p);
             let p1 = e.add(&p, &one);
             let p1_steps = spread(e, &p1, &pivots.ty.shape);
@@ -287,9 +290,7 @@ pub(super) fn lu_permutation(e: &mut Emitter, pivots: &V, out: TensorType) -> V 
         |e, s| before(e, &s[0], steps),
         |e, s| {
             let (i, perm) = (&s[0], &s[1]);
-            let steps_index = e.iota(pivots.ty.clone(), r - 1);
-            let i_steps = spread(e, i, &pivots.ty.shape);
-            let at_i = e.compare(Cmp::Eq, &steps_index, &i_steps);
+            let at_i = at_last(e, &pivots, i);
             let target = pick(e, &pivots, &at_i, r - 1);
             let one = e.splat(1, &target);
             let p = e.sub(&target, &one);
@@ -394,9 +395,7 @@ pub(super) fn householder(e: &mut Emitter, a: &V, output: HouseholderOutput) -> 
             let stored = e.select(&below_full, &v_full, &updated);
             let column_i = e.select(&at_full, &beta_full, &stored);
             let a = e.select(&in_col_i, &column_i, &updated);
-            let steps_index = e.iota(tau.ty.with_dtype(DType::I32), r - 2);
-            let i_steps = spread(e, i, &tau.ty.shape);
-            let at_step = e.compare(Cmp::Eq, &steps_index, &i_steps);
+            let at_step = at_last(e, tau, i);
             let tau_steps = spread(e, &tau_i, &tau.ty.shape);
             let tau = e.select(&at_step, &tau_steps, tau);
             let one_step = int32(e, 1);
@@ -447,9 +446,7 @@ pub(super) fn apply_householder(e: &mut Emitter, inputs: &[V], left: bool, trans
             let ones = e.splat(1, &column);
             let below_part = e.select(&below, &column, &zeros);
             let v = e.select(&at, &ones, &below_part);
-            let steps_index = e.iota(tau.ty.with_dtype(DType::I32), r - 2);
-            let i_steps = spread(e, &i, &tau.ty.shape);
-            let at_step = e.compare(Cmp::Eq, &steps_index, &i_steps);
+            let at_step = at_last(e, tau, &i);
             let tau_i = pick(e, tau, &at_step, r - 2);
             // w = v^T c (left) or c v: the sum over c's m dim.
             let v_full = e.broadcast_in_dim(&v, &c_shape, all_but(r, other_dim));
