@@ -629,6 +629,17 @@ etpu_status etpu_geqrf(etpu_tensor a, const char* origin, etpu_tensor* factors, 
  * c [..., m, p]) or c q (c [..., p, m]), of q^T with `transpose`. */
 etpu_status etpu_ormqr(etpu_tensor reflectors, etpu_tensor tau, etpu_tensor c, bool left, bool transpose,
                        const char* origin, etpu_tensor* out);
+/* Eigendecomposition of the symmetric matrices whose upper (`upper`) or lower
+ * triangle `a` (float32 or float64 [..., n, n]) holds: the eigenvalues
+ * [..., n], ascending, to `values` and, unless `vectors` is NULL, orthonormal
+ * eigenvectors [..., n, n] in columns to `vectors`. */
+etpu_status etpu_eigh(etpu_tensor a, bool upper, const char* origin, etpu_tensor* values, etpu_tensor* vectors);
+/* Singular value decomposition of `a`, float32 or float64 [..., m, n]: the
+ * singular values [..., k] (k = min(m, n)), descending, to `s` and, unless `u`
+ * and `vh` are both NULL, u [..., m, k] and vh [..., k, n] (u [..., m, m] and
+ * vh [..., n, n] with `full_matrices`) with a = u diag(s) vh. */
+etpu_status etpu_svd(etpu_tensor a, bool full_matrices, const char* origin, etpu_tensor* u, etpu_tensor* s,
+                     etpu_tensor* vh);
 /* The orthogonal polynomial `kind` of torch.special ("chebyshev_polynomial_t",
  * "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
  * their "shifted_" forms, "hermite_polynomial_h", "hermite_polynomial_he",

@@ -502,3 +502,154 @@ fn ormqr_multiplies_by_the_q_it_stands_for() {
         }
     }
 }
+
+/// A random n x n orthogonal matrix (row-major), a product of Givens
+/// rotations by random angles over every pair of rows.
+fn host_orthogonal(n: usize, seed: u64) -> Vec<f64> {
+    let mut rng = Rng::new(seed);
+    let mut q: Vec<f64> = (0..n * n)
+        .map(|p| if p % (n + 1) == 0 { 1.0 } else { 0.0 })
+        .collect();
+    for i in 0..n {
+        for j in i + 1..n {
+            let (s, c) = rng.uniform(0.0, std::f64::consts::TAU).sin_cos();
+            for col in 0..n {
+                let (x, y) = (q[i * n + col], q[j * n + col]);
+                q[i * n + col] = c * x - s * y;
+                q[j * n + col] = s * x + c * y;
+            }
+        }
+    }
+    q
+}
+
+/// `q diag(d) w^T` for q [m, k], d [k], w [n, k] (row-major).
+fn host_compose(q: &[f64], d: &[f64], w: &[f64], m: usize, n: usize) -> Vec<f64> {
+    let k = d.len();
+    let mut out = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            out[i * n + j] = (0..k).map(|p| q[i * k + p] * d[p] * w[j * k + p]).sum();
+        }
+    }
+    out
+}
+
+/// Asserts that the columns of `x` [rows, cols] are orthonormal.
+fn assert_orthonormal_columns(what: &str, x: &[f64], rows: usize, cols: usize, tol: f64) {
+    let xtx = host_matmul(&host_transpose(x, rows, cols), x, cols, rows, cols);
+    for i in 0..cols {
+        for j in 0..cols {
+            let want = if i == j { 1.0 } else { 0.0 };
+            let got = xtx[i * cols + j];
+            assert!((got - want).abs() < tol, "{what}: (x^T x)[{i},{j}] = {got}");
+        }
+    }
+}
+
+#[test]
+fn eigh_finds_the_eigenvalues_a_matrix_was_made_of_and_their_vectors() {
+    let n = 5;
+    let lambda = [-3.0, -0.5, 0.0, 2.0, 7.5];
+    for (dtype, tol) in [(DType::F64, 1e-12), (DType::F32, 2e-5)] {
+        // Two matrices of a batch: q diag(lambda) q^T for two rotations.
+        let mut data = Vec::new();
+        for seed in [1, 2] {
+            let q = host_orthogonal(n, seed);
+            data.extend(host_compose(&q, &lambda, &q, n, n));
+        }
+        for upper in [false, true] {
+            // The triangle not read holds garbage.
+            let mut stored = data.clone();
+            for b in 0..2 {
+                for i in 0..n {
+                    for j in 0..n {
+                        let unread = if upper { i > j } else { i < j };
+                        if unread {
+                            stored[b * n * n + i * n + j] = 100.0 + (i * n + j) as f64;
+                        }
+                    }
+                }
+            }
+            let a = Host::new(dtype, &[2, n as i64, n as i64], stored).tensor();
+            let (w, v) = a.eigh(upper).unwrap();
+            assert_eq!(w.shape(), &[2, n as i64]);
+            let (w, v) = (Host::of(&w), Host::of(&v));
+            for b in 0..2 {
+                for (i, want) in lambda.iter().enumerate() {
+                    let got = w.data[b * n + i];
+                    assert!(
+                        (got - want).abs() < tol * 10.0,
+                        "{dtype:?} upper {upper}: w[{b},{i}] = {got}, want {want}"
+                    );
+                }
+                let vb = &v.data[b * n * n..(b + 1) * n * n];
+                assert_orthonormal_columns("eigh's vectors", vb, n, n, tol);
+                // a v_i = lambda_i v_i, on the host, against the symmetric a.
+                let av = host_matmul(&data[b * n * n..(b + 1) * n * n], vb, n, n, n);
+                for i in 0..n {
+                    for col in 0..n {
+                        let (got, want) = (av[i * n + col], lambda[col] * vb[i * n + col]);
+                        assert!(
+                            (got - want).abs() < tol * 10.0,
+                            "{dtype:?}: (a v)[{i},{col}] = {got}, lambda v = {want}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn svd_recovers_the_singular_values_and_gives_orthonormal_factors() {
+    // Full rank and rank-deficient (zeros among the singular values), tall,
+    // wide and square, reduced and full.
+    let cases: [(usize, usize, &[f64]); 4] = [
+        (5, 3, &[4.0, 2.5, 0.25]),
+        (3, 5, &[3.0, 1.0, 0.0]),
+        (4, 4, &[6.0, 6.0 / 7.0, 0.0, 0.0]),
+        (6, 2, &[1.5, 1.0]),
+    ];
+    for (m, n, sigma) in cases {
+        let k = m.min(n);
+        let u0 = host_orthogonal(m, m as u64);
+        let v0 = host_orthogonal(n, 10 + n as u64);
+        // The first k columns of each.
+        let cols = |q: &[f64], rows: usize| -> Vec<f64> {
+            (0..rows * k).map(|p| q[(p / k) * rows + p % k]).collect()
+        };
+        let a = host_compose(&cols(&u0, m), sigma, &cols(&v0, n), m, n);
+        let t = Host::new(DType::F64, &[m as i64, n as i64], a.clone()).tensor();
+        let s = Host::of(&t.svdvals().unwrap());
+        for (i, want) in sigma.iter().enumerate() {
+            assert!(
+                (s.data[i] - want).abs() < 1e-12,
+                "{m}x{n}: s[{i}] = {}, want {want}",
+                s.data[i]
+            );
+        }
+        for full in [false, true] {
+            let (u, s, vh) = t.svd(full).unwrap();
+            let (ucols, vrows) = if full { (m, n) } else { (k, k) };
+            assert_eq!(u.shape(), &[m as i64, ucols as i64]);
+            assert_eq!(vh.shape(), &[vrows as i64, n as i64]);
+            let (u, s, vh) = (Host::of(&u), Host::of(&s), Host::of(&vh));
+            assert_orthonormal_columns("u", &u.data, m, ucols, 1e-12);
+            let v = host_transpose(&vh.data, vrows, n);
+            assert_orthonormal_columns("v", &v, n, vrows, 1e-12);
+            // u[:, :k] diag(s) vh[:k] == a.
+            let u_k: Vec<f64> = (0..m * k)
+                .map(|p| u.data[(p / k) * ucols + p % k])
+                .collect();
+            let v_k: Vec<f64> = (0..n * k).map(|p| v[(p / k) * vrows + p % k]).collect();
+            let back = host_compose(&u_k, &s.data, &v_k, m, n);
+            for (got, want) in back.iter().zip(&a) {
+                assert!(
+                    (got - want).abs() < 1e-12,
+                    "{m}x{n} full {full}: u s vh = {got}, a = {want}"
+                );
+            }
+        }
+    }
+}

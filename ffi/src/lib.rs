@@ -19,6 +19,7 @@ mod distributed;
 mod events;
 mod handles;
 mod index;
+mod linalg;
 mod op_lists;
 mod ops;
 mod optim;
@@ -264,6 +265,7 @@ pub fn all_signatures() -> Vec<Signature> {
     v.extend(ops::signatures());
     v.extend(conv_pool::signatures());
     v.extend(index::signatures());
+    v.extend(linalg::signatures());
     v.extend(random::signatures());
     v.extend(resample::signatures());
     v.extend(rnn::signatures());

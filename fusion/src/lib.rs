@@ -20,9 +20,9 @@ pub use elementwise::{BinaryResult, UnaryResult};
 pub use error::{Error, Result};
 pub use graph::{Def, Graph, Node, ValueId};
 pub use op::{
-    ArgReduceOp, BinaryOp, Collective, CollectiveReduce, ConvSpec, F64, HouseholderOutput,
-    IndexOperand, LuOutput, Op, Polynomial, PoolSpec, ReduceOp, Reduction, ReplicaGroups, ScanOp,
-    ScatterReduce, SortOutput, UnaryOp,
+    ArgReduceOp, BinaryOp, Collective, CollectiveReduce, ConvSpec, EighOutput, F64,
+    HouseholderOutput, IndexOperand, LuOutput, Op, Polynomial, PoolSpec, ReduceOp, Reduction,
+    ReplicaGroups, ScanOp, ScatterReduce, SortOutput, UnaryOp,
 };
 pub use scalar::Scalar;
 pub use shape::{Dims, Shape, TensorType};

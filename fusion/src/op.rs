@@ -87,6 +87,15 @@ pub enum HouseholderOutput {
     Tau,
 }
 
+/// Which of a symmetric eigendecomposition's results an `Op::Eigh` gives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EighOutput {
+    /// [..., n]: the eigenvalues, ascending.
+    Values,
+    /// [..., n, n]: orthonormal eigenvectors, column i for eigenvalue i.
+    Vectors,
+}
+
 crate::named_ops! {
     /// The classical orthogonal polynomials of `torch.special`, each `p_n(x)`
     /// of an elementwise degree n (`Op::Polynomial`).
@@ -355,6 +364,12 @@ pub enum Op {
     /// `q = h_0 h_1 ... h_{k-1}`, `h_i = I - tau_i v_i v_i^T`. One result per
     /// op, as `Lu`. float32 and float64.
     Householder { output: HouseholderOutput },
+    /// (a [..., n, n]) eigendecomposition of symmetric matrices, only the
+    /// `lower` (or upper) triangle read: `a == v @ diag(w) @ v^T`, w
+    /// ascending (`torch.linalg.eigh`). XLA's own decomposition (the `Eigh`
+    /// custom call: cyclic Jacobi sweeps on the CPU, native on the TPU).
+    /// One result per op, as `Lu`. float32 and float64.
+    Eigh { lower: bool, output: EighOutput },
     /// (factors [..., m, k], tau [..., k], c) `c` multiplied by `q` of the
     /// reflectors (`Householder`'s outputs): `q @ c` (`left`) or `c @ q`, of
     /// `q^T` with `transpose`; LAPACK's `ormqr`. `c` is [..., m, p] (`left`)
@@ -483,6 +498,7 @@ impl Op {
             Op::LuPermutation { .. } => "lu_permutation",
             Op::Householder { .. } => "geqrf",
             Op::ApplyHouseholder { .. } => "ormqr",
+            Op::Eigh { .. } => "eigh",
             Op::Matmul => "matmul",
             Op::Softmax { .. } => "softmax",
             Op::LogSoftmax { .. } => "log_softmax",

@@ -4,7 +4,10 @@
 // LU with partial pivoting (the runtime's Tensor::lu_factor_ex, a loop of
 // fusion's) and what is made of it: lu_solve, inv, solve, det, slogdet, lu,
 // lu_unpack. Householder QR (geqrf, ormqr, a loop each) and what is made of
-// it: householder_product, linalg.qr. Their gradients are PyTorch's
+// it: householder_product, linalg.qr. The symmetric eigendecomposition and
+// the SVD (the runtime's Tensor::eigh and Tensor::svd, made of XLA's Eigh):
+// eigh, eigvalsh, svd, svdvals and so pinv, matrix_rank, norms of matrices,
+// cond, the low-rank approximations. Their gradients are PyTorch's
 // formulas, made of these and matmuls. And the cross product, elementwise.
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
@@ -360,6 +363,41 @@ std::tuple<at::Tensor&, at::Tensor&> linalg_qr_out(const at::Tensor& a, c10::str
   return {q, r};
 }
 
+// ------------------------------------------------- eigh and the SVD ----
+
+// linalg.eigh and eigvalsh (PyTorch's meta function sized the outputs:
+// eigenvectors empty without compute_v).
+std::tuple<at::Tensor&, at::Tensor&> linalg_eigh_out(const at::Tensor& a, c10::string_view uplo, bool compute_v,
+                                                     at::Tensor& eigenvalues, at::Tensor& eigenvectors) {
+  OpScope s;
+  bool upper = uplo == "U" || uplo == "u";
+  Handle values, vectors;
+  check(etpu_eigh(read(a).get(), upper, origin(), values.out(), compute_v ? vectors.out() : nullptr));
+  write(eigenvalues, values);
+  if (compute_v) write(eigenvectors, vectors);
+  return {eigenvalues, eigenvectors};
+}
+
+// linalg.svd, svdvals and what is made of them (pinv, matrix_rank, the
+// nuclear norm, cond). `driver` names a cuSOLVER routine; PyTorch refuses it
+// on other devices, so it is ignored here.
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> linalg_svd_out(const at::Tensor& a, bool full_matrices,
+                                                                 bool compute_uv,
+                                                                 std::optional<c10::string_view> driver,
+                                                                 at::Tensor& u, at::Tensor& s, at::Tensor& vh) {
+  OpScope scope;
+  (void)driver;
+  Handle left, values, right;
+  check(etpu_svd(read(a).get(), full_matrices, origin(), compute_uv ? left.out() : nullptr, values.out(),
+                 compute_uv ? right.out() : nullptr));
+  write(s, values);
+  if (compute_uv) {
+    write(u, left);
+    write(vh, right);
+  }
+  return {u, s, vh};
+}
+
 // The cross product of 3-vectors along `dim` (PyTorch's structured meta
 // function broadcast the shapes into `out` and checked the size 3).
 at::Tensor& linalg_cross_out(const at::Tensor& self, const at::Tensor& other, int64_t dim, at::Tensor& out) {
@@ -409,4 +447,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("linalg_householder_product", householder_product);
   m.impl("linalg_householder_product.out", householder_product_out);
   m.impl("linalg_qr.out", linalg_qr_out);
+  m.impl("_linalg_eigh.eigenvalues", linalg_eigh_out);
+  m.impl("_linalg_svd.U", linalg_svd_out);
 }

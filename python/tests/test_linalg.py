@@ -258,3 +258,92 @@ def test_orthogonal_init_runs_on_the_device():
     w = torch.empty(6, 4, device="tpu")
     torch.nn.init.orthogonal_(w)
     assert_same(w.T @ w, torch.eye(4), rtol=1e-4, atol=1e-5)
+
+
+def symmetric(*batch, n=4, dtype=torch.float32):
+    a = rand(*batch, n, n, dtype=dtype)
+    return a + a.mT
+
+
+def sign_free(vectors):
+    """Eigen or singular vectors with each column's sign fixed (its largest
+    entry positive): they are unique only up to sign."""
+    pick = vectors.abs().argmax(dim=-2, keepdim=True)
+    return vectors * torch.gather(vectors, -2, pick).sign()
+
+
+@pytest.mark.parametrize("batch", [(), (3,), (2, 2)])
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_eigh_and_eigvalsh_match_the_cpu(batch, uplo):
+    a = symmetric(*batch, n=5)
+    # Only the one triangle is read: the other holds random numbers.
+    a_read = a + (rand(*batch, 5, 5).triu(1) if uplo == "L" else rand(*batch, 5, 5).tril(-1))
+    check(lambda a: torch.linalg.eigvalsh(a, UPLO=uplo), a_read, rtol=1e-4, atol=1e-5)
+    check(lambda a: torch.linalg.eigh(a, UPLO=uplo)[0], a_read, rtol=1e-4, atol=1e-5)
+    check(lambda a: sign_free(torch.linalg.eigh(a, UPLO=uplo)[1]), a_read, rtol=1e-4, atol=1e-5)
+    check(lambda a: sign_free(torch.linalg.eigh(a)[1]), symmetric(*batch, n=3, dtype=torch.float64))
+    # Gradients of the values, and of sign-free uses of the vectors.
+    check_grad(lambda a: torch.linalg.eigvalsh(a + a.mT), rand(*batch, 4, 4), rtol=1e-4, atol=1e-4)
+    check_grad(lambda a: torch.linalg.eigh(a + a.mT)[1].abs(), rand(*batch, 4, 4), rtol=1e-3, atol=1e-4)
+
+
+def test_eigh_of_repeated_eigenvalues_gives_an_orthonormal_basis():
+    # Eigenvalues 2, 2, 2, 5: any basis of the repeated ones is right, so
+    # the check is a = v diag(w) v^T with v orthonormal.
+    q, _ = torch.linalg.qr(rand(4, 4, dtype=torch.float64))
+    for dtype in [torch.float32, torch.float64]:
+        a = (q @ torch.diag(torch.tensor([2.0, 2.0, 2.0, 5.0], dtype=torch.float64)) @ q.T).to(dtype)
+        w, v = torch.linalg.eigh(a.to("tpu"))
+        assert_same(w, torch.tensor([2.0, 2.0, 2.0, 5.0], dtype=dtype), rtol=1e-5, atol=1e-5)
+        assert_same(v.mT @ v, torch.eye(4, dtype=dtype), rtol=1e-5, atol=1e-5)
+        assert_same(v @ torch.diag_embed(w) @ v.mT, a, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5), (2, 4, 3), (2, 2, 3, 3)])
+@pytest.mark.parametrize("full_matrices", [False, True])
+def test_svd_matches_the_cpu(shape, full_matrices):
+    a = rand(*shape)
+    k = min(shape[-2:])
+    check(torch.linalg.svdvals, a, rtol=1e-4, atol=1e-5)
+    u, s, vh = torch.linalg.svd(a.to("tpu"), full_matrices=full_matrices)
+    cu, cs, cvh = torch.linalg.svd(a, full_matrices=full_matrices)
+    assert (u.shape, s.shape, vh.shape) == (cu.shape, cs.shape, cvh.shape)
+    assert_same(s, cs, rtol=1e-4, atol=1e-5)
+    # The first k singular vectors are unique up to a sign shared by u's and
+    # v's column; the completions of full_matrices only need be orthonormal.
+    signs = (u[..., :k] * cu[..., :k].to("tpu")).sum(-2, keepdim=True).sign()
+    assert_same(u[..., :k] * signs, cu[..., :k], rtol=1e-4, atol=1e-5)
+    assert_same(vh[..., :k, :] * signs.mT, cvh[..., :k, :], rtol=1e-4, atol=1e-5)
+    assert_same(u.mT @ u, torch.eye(u.shape[-1]).expand(u.mT.shape[:-1] + (u.shape[-1],)), rtol=1e-4, atol=1e-5)
+    assert_same(vh @ vh.mT, torch.eye(vh.shape[-2]).expand(vh.shape[:-1] + (vh.shape[-2],)), rtol=1e-4, atol=1e-5)
+    assert_same(u[..., :k] @ torch.diag_embed(s) @ vh[..., :k, :], a, rtol=1e-4, atol=1e-5)
+    check(lambda a: sign_free(torch.linalg.svd(a.double(), full_matrices=False)[0]), a)
+    # Gradients: of the values, and of u diag(s) vh (sign-free).
+    check_grad(torch.linalg.svdvals, a, rtol=1e-3, atol=1e-4)
+    check_grad(lambda a: (lambda u, s, vh: u @ torch.diag_embed(s) @ vh)(*torch.linalg.svd(a, full_matrices=False)),
+               a, rtol=1e-3, atol=1e-4)
+
+
+def test_what_is_made_of_the_svd_and_eigh_matches_the_cpu():
+    a = rand(4, 3)
+    rank_two = rand(5, 2) @ rand(2, 4)
+    for m in [a, rank_two]:
+        check(torch.linalg.pinv, m, rtol=1e-3, atol=1e-4)
+        check(torch.linalg.matrix_rank, m)
+        check(lambda m: torch.linalg.matrix_norm(m, "nuc"), m, rtol=1e-4, atol=1e-5)
+        check(lambda m: torch.linalg.matrix_norm(m, 2), m, rtol=1e-4, atol=1e-5)
+    check(torch.linalg.cond, a, rtol=1e-3, atol=1e-4)  # a singular matrix's is rounding noise
+    s = rank_two @ rank_two.T  # symmetric, rank 2
+    check(lambda s: torch.linalg.matrix_rank(s, hermitian=True), s)
+    check(lambda s: torch.linalg.pinv(s, hermitian=True), s, rtol=1e-3, atol=1e-4)
+    check_grad(torch.linalg.pinv, a, rtol=1e-3, atol=1e-4)
+
+
+def test_svd_and_eigh_of_empty_input_and_bad_input():
+    check(torch.linalg.svdvals, rand(0, 3, 2))
+    check(torch.linalg.eigvalsh, rand(2, 0, 0))
+    with pytest.raises(RuntimeError, match=r"eigh: the input is int64\[3, 3\], expected float32 or float64"):
+        torch.linalg.eigvalsh(torch.ones(3, 3, dtype=torch.int64, device="tpu"))
+    with pytest.raises(RuntimeError, match="square"):
+        torch.linalg.eigh(rand(3, 4).to("tpu"))
+    next_op_works()

@@ -5,7 +5,7 @@
 use super::{arity, int_only};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::op::{HouseholderOutput, LuOutput};
+use crate::op::{EighOutput, HouseholderOutput, LuOutput};
 use crate::shape::TensorType;
 
 /// `a` is a batch of float32/float64 matrices [..., m, n].
@@ -100,6 +100,20 @@ pub(super) fn householder(
             shape.push(a.shape[r - 2].min(a.shape[r - 1]));
             a.with_shape(shape.into())
         }
+    })
+}
+
+pub(super) fn eigh(
+    op: &'static str,
+    output: EighOutput,
+    inputs: &[TensorType],
+) -> Result<TensorType> {
+    arity(op, inputs, 1)?;
+    let a = &inputs[0];
+    square_matrices(op, "the input", a)?;
+    Ok(match output {
+        EighOutput::Vectors => a.clone(),
+        EighOutput::Values => a.with_shape(a.shape[..a.rank() - 1].into()),
     })
 }
 

@@ -106,6 +106,7 @@ impl Op {
             }
             Op::LuPermutation { rows } => linalg::lu_permutation(op, *rows, inputs),
             Op::Householder { output } => linalg::householder(op, *output, inputs),
+            Op::Eigh { output, .. } => linalg::eigh(op, *output, inputs),
             Op::ApplyHouseholder { left, .. } => linalg::apply_householder(op, *left, inputs),
             Op::TriangularSolve { left, .. } => linalg::triangular_solve(op, *left, inputs),
             Op::Softmax { dim } | Op::LogSoftmax { dim } => {

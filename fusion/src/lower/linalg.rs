@@ -23,10 +23,14 @@
 //!   one by one in a loop (ascending or descending as the product needs).
 //! - TriangularSolve: `stablehlo.triangular_solve`, which never reads the
 //!   other triangle of `a`.
+//! - Eigh: XLA's `Eigh` custom call (`lower, sort, max sweeps, tolerance`),
+//!   which every XLA backend expands: cyclic Jacobi sweeps on the CPU and
+//!   GPU until the off-diagonal norm is below the dtype's epsilon times the
+//!   Frobenius norm; eigenvalues sorted ascending, vectors in columns.
 
 use super::{Cmp, Emitter, V};
 use crate::dtype::DType;
-use crate::op::{HouseholderOutput, LuOutput};
+use crate::op::{EighOutput, HouseholderOutput, LuOutput};
 use crate::scalar::Scalar;
 use crate::shape::TensorType;
 
@@ -44,6 +48,39 @@ pub(super) fn cholesky(e: &mut Emitter, a: &V, upper: bool) -> V {
     let inside = e.compare(if upper { Cmp::Le } else { Cmp::Ge }, &row, &col);
     let zero = e.splat(0, &factor);
     e.select(&inside, &factor, &zero)
+}
+
+/// Jacobi sweeps at most (JAX's choice; a float32 matrix converges in well
+/// under 20).
+const EIGH_MAX_SWEEPS: u32 = 100;
+
+pub(super) fn eigh(e: &mut Emitter, a: &V, lower: bool, output: EighOutput) -> V {
+    let r = a.ty.rank();
+    let values = a.ty.with_shape(a.ty.shape[..r - 1].into());
+    if a.ty.numel() == 0 {
+        return match output {
+            EighOutput::Values => e.constant(Scalar::Float(0.0), values),
+            EighOutput::Vectors => a.clone(),
+        };
+    }
+    let tolerance = match a.ty.dtype {
+        DType::F64 => f64::EPSILON,
+        _ => f64::from(f32::EPSILON),
+    };
+    let results = e.multi_op(
+        "stablehlo.custom_call",
+        &[a],
+        &format!(
+            "call_target_name = \"Eigh\", backend_config = \"{},1,{EIGH_MAX_SWEEPS},{tolerance:e}\"",
+            u8::from(lower)
+        ),
+        &[a.ty.clone(), values],
+    );
+    let [vectors, values] = <[V; 2]>::try_from(results).expect("two results");
+    match output {
+        EighOutput::Values => values,
+        EighOutput::Vectors => vectors,
+    }
 }
 
 /// (row, col) indices of `a`'s matrices, int32 of its shape.
@@ -491,7 +528,7 @@ mod tests {
     use crate::dtype::DType;
     use crate::graph::Graph;
     use crate::lower::lower;
-    use crate::op::Op;
+    use crate::op::{EighOutput, Op};
     use crate::shape::TensorType;
 
     fn lowered(op: Op, inputs: &[TensorType]) -> String {
@@ -532,5 +569,29 @@ mod tests {
             text.contains("left_side = false, lower = false, unit_diagonal = true, transpose_a = #stablehlo<transpose TRANSPOSE>"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn eigh_is_xlas_custom_call_with_its_configuration() {
+        let a = TensorType::new(DType::F32, &[2, 3, 3]);
+        let op = |output| Op::Eigh {
+            lower: false,
+            output,
+        };
+        let text = lowered(op(EighOutput::Values), std::slice::from_ref(&a));
+        assert!(
+            text.contains(
+                "call_target_name = \"Eigh\", backend_config = \"0,1,100,1.1920928955078125e-7\""
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("-> (tensor<2x3x3xf32>, tensor<2x3xf32>)"),
+            "{text}"
+        );
+        // An empty batch needs no decomposition.
+        let empty = TensorType::new(DType::F64, &[0, 3, 3]);
+        let text = lowered(op(EighOutput::Values), &[empty]);
+        assert!(!text.contains("Eigh"), "{text}");
     }
 }

@@ -265,6 +265,23 @@ impl Emitter {
             .collect()
     }
 
+    /// Emits an op of several results (no regions).
+    pub fn multi_op(
+        &mut self,
+        name: &str,
+        operands: &[&V],
+        attrs: &str,
+        results: &[TensorType],
+    ) -> Vec<V> {
+        let id = self.op_start(name, results.len());
+        self.write_operands(operands);
+        self.out.push(')');
+        if !attrs.is_empty() {
+            let _ = write!(self.out, " {{{attrs}}}");
+        }
+        self.op_end(id, operands, results)
+    }
+
     /// Emits an op with one region whose block takes `arg_types` and returns
     /// what `body` gives.
     pub fn region_op(
@@ -781,6 +798,7 @@ fn lower_op(e: &mut Emitter, op: &Op, inputs: &[V], out: TensorType) -> V {
         Op::Polynomial(kind) => polynomial::polynomial(e, *kind, &inputs[0], &inputs[1]),
         Op::LuPermutation { .. } => linalg::lu_permutation(e, &inputs[0], out),
         Op::Householder { output } => linalg::householder(e, &inputs[0], *output),
+        Op::Eigh { lower, output } => linalg::eigh(e, &inputs[0], *lower, *output),
         Op::ApplyHouseholder { left, transpose } => {
             linalg::apply_householder(e, inputs, *left, *transpose)
         }

@@ -5,7 +5,7 @@
 //! and float64, batched over the leading dims.
 
 use fusion::shape::broadcast_shapes;
-use fusion::{DType, HouseholderOutput, LuOutput, Op};
+use fusion::{DType, EighOutput, HouseholderOutput, LuOutput, Op};
 
 use super::Tensor;
 use crate::error::Result;
@@ -207,4 +207,201 @@ impl Tensor {
         let rows = if complete { m } else { k };
         Ok((q, factors.narrow(-2, 0, rows)?.triu(0)?))
     }
+}
+
+impl Tensor {
+    /// Eigendecomposition of symmetric matrices [..., n, n]
+    /// (`torch.linalg.eigh(self, UPLO="U" if upper else "L")`): (eigenvalues
+    /// [..., n] ascending, orthonormal eigenvectors [..., n, n] in columns);
+    /// only the `upper` (or lower) triangle is read.
+    ///
+    /// XLA's own decomposition (cyclic Jacobi), which stops once its
+    /// off-diagonal norm, computed as a difference of two nearly equal
+    /// norms, rounds to zero: at about `sqrt(eps)` of the matrix's norm, so
+    /// its vectors are good to `sqrt(eps) / gap`. Hence float32 matrices are
+    /// decomposed in float64 (`sqrt(eps)` of float64 is below float32's
+    /// eps), and float64 vectors get one step of Ogita and Aishima's
+    /// refinement (2018), which squares their error for every eigenvalue
+    /// separated from the others by more than the error.
+    #[track_caller]
+    pub fn eigh(&self, upper: bool) -> Result<(Tensor, Tensor)> {
+        let (values, vectors) = self.eigh_parts(upper, true)?;
+        Ok((values, vectors.expect("asked for the vectors")))
+    }
+
+    /// The eigenvalues of [`Tensor::eigh`], ascending, without its vectors
+    /// (`torch.linalg.eigvalsh`).
+    #[track_caller]
+    pub fn eigvalsh(&self, upper: bool) -> Result<Tensor> {
+        Ok(self.eigh_parts(upper, false)?.0)
+    }
+
+    fn eigh_parts(&self, upper: bool, with_vectors: bool) -> Result<(Tensor, Option<Tensor>)> {
+        let eigh = |a: &Tensor, output| {
+            a.op(
+                Op::Eigh {
+                    lower: !upper,
+                    output,
+                },
+                &[],
+            )
+        };
+        let narrow = self.dtype() == DType::F32 && self.numel() > 0;
+        let a = if narrow {
+            self.to_dtype(DType::F64)?
+        } else {
+            self.clone()
+        };
+        let values = eigh(&a, EighOutput::Values)?;
+        if !with_vectors {
+            let values = if narrow {
+                values.to_dtype(DType::F32)?
+            } else {
+                values
+            };
+            return Ok((values, None));
+        }
+        let vectors = eigh(&a, EighOutput::Vectors)?;
+        if narrow {
+            return Ok((
+                values.to_dtype(DType::F32)?,
+                Some(vectors.to_dtype(DType::F32)?),
+            ));
+        }
+        let vectors = if self.dtype() == DType::F64 && self.numel() > 0 {
+            refine_eigenvectors(&symmetric(self, upper)?, &values, &vectors)?
+        } else {
+            vectors
+        };
+        Ok((values, Some(vectors)))
+    }
+
+    /// Singular value decomposition of matrices [..., m, n]
+    /// (`torch.linalg.svd`): (u [..., m, k], s [..., k] descending, vh
+    /// [..., k, n]) with `self == u @ diag(s) @ vh`, k = min(m, n); with
+    /// `full_matrices`, u [..., m, m] and vh [..., n, n].
+    ///
+    /// Made of XLA's symmetric eigendecomposition, as no plugin has an SVD
+    /// op: the eigenvalues of `[[0, a], [a^T, 0]]` are `±s` (and |m - n|
+    /// zeros), so s is accurate to `eps * |a|` as LAPACK's; the eigenvectors
+    /// of `+s_i` are `[u_i; v_i] / sqrt(2)`. Where s has zeros, those halves
+    /// are no basis, so each of u and v is made orthonormal by a Householder
+    /// QR (which keeps the columns that already are, up to the sign R's
+    /// diagonal undoes) and completed by it for `full_matrices`.
+    #[track_caller]
+    pub fn svd(&self, full_matrices: bool) -> Result<(Tensor, Tensor, Tensor)> {
+        let (s, vectors) = self.svd_parts(true)?;
+        let vectors = vectors.expect("asked for the vectors");
+        let r = self.rank();
+        let (m, n) = (self.shape()[r - 2], self.shape()[r - 1]);
+        let halves = vectors.mul(std::f64::consts::SQRT_2)?;
+        let u = orthonormal(&halves.narrow(-2, 0, m)?, full_matrices)?;
+        let v = orthonormal(&halves.narrow(-2, m, n)?, full_matrices)?;
+        Ok((u, s, v.transpose(-2, -1)?))
+    }
+
+    /// The singular values of matrices [..., m, n], descending
+    /// (`torch.linalg.svdvals`): [`Tensor::svd`]'s s, without its vectors.
+    #[track_caller]
+    pub fn svdvals(&self) -> Result<Tensor> {
+        Ok(self.svd_parts(false)?.0)
+    }
+
+    /// s of [`Tensor::svd`] and, with `vectors`, the eigenvectors of the
+    /// k largest eigenvalues of `[[0, a], [a^T, 0]]` [..., m + n, k].
+    fn svd_parts(&self, vectors: bool) -> Result<(Tensor, Option<Tensor>)> {
+        let r = self.rank();
+        if r < 2 {
+            // Inference names the op and what it expected.
+            self.op(
+                Op::Eigh {
+                    lower: true,
+                    output: EighOutput::Values,
+                },
+                &[],
+            )?;
+        }
+        let (m, n) = (self.shape()[r - 2], self.shape()[r - 1]);
+        let k = m.min(n);
+        let block = |rows: i64, cols: i64| {
+            let mut shape = self.shape()[..r - 2].to_vec();
+            shape.extend([rows, cols]);
+            self.device().zeros(&shape, self.dtype())
+        };
+        let top = Tensor::cat(&[&block(m, m)?, self], -1)?;
+        let bottom = Tensor::cat(&[&self.transpose(-2, -1)?, &block(n, n)?], -1)?;
+        let (values, eigenvectors) =
+            Tensor::cat(&[&top, &bottom], -2)?.eigh_parts(false, vectors)?;
+        // The k largest, descending; a zero singular value may come out as
+        // a tiny negative eigenvalue.
+        let s = values.narrow(-1, m + n - k, k)?.flip(&[-1])?.abs()?;
+        let vectors = eigenvectors
+            .map(|v| v.narrow(-1, m + n - k, k)?.flip(&[-1]))
+            .transpose()?;
+        Ok((s, vectors))
+    }
+}
+
+/// Orthonormal columns spanning those of `x` [..., p, k] in order (k <= p):
+/// Householder QR's q with each column's sign that of R's diagonal, so a
+/// column already orthonormal to the ones before it comes back unchanged;
+/// with `complete`, q [..., p, p].
+fn orthonormal(x: &Tensor, complete: bool) -> Result<Tensor> {
+    let r = x.rank();
+    let k = x.shape()[r - 1];
+    let (q, upper) = x.qr(complete)?;
+    let eye = x.device().eye(k, k, x.dtype())?;
+    let diagonal = upper.narrow(-2, 0, k)?.mul(&eye)?.sum(&[-2], false)?;
+    // +1 where the diagonal is >= 0, else -1; the completion's columns keep
+    // their sign.
+    let sign = diagonal.lt(0.0)?.to_dtype(x.dtype())?.mul(-2.0)?.add(1.0)?;
+    let columns = q.shape()[r - 1];
+    let sign = if columns > k {
+        let mut shape = sign.shape().to_vec();
+        *shape.last_mut().expect("rank >= 1") = columns - k;
+        let ones = x.device().ones(&shape, x.dtype())?;
+        Tensor::cat(&[&sign, &ones], -1)?
+    } else {
+        sign
+    };
+    q.mul(&sign.unsqueeze(-2)?)
+}
+
+/// The symmetric matrices whose `upper` (or lower) triangle `a` holds.
+fn symmetric(a: &Tensor, upper: bool) -> Result<Tensor> {
+    let (part, strict) = if upper {
+        (a.triu(0)?, a.triu(1)?)
+    } else {
+        (a.tril(0)?, a.tril(-1)?)
+    };
+    part.add(&strict.transpose(-2, -1)?)
+}
+
+/// One step of Ogita and Aishima's refinement of approximate eigenvectors
+/// `x` (columns) of the symmetric `a` with eigenvalues `w` ("Iterative
+/// refinement for symmetric eigenvalue decomposition", 2018): with
+/// `r = I - x^T x` and `s = x^T a x`, `x + x e` where `e[i][j] = (s[i][j] +
+/// w[j] r[i][j]) / (w[j] - w[i])` for eigenvalues farther apart than the
+/// error bound `2 (|s - diag(w)| + |a| |r|)`, else `r[i][j] / 2` (which
+/// only restores orthonormality within a cluster).
+fn refine_eigenvectors(a: &Tensor, w: &Tensor, x: &Tensor) -> Result<Tensor> {
+    let n = x.shape()[x.rank() - 1];
+    let eye = x.device().eye(n, n, x.dtype())?;
+    let xt = x.transpose(-2, -1)?;
+    let r = eye.sub(&xt.matmul(x)?)?;
+    let s = xt.matmul(&a.matmul(x)?)?;
+    let (row, col) = (w.unsqueeze(-1)?, w.unsqueeze(-2)?);
+    let off = s.sub(&eye.mul(&row)?)?;
+    let frobenius = |t: &Tensor| t.vector_norm(2.0, &[-2, -1], true);
+    let bound = frobenius(&off)?
+        .add(&frobenius(a)?.mul(&frobenius(&r)?)?)?
+        .mul(2.0)?;
+    let gap = col.sub(&row)?;
+    let separated = gap.abs()?.gt(&bound)?;
+    // The divisor where a pair is not separated is never used; 1 keeps it
+    // finite.
+    let divisor = Tensor::where_(&separated, &gap, 1.0)?;
+    let apart = s.add(&r.mul(&col)?)?.div(&divisor)?;
+    let e = Tensor::where_(&separated, &apart, &r.mul(0.5)?)?;
+    x.add(&x.matmul(&e)?)
 }
