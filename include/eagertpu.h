@@ -383,7 +383,16 @@ etpu_status etpu_check_distributed_store(int64_t timeout_ms);
   X(digamma, FLOAT, out) \
   X(asinh, FLOAT, out) \
   X(acosh, FLOAT, out) \
-  X(atanh, FLOAT, out)
+  X(atanh, FLOAT, out) \
+  X(i0, FLOAT, out) \
+  X(special_i0e, FLOAT, out) \
+  X(special_i1, FLOAT, out) \
+  X(special_i1e, FLOAT, out) \
+  X(special_modified_bessel_i0, FLOAT, out) \
+  X(special_modified_bessel_i1, FLOAT, out) \
+  X(special_ndtri, FLOAT, out) \
+  X(special_log_ndtr, FLOAT, out) \
+  X(special_erfcx, FLOAT, out)
 #define ETPU_BINARY_OPS(X) \
   X(add, PROMOTED, none, none) \
   X(sub, PROMOTED_NUMERIC, none, none) \
@@ -407,7 +416,9 @@ etpu_status etpu_check_distributed_store(int64_t timeout_ms);
   X(bitwise_and, INTEGRAL, Tensor_out, none) \
   X(bitwise_or, INTEGRAL, Tensor_out, none) \
   X(bitwise_xor, INTEGRAL, Tensor_out, none) \
-  X(polygamma, FLOAT, none, none)
+  X(polygamma, FLOAT, none, none) \
+  X(special_zeta, FLOAT, out, none) \
+  X(nextafter, FLOAT_OPERANDS, out, none)
 /* END elementwise op lists */
 
 /* op: a name of ETPU_UNARY_OPS. */

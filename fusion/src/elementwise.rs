@@ -46,6 +46,8 @@ pub enum BinaryResult {
     Bool,
     /// The promoted dtype, which must be an integer or bool (bitwise ops).
     Integral,
+    /// The promoted dtype, which must be a float (nextafter).
+    FloatOperands,
 }
 
 /// Hands the unary op table to `$callback!`: per op, its doc comment, then
@@ -103,6 +105,24 @@ macro_rules! for_each_unary_op {
             Acosh acosh Float out,
             /// The inverse hyperbolic tangent (+-inf at +-1, NaN beyond).
             Atanh atanh Float out,
+            /// The modified Bessel function of the first kind, order 0.
+            I0 i0 Float out,
+            /// `e^-|x| i0(x)`.
+            SpecialI0e special_i0e Float out,
+            /// The modified Bessel function of the first kind, order 1.
+            SpecialI1 special_i1 Float out,
+            /// `e^-|x| i1(x)`.
+            SpecialI1e special_i1e Float out,
+            /// `i0` under `torch.special`'s other name.
+            SpecialModifiedBesselI0 special_modified_bessel_i0 Float out,
+            /// `special_i1` under `torch.special`'s other name.
+            SpecialModifiedBesselI1 special_modified_bessel_i1 Float out,
+            /// The standard normal quantile (the inverse of its CDF).
+            SpecialNdtri special_ndtri Float out,
+            /// The log of the standard normal CDF, accurate in both tails.
+            SpecialLogNdtr special_log_ndtr Float out,
+            /// The scaled complementary error function `e^(x^2) erfc(x)`.
+            SpecialErfcx special_erfcx Float out,
         }
     };
 }
@@ -142,6 +162,10 @@ macro_rules! for_each_binary_op {
             /// `polygamma(n, x)`, the n-th derivative of digamma (n a
             /// non-negative integer, the left operand).
             Polygamma polygamma Float none none,
+            /// The Hurwitz zeta function `sum_k (k + q)^-x` of (x, q).
+            SpecialZeta special_zeta Float out none,
+            /// The next float after the first operand towards the second.
+            Nextafter nextafter FloatOperands out none,
         }
     };
 }

@@ -372,3 +372,53 @@ def test_orthogonal_polynomials_match_the_cpu(fn, dtype):
     check(lambda x: fn(x, 6), x, rtol=1e-4, atol=1e-4)  # n a number
     check(lambda x, n: fn(x, n), x, torch.tensor([2, 0, 11, 3, 1, 8, 5, 7, 9, 4]), rtol=1e-4, atol=1e-4)  # int n
     check(fn, torch.tensor(0.25, dtype=dtype), torch.tensor(10.0, dtype=dtype), rtol=1e-4, atol=1e-4)  # 0-d
+
+
+BESSEL_AND_NORMAL = {
+    "i0": torch.i0,
+    "i0e": torch.special.i0e,
+    "i1": torch.special.i1,
+    "i1e": torch.special.i1e,
+    "modified_bessel_i0": torch.special.modified_bessel_i0,
+    "modified_bessel_i1": torch.special.modified_bessel_i1,
+    "erfcx": torch.special.erfcx,
+    "log_ndtr": torch.special.log_ndtr,
+}
+
+
+@pytest.mark.parametrize("name", list(BESSEL_AND_NORMAL))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_bessel_and_normal_functions_match_the_cpu(name, dtype):
+    fn = BESSEL_AND_NORMAL[name]
+    # Both sides of each method switch (40 for the Bessel functions, -20 and
+    # 0 for log_ndtr, 12 for erfcx), tiny arguments, NaN; within float32's
+    # range (PyTorch's float32 i0 overflows at 88.7 where I0 does not).
+    x = torch.tensor([0.0, -0.0, 1e-20, 1e-5, 0.5, -1.5, 3.0, 11.9, 12.1, -19.9, -20.1, 25.0, 39.9, 40.1, -60.0,
+                      80.0, float("nan")], dtype=dtype)
+    x = torch.cat([x, torch.linspace(-30, 30, 121, dtype=dtype)])
+    # erfcx grows as e^(x^2) below 0: PyTorch's float32 e^(x^2) carries x^2's
+    # float32 rounding (about 1e-5 relative at x = -20).
+    rtol = 3e-5 if (name == "erfcx" and dtype == torch.float32) else None
+    check(fn, x, rtol=rtol)
+    check_grad(fn, rand(6, dtype=dtype) * 4, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_ndtri_zeta_and_nextafter_match_the_cpu(dtype):
+    p = torch.cat([torch.rand(50, dtype=dtype),
+                   torch.tensor([0.0, 1.0, 0.5, 1e-30, 1e-12, 0.999, -0.5, 1.5, float("nan")], dtype=dtype)])
+    check(torch.special.ndtri, p)
+    check_grad(torch.special.ndtri, torch.rand(6, dtype=dtype) * 0.9 + 0.05, rtol=1e-4, atol=1e-6)
+    x = torch.tensor([2.0, 3.0, 1.5, 1.0, 0.5, 2.5, 2.0, 4.0], dtype=dtype)
+    q = torch.tensor([1.0, 0.5, 4.0, 2.0, 2.0, -3.0, -1.5, 0.0], dtype=dtype)
+    check(torch.special.zeta, x, q)
+    check(lambda x: torch.special.zeta(x, 2.0), x)
+    a, b = rand(20, dtype=dtype), rand(20, dtype=dtype)
+    check(torch.nextafter, a, b)
+    check(torch.nextafter, a, a)
+
+
+def test_nextafter_of_integers_is_an_error_naming_the_op():
+    i = torch.ones(3, dtype=torch.int64, device="tpu")
+    with pytest.raises(RuntimeError, match="nextafter"):
+        torch.nextafter(i, i)

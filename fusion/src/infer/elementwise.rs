@@ -60,6 +60,10 @@ pub(super) fn binary(op: &'static str, b: BinaryOp, inputs: &[TensorType]) -> Re
             return Err(unsupported(op, compute, "integer or bool tensors"));
         }
         BinaryResult::Integral => compute,
+        BinaryResult::FloatOperands if !compute.is_float() => {
+            return Err(unsupported(op, compute, "float tensors"));
+        }
+        BinaryResult::FloatOperands => compute,
     };
     Ok(TensorType { dtype: out, shape })
 }

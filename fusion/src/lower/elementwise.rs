@@ -1,7 +1,7 @@
 //! Elementwise ops: operands are converted to the compute dtype and broadcast
 //! to the output shape first.
 
-use super::{Cmp, Emitter, V};
+use super::{Cmp, Emitter, V, special};
 use crate::dtype::DType;
 use crate::infer::binary_compute_dtype;
 use crate::op::{BinaryOp, UnaryOp};
@@ -81,6 +81,13 @@ pub(super) fn unary(e: &mut Emitter, u: UnaryOp, x: &V, out: TensorType) -> V {
         Asinh => wide_unary(e, "chlo.asinh", &xf),
         Acosh => wide_unary(e, "chlo.acosh", &xf),
         Atanh => wide_unary(e, "chlo.atanh", &xf),
+        I0 | SpecialModifiedBesselI0 => special::bessel_i0(e, &xf, false),
+        SpecialI0e => special::bessel_i0(e, &xf, true),
+        SpecialI1 | SpecialModifiedBesselI1 => special::bessel_i1(e, &xf, false),
+        SpecialI1e => special::bessel_i1(e, &xf, true),
+        SpecialNdtri => special::ndtri(e, &xf),
+        SpecialLogNdtr => special::log_ndtr(e, &xf),
+        SpecialErfcx => special::erfcx(e, &xf),
     }
 }
 
@@ -120,7 +127,7 @@ fn operand(e: &mut Emitter, x: &V, dtype: DType, shape: &[i64]) -> V {
 pub(super) fn binary(e: &mut Emitter, b: BinaryOp, l: &V, r: &V, out: TensorType) -> V {
     use BinaryOp::*;
     let compute = match b {
-        Div | Atan2 | Polygamma => out.dtype,
+        Div | Atan2 | Polygamma | SpecialZeta => out.dtype,
         LogicalAnd | LogicalOr | LogicalXor => DType::Bool,
         _ => binary_compute_dtype(&l.ty, &r.ty),
     };
@@ -153,6 +160,8 @@ pub(super) fn binary(e: &mut Emitter, b: BinaryOp, l: &V, r: &V, out: TensorType
         LogicalOr | BitOr => e.binary("stablehlo.or", &a, &c),
         LogicalXor | BitXor => e.binary("stablehlo.xor", &a, &c),
         Polygamma => polygamma(e, &a, &c),
+        SpecialZeta => zeta(e, &a, &c, out.dtype),
+        Nextafter => e.binary("chlo.next_after", &a, &c),
     }
 }
 
@@ -231,6 +240,25 @@ fn wide_binary(e: &mut Emitter, name: &str, a: &V, b: &V) -> V {
         return e.convert(&r, d);
     }
     e.binary(name, a, b)
+}
+
+/// The Hurwitz zeta function, `chlo.zeta` in float64, with PyTorch's (and
+/// Cephes') value at the poles q = 0, -1, -2, ... for x > 1: +inf (CHLO
+/// gives NaN there).
+fn zeta(e: &mut Emitter, x: &V, q: &V, out: DType) -> V {
+    let (x, q) = (e.convert(x, DType::F64), e.convert(q, DType::F64));
+    let z = e.binary("chlo.zeta", &x, &q);
+    let zero = e.splat(0.0, &q);
+    let one = e.splat(1.0, &x);
+    let floor = e.unary("stablehlo.floor", &q);
+    let integral = e.compare(Cmp::Eq, &q, &floor);
+    let not_positive = e.compare(Cmp::Le, &q, &zero);
+    let converges = e.compare(Cmp::Gt, &x, &one);
+    let pole = e.binary("stablehlo.and", &integral, &not_positive);
+    let pole = e.binary("stablehlo.and", &pole, &converges);
+    let inf = e.splat(f64::INFINITY, &z);
+    let z = e.select(&pole, &inf, &z);
+    e.convert(&z, out)
 }
 
 /// Python-style modulo: `stablehlo.remainder` has the dividend's sign; move a

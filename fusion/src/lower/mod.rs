@@ -23,6 +23,7 @@ mod pool;
 mod random;
 mod reduce;
 mod scan;
+mod special;
 mod view;
 
 use std::fmt::{self, Write};

@@ -1,0 +1,291 @@
+//! Special functions of `torch.special` that StableHLO and CHLO lack, from
+//! their mathematical definitions (nothing here is a table of fitted
+//! coefficients):
+//!
+//! - the modified Bessel functions I0 and I1, scaled (`i0e`, `i1e`) or not:
+//!   below [`BESSEL_ASYMPTOTIC_FROM`], their integrals over a period,
+//!   `e^-a I_n(a) = (1/pi) int_0^pi e^(a (cos t - 1)) cos(n t) dt`, by the
+//!   trapezoidal rule, exact for a periodic analytic integrand up to the
+//!   Fourier modes it aliases (`I_64(40) / I_0(40)` is below 1e-22); I1's
+//!   terms are paired so that no two cancel (each pair an `expm1`), which
+//!   keeps its relative accuracy at tiny arguments. Above, the asymptotic
+//!   series `e^-a I_n(a) ~ (2 pi a)^(-1/2) sum_k prod_j ((2j-1)^2 - 4n^2) /
+//!   (8 j a)`, whose twelfth term is below 1e-15 there;
+//! - `ndtri`, the normal quantile: a first guess from `erf_inv` (or, deep in
+//!   the tail, from `q ~ phi(x) / |x|`), then Newton steps on `ndtr(x) = q`
+//!   with `ndtr` from `erfc`, on the lower half (`q = min(p, 1 - p)`, exact),
+//!   so the tails keep their relative accuracy;
+//! - `log_ndtr`: `log1p(-erfc(x / sqrt 2) / 2)` above 0, `log(erfc(-x /
+//!   sqrt 2) / 2)` down to -20, the asymptotic series of the Mills ratio
+//!   below;
+//! - `erfcx`, `e^(x^2) erfc(x)`: directly below 12, its asymptotic series
+//!   above (where `erfc` underflows).
+//!
+//! Each computes in float64 and rounds to the result's dtype.
+
+use super::{Cmp, Emitter, V};
+use crate::dtype::DType;
+
+/// Where the Bessel functions switch from the integral to the series.
+const BESSEL_ASYMPTOTIC_FROM: f64 = 40.0;
+/// Trapezoid intervals over [0, pi].
+const BESSEL_INTERVALS: usize = 32;
+/// Terms of the asymptotic series.
+const BESSEL_TERMS: usize = 12;
+
+/// Computes `f` of `x` in float64, rounded back to `x`'s dtype.
+fn in_f64(e: &mut Emitter, x: &V, f: impl FnOnce(&mut Emitter, &V) -> V) -> V {
+    let wide = e.convert(x, DType::F64);
+    let r = f(e, &wide);
+    e.convert(&r, x.ty.dtype)
+}
+
+/// `a * c + d` for constants c and d.
+fn affine(e: &mut Emitter, a: &V, c: f64, d: f64) -> V {
+    let scaled = e.binary_const("stablehlo.multiply", a, c);
+    e.binary_const("stablehlo.add", &scaled, d)
+}
+
+/// `sum_k coefficients[k] * t^k` by Horner's rule.
+fn polynomial(e: &mut Emitter, t: &V, coefficients: &[f64]) -> V {
+    let mut value = e.splat(coefficients[coefficients.len() - 1], t);
+    for &c in coefficients.iter().rev().skip(1) {
+        let scaled = e.mul(&value, t);
+        value = e.binary_const("stablehlo.add", &scaled, c);
+    }
+    value
+}
+
+/// `e^-a I_n(a)` for a >= 0 (float64), n = 0 or 1.
+fn bessel_i_scaled(e: &mut Emitter, n: u32, a: &V) -> V {
+    let intervals = BESSEL_INTERVALS as f64;
+    let step = std::f64::consts::PI / intervals;
+    // cos(t) - 1 = -2 sin^2(t / 2), without cancellation.
+    let c = |j: usize| -2.0 * (j as f64 * step / 2.0).sin().powi(2);
+    let integral = if n == 0 {
+        // Every term is positive: sum them as they come (t = 0 gives 1).
+        let mut sum = e.splat(0.5, a);
+        for j in 1..=BESSEL_INTERVALS {
+            let weight = if j == BESSEL_INTERVALS { 0.5 } else { 1.0 };
+            let exponent = e.binary_const("stablehlo.multiply", a, c(j));
+            let term = e.unary("stablehlo.exponential", &exponent);
+            let term = e.binary_const("stablehlo.multiply", &term, weight);
+            sum = e.add(&sum, &term);
+        }
+        sum
+    } else {
+        // t_j and t_(N - j) pair up: cos(t_j) e^(a c_j) - cos(t_j) e^(a
+        // c_(N - j)) = -cos(t_j) e^(a c_j) expm1(-2 a cos(t_j)); the two
+        // ends give -expm1(-2 a) / 2, the middle (cos = 0) nothing.
+        let minus_two_a = e.binary_const("stablehlo.multiply", a, -2.0);
+        let ends = e.unary("stablehlo.exponential_minus_one", &minus_two_a);
+        let mut sum = e.binary_const("stablehlo.multiply", &ends, -0.5);
+        for j in 1..BESSEL_INTERVALS.div_ceil(2) {
+            let cos = (j as f64 * step).cos();
+            let exponent = e.binary_const("stablehlo.multiply", a, c(j));
+            let decay = e.unary("stablehlo.exponential", &exponent);
+            let spread = e.binary_const("stablehlo.multiply", a, -2.0 * cos);
+            let difference = e.unary("stablehlo.exponential_minus_one", &spread);
+            let term = e.mul(&decay, &difference);
+            let term = e.binary_const("stablehlo.multiply", &term, -cos);
+            sum = e.add(&sum, &term);
+        }
+        sum
+    };
+    let integral = e.binary_const("stablehlo.multiply", &integral, 1.0 / intervals);
+    // The series in 1 / a, from a term ratio ((2k-1)^2 - 4n^2) / (8k).
+    let mu = 4.0 * f64::from(n * n);
+    let mut coefficients = vec![1.0];
+    for k in 1..BESSEL_TERMS {
+        let odd = (2 * k - 1) as f64;
+        let previous = coefficients[k - 1];
+        coefficients.push(previous * (odd * odd - mu) / (8.0 * k as f64));
+    }
+    let one = e.splat(1.0, a);
+    let inverse = e.div(&one, a);
+    let series = polynomial(e, &inverse, &coefficients);
+    let two_pi_a = e.binary_const("stablehlo.multiply", a, std::f64::consts::TAU);
+    let scale = e.unary("stablehlo.rsqrt", &two_pi_a);
+    let asymptotic = e.mul(&series, &scale);
+    let far = e.splat(BESSEL_ASYMPTOTIC_FROM, a);
+    let is_far = e.compare(Cmp::Gt, a, &far);
+    e.select(&is_far, &asymptotic, &integral)
+}
+
+/// `torch.special.i0e` (`scaled`) or `torch.i0`.
+pub(super) fn bessel_i0(e: &mut Emitter, x: &V, scaled: bool) -> V {
+    in_f64(e, x, |e, x| {
+        let a = e.unary("stablehlo.abs", x);
+        let s = bessel_i_scaled(e, 0, &a);
+        if scaled {
+            return s;
+        }
+        let growth = e.unary("stablehlo.exponential", &a);
+        let value = e.mul(&s, &growth);
+        // At infinity the scaled value is 0 and e^a infinite.
+        let inf = e.splat(f64::INFINITY, x);
+        let infinite = e.compare(Cmp::Eq, &a, &inf);
+        e.select(&infinite, &inf, &value)
+    })
+}
+
+/// `torch.special.i1e` (`scaled`) or `torch.special.i1`: odd.
+pub(super) fn bessel_i1(e: &mut Emitter, x: &V, scaled: bool) -> V {
+    in_f64(e, x, |e, x| {
+        let a = e.unary("stablehlo.abs", x);
+        let magnitude = bessel_i_scaled(e, 1, &a);
+        let magnitude = if scaled {
+            magnitude
+        } else {
+            let growth = e.unary("stablehlo.exponential", &a);
+            let value = e.mul(&magnitude, &growth);
+            let inf = e.splat(f64::INFINITY, x);
+            let infinite = e.compare(Cmp::Eq, &a, &inf);
+            e.select(&infinite, &inf, &value)
+        };
+        // x's sign (and -0 stays -0: magnitude is 0 there).
+        let zero = e.splat(0.0, x);
+        let negative = e.compare(Cmp::Lt, x, &zero);
+        let flipped = e.unary("stablehlo.negate", &magnitude);
+        let signed = e.select(&negative, &flipped, &magnitude);
+        let is_zero = e.compare(Cmp::Eq, x, &zero);
+        e.select(&is_zero, x, &signed)
+    })
+}
+
+/// The standard normal CDF from `erfc`, accurate in the lower tail.
+fn ndtr(e: &mut Emitter, x: &V) -> V {
+    let scaled = e.binary_const("stablehlo.multiply", x, -std::f64::consts::FRAC_1_SQRT_2);
+    let erfc = e.unary("chlo.erfc", &scaled);
+    e.binary_const("stablehlo.multiply", &erfc, 0.5)
+}
+
+/// Below this lower-tail probability the first guess of `ndtri` comes from
+/// the tail's asymptotics instead of `erf_inv` (whose argument `2q - 1`
+/// keeps less of q than that).
+const NDTRI_TAIL: f64 = 1e-10;
+const NDTRI_NEWTON_STEPS: usize = 3;
+
+/// `torch.special.ndtri`: x with `ndtr(x) = p`.
+pub(super) fn ndtri(e: &mut Emitter, p: &V) -> V {
+    in_f64(e, p, |e, p| {
+        let half = e.splat(0.5, p);
+        let upper = e.compare(Cmp::Gt, p, &half);
+        let complement = affine(e, p, -1.0, 1.0);
+        let q = e.select(&upper, &complement, p);
+        // Guesses: sqrt(2) erf_inv(2q - 1), or from q ~ phi(x) / |x|:
+        // x^2 ~ t - ln t - ln(2 pi) with t = -2 ln q.
+        let centered = affine(e, &q, 2.0, -1.0);
+        let inverse = e.unary("chlo.erf_inv", &centered);
+        let central = e.binary_const("stablehlo.multiply", &inverse, std::f64::consts::SQRT_2);
+        let log_q = e.unary("stablehlo.log", &q);
+        let t = e.binary_const("stablehlo.multiply", &log_q, -2.0);
+        let log_t = e.unary("stablehlo.log", &t);
+        let squared = e.sub(&t, &log_t);
+        let squared = e.binary_const("stablehlo.add", &squared, -(std::f64::consts::TAU).ln());
+        let root = e.unary("stablehlo.sqrt", &squared);
+        let tail = e.unary("stablehlo.negate", &root);
+        let threshold = e.splat(NDTRI_TAIL, p);
+        let in_tail = e.compare(Cmp::Lt, &q, &threshold);
+        let mut x = e.select(&in_tail, &tail, &central);
+        for _ in 0..NDTRI_NEWTON_STEPS {
+            // x -= (ndtr(x) - q) / phi(x)
+            let residual = ndtr(e, &x);
+            let residual = e.sub(&residual, &q);
+            let x2 = e.mul(&x, &x);
+            let exponent = e.binary_const("stablehlo.multiply", &x2, -0.5);
+            let density = e.unary("stablehlo.exponential", &exponent);
+            let density = e.binary_const(
+                "stablehlo.multiply",
+                &density,
+                1.0 / std::f64::consts::TAU.sqrt(),
+            );
+            let step = e.div(&residual, &density);
+            x = e.sub(&x, &step);
+        }
+        let flipped = e.unary("stablehlo.negate", &x);
+        let x = e.select(&upper, &flipped, &x);
+        // The ends and outside [0, 1] (Newton has nothing to work with).
+        let zero = e.splat(0.0, p);
+        let one = e.splat(1.0, p);
+        let at_zero = e.compare(Cmp::Eq, p, &zero);
+        let at_one = e.compare(Cmp::Eq, p, &one);
+        let below = e.compare(Cmp::Lt, p, &zero);
+        let above = e.compare(Cmp::Gt, p, &one);
+        let neg_inf = e.splat(f64::NEG_INFINITY, p);
+        let inf = e.splat(f64::INFINITY, p);
+        let nan = e.splat(f64::NAN, p);
+        let x = e.select(&at_zero, &neg_inf, &x);
+        let x = e.select(&at_one, &inf, &x);
+        let x = e.select(&below, &nan, &x);
+        e.select(&above, &nan, &x)
+    })
+}
+
+/// Below this, `log_ndtr` takes the asymptotic series.
+const LOG_NDTR_SERIES_BELOW: f64 = -20.0;
+/// Above this, `erfcx` takes the asymptotic series.
+const ERFCX_SERIES_FROM: f64 = 12.0;
+/// Terms of the Mills ratio series `sum_k (-1)^k (2k-1)!! / x^(2k)`.
+const MILLS_TERMS: usize = 11;
+
+/// `sum_k (-1)^k (2k-1)!! u^k` (the Mills ratio series in `u`).
+fn mills_series(e: &mut Emitter, u: &V) -> V {
+    let mut coefficients = vec![1.0];
+    for k in 1..MILLS_TERMS {
+        let previous: f64 = coefficients[k - 1];
+        coefficients.push(-previous * (2 * k - 1) as f64);
+    }
+    polynomial(e, u, &coefficients)
+}
+
+/// `torch.special.log_ndtr`.
+pub(super) fn log_ndtr(e: &mut Emitter, x: &V) -> V {
+    in_f64(e, x, |e, x| {
+        // Above 0: log1p(-erfc(x / sqrt 2) / 2).
+        let scaled = e.binary_const("stablehlo.multiply", x, std::f64::consts::FRAC_1_SQRT_2);
+        let upper_tail = e.unary("chlo.erfc", &scaled);
+        let upper_tail = e.binary_const("stablehlo.multiply", &upper_tail, -0.5);
+        let positive = e.unary("stablehlo.log_plus_one", &upper_tail);
+        // Down to -20: log(ndtr(x)).
+        let cdf = ndtr(e, x);
+        let middle = e.unary("stablehlo.log", &cdf);
+        // Below: -x^2/2 - ln(-x) - ln(2 pi)/2 + ln(series(1 / x^2)).
+        let x2 = e.mul(x, x);
+        let one = e.splat(1.0, x);
+        let u = e.div(&one, &x2);
+        let series = mills_series(e, &u);
+        let log_series = e.unary("stablehlo.log", &series);
+        let minus_x = e.unary("stablehlo.negate", x);
+        let log_minus_x = e.unary("stablehlo.log", &minus_x);
+        let quadratic = affine(e, &x2, -0.5, -0.5 * std::f64::consts::TAU.ln());
+        let far = e.sub(&quadratic, &log_minus_x);
+        let far = e.add(&far, &log_series);
+        let zero = e.splat(0.0, x);
+        let is_positive = e.compare(Cmp::Gt, x, &zero);
+        let threshold = e.splat(LOG_NDTR_SERIES_BELOW, x);
+        let is_far = e.compare(Cmp::Lt, x, &threshold);
+        let near = e.select(&is_positive, &positive, &middle);
+        e.select(&is_far, &far, &near)
+    })
+}
+
+/// `torch.special.erfcx`: `e^(x^2) erfc(x)`.
+pub(super) fn erfcx(e: &mut Emitter, x: &V) -> V {
+    in_f64(e, x, |e, x| {
+        let x2 = e.mul(x, x);
+        let growth = e.unary("stablehlo.exponential", &x2);
+        let erfc = e.unary("chlo.erfc", x);
+        let direct = e.mul(&growth, &erfc);
+        // 1 / (x sqrt(pi)) series(1 / (2 x^2)).
+        let two_x2 = e.binary_const("stablehlo.multiply", &x2, 2.0);
+        let one = e.splat(1.0, x);
+        let u = e.div(&one, &two_x2);
+        let series = mills_series(e, &u);
+        let x_root_pi = e.binary_const("stablehlo.multiply", x, std::f64::consts::PI.sqrt());
+        let far = e.div(&series, &x_root_pi);
+        let threshold = e.splat(ERFCX_SERIES_FROM, x);
+        let is_far = e.compare(Cmp::Gt, x, &threshold);
+        e.select(&is_far, &far, &direct)
+    })
+}
