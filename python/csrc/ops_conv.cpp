@@ -324,7 +324,8 @@ at::Tensor unfold_blocks(const at::Tensor& self, at::IntArrayRef kernel_size, at
   Blocks b = blocks("im2col", h, w, kernel_size, dilation, padding, stride);
   at::Tensor padded = at::constant_pad_nd(x, {b.pw, b.pw, b.ph, b.ph}, 0);
   int64_t padded_w = w + 2 * b.pw;
-  at::Tensor plane = padded.reshape({n, c, -1});
+  // Explicit sizes: an empty batch makes -1 ambiguous.
+  at::Tensor plane = padded.reshape({n, c, (h + 2 * b.ph) * padded_w});
   at::Tensor cols = at::index_select(plane, 2, block_indices(b, padded_w, self)).reshape({n, c * b.kh * b.kw, b.oh * b.ow});
   return batched ? cols : cols.squeeze(0);
 }
@@ -358,7 +359,7 @@ at::Tensor fold_blocks(const at::Tensor& self, c10::SymIntArrayRef output_size_s
   int64_t n = cols.size(0), c = cols.size(1) / per_block;
   int64_t padded_h = h + 2 * b.ph, padded_w = w + 2 * b.pw;
   at::Tensor plane = at::zeros({n, c, padded_h * padded_w}, cols.options());
-  plane.index_add_(2, block_indices(b, padded_w, cols), cols.reshape({n, c, -1}));
+  plane.index_add_(2, block_indices(b, padded_w, cols), cols.reshape({n, c, per_block * b.oh * b.ow}));
   at::Tensor image = plane.reshape({n, c, padded_h, padded_w})
                          .narrow(2, b.ph, h)
                          .narrow(3, b.pw, w)

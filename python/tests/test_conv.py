@@ -164,6 +164,9 @@ def test_unfold_and_fold_match_the_cpu_with_gradients(kw):
     cols = F.unfold(rand(2, 3, 7, 6), **kw)
     check(lambda c: F.fold(c, (7, 6), **kw), cols)
     check_grad(lambda c: F.fold(c, (7, 6), **kw), cols)
+    # An empty batch.
+    check(lambda t: F.unfold(t, **kw), rand(0, 3, 7, 6))
+    check(lambda c: F.fold(c, (7, 6), **kw), cols[:0])
 
 
 def test_unfold_and_fold_refuse_what_the_cpu_refuses():
