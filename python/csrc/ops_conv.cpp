@@ -369,12 +369,12 @@ at::Tensor fold_blocks(const at::Tensor& self, c10::SymIntArrayRef output_size_s
 
 // -------------------------------------------------------- adaptive pooling ----
 //
-// Adaptive average pooling to (oh, ow): output row i averages input rows
-// [floor(i*h/oh), ceil((i+1)*h/oh)). When the sizes divide, that is average
-// pooling with kernel = stride = h/oh (exact, the runtime's avg_pool); else
-// each dim is averaged by a matrix product with its [out, in] averaging
-// matrix, in float32, built on the device. (Global pooling is PyTorch's
-// mean and never reaches here.)
+// Adaptive average pooling of the last N (2 or 3) dims to `output_size`:
+// output index i of a dim averages input [floor(i*in/out), ceil((i+1)*in/out)).
+// When the sizes divide, that is average pooling with kernel = stride =
+// in/out (exact, the runtime's avg_pool); else each dim is averaged by a
+// matrix product with its [out, in] averaging matrix, in float32, built on
+// the device. (Global pooling is PyTorch's mean and never reaches here.)
 
 at::Tensor averaging_matrix(int64_t in, int64_t out, const at::Tensor& like) {
   auto longs = like.options().dtype(at::kLong);
@@ -386,51 +386,112 @@ at::Tensor averaging_matrix(int64_t in, int64_t out, const at::Tensor& like) {
   return inside.to(at::kFloat) / (end - start).to(at::kFloat);
 }
 
-std::array<int64_t, 2> adaptive_checks(const at::Tensor& self, at::IntArrayRef output_size) {
-  TORCH_CHECK(output_size.size() == 2, "adaptive_avg_pool2d: output_size must be 2, got ", output_size);
-  TORCH_CHECK(self.dim() == 3 || self.dim() == 4,
-              "adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got ", self.sizes());
+// PyTorch's checks of adaptive_{avg,max}_pool{2,3}d; the output sizes.
+std::vector<int64_t> adaptive_checks(const char* op, int64_t nd, const at::Tensor& self,
+                                     at::IntArrayRef output_size) {
+  TORCH_CHECK(static_cast<int64_t>(output_size.size()) == nd, op, ": output_size must be ", nd, ", got ",
+              output_size);
+  TORCH_CHECK(self.dim() == nd + 1 || self.dim() == nd + 2, op, "(): Expected ", nd + 1, "D or ", nd + 2,
+              "D tensor, but got ", self.sizes());
   for (int64_t d = 1; d < self.dim(); ++d)
-    TORCH_CHECK(self.size(d) > 0, "adaptive_avg_pool2d(): Expected input to have non-zero size for non-batch "
-                "dimensions, but input has sizes ", self.sizes(), " with dimension ", d, " being empty");
-  TORCH_CHECK(output_size[0] >= 0 && output_size[1] >= 0, "adaptive_avg_pool2d: elements of output_size must be "
-              "greater than or equal to 0 but received {", output_size[0], ", ", output_size[1], "}");
-  return {output_size[0], output_size[1]};
+    TORCH_CHECK(self.size(d) > 0, op, "(): Expected input to have non-zero size for non-batch dimensions, but input "
+                "has sizes ", self.sizes(), " with dimension ", d, " being empty");
+  for (int64_t o : output_size)
+    TORCH_CHECK(o >= 0, op, ": elements of output_size must be greater than or equal to 0 but received ",
+                output_size);
+  return output_size.vec();
 }
 
-bool divides(const at::Tensor& self, std::array<int64_t, 2> out) {
-  int64_t h = self.size(-2), w = self.size(-1);
-  return out[0] > 0 && out[1] > 0 && h % out[0] == 0 && w % out[1] == 0;
+bool divides(const at::Tensor& self, const std::vector<int64_t>& out) {
+  int64_t nd = static_cast<int64_t>(out.size());
+  for (int64_t i = 0; i < nd; ++i) {
+    int64_t in = self.size(self.dim() - nd + i);
+    if (out[i] == 0 || in % out[i] != 0) return false;
+  }
+  return true;
+}
+
+std::vector<int64_t> kernel_of(const at::Tensor& self, const std::vector<int64_t>& out) {
+  int64_t nd = static_cast<int64_t>(out.size());
+  std::vector<int64_t> k;
+  for (int64_t i = 0; i < nd; ++i) k.push_back(self.size(self.dim() - nd + i) / out[i]);
+  return k;
+}
+
+// x (float32) multiplied along `dim` by `m` [out, in] (or, `transposed`, by
+// m^T: the backward).
+at::Tensor along(const at::Tensor& x, int64_t dim, const at::Tensor& m, bool transposed) {
+  return at::movedim(at::matmul(at::movedim(x, dim, -1), transposed ? m : m.t()), -1, dim);
+}
+
+at::Tensor adaptive_avg_pool(const char* op, int64_t nd, const at::Tensor& self, c10::SymIntArrayRef output_size) {
+  OpScope s;
+  auto out = adaptive_checks(op, nd, self, C10_AS_INTARRAYREF_SLOW(output_size));
+  if (divides(self, out)) {
+    auto k = kernel_of(self, out);
+    return nd == 2 ? at::avg_pool2d(self, k) : at::avg_pool3d(self, k);
+  }
+  at::Tensor x = self.to(at::kFloat);
+  for (int64_t i = 0; i < nd; ++i) {
+    int64_t dim = self.dim() - nd + i;
+    x = along(x, dim, averaging_matrix(self.size(dim), out[i], self), false);
+  }
+  return x.to(self.scalar_type());
+}
+
+at::Tensor adaptive_avg_pool_backward(int64_t nd, const at::Tensor& grad_output, const at::Tensor& self) {
+  OpScope s;
+  std::vector<int64_t> out(grad_output.sizes().end() - nd, grad_output.sizes().end());
+  if (divides(self, out)) {
+    auto k = kernel_of(self, out);
+    std::vector<int64_t> zeros(nd, 0);
+    return nd == 2 ? at::avg_pool2d_backward(grad_output, self, k, k, zeros, false, true, std::nullopt)
+                   : at::avg_pool3d_backward(grad_output, self, k, k, zeros, false, true, std::nullopt);
+  }
+  at::Tensor g = grad_output.to(at::kFloat);
+  for (int64_t i = 0; i < nd; ++i) {
+    int64_t dim = self.dim() - nd + i;
+    g = along(g, dim, averaging_matrix(self.size(dim), out[i], self), true);
+  }
+  return g.to(self.scalar_type());
 }
 
 at::Tensor adaptive_avg_pool2d(const at::Tensor& self, c10::SymIntArrayRef output_size) {
-  OpScope s;
-  auto out = adaptive_checks(self, C10_AS_INTARRAYREF_SLOW(output_size));
-  int64_t h = self.size(-2), w = self.size(-1);
-  if (divides(self, out)) return at::avg_pool2d(self, {h / out[0], w / out[1]});
-  at::Tensor rows = averaging_matrix(h, out[0], self), cols = averaging_matrix(w, out[1], self);
-  return at::matmul(at::matmul(rows, self.to(at::kFloat)), cols.t()).to(self.scalar_type());
+  return adaptive_avg_pool("adaptive_avg_pool2d", 2, self, output_size);
 }
 
 at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& self) {
-  OpScope s;
-  std::array<int64_t, 2> out = {grad_output.size(-2), grad_output.size(-1)};
-  int64_t h = self.size(-2), w = self.size(-1);
-  if (divides(self, out)) {
-    std::array<int64_t, 2> k = {h / out[0], w / out[1]};
-    return at::avg_pool2d_backward(grad_output, self, k, k, {0, 0}, false, true, std::nullopt);
-  }
-  at::Tensor rows = averaging_matrix(h, out[0], self), cols = averaging_matrix(w, out[1], self);
-  return at::matmul(at::matmul(rows.t(), grad_output.to(at::kFloat)), cols).to(self.scalar_type());
+  return adaptive_avg_pool_backward(2, grad_output, self);
+}
+
+at::Tensor adaptive_avg_pool3d(const at::Tensor& self, c10::SymIntArrayRef output_size) {
+  return adaptive_avg_pool("adaptive_avg_pool3d", 3, self, output_size);
+}
+
+at::Tensor& adaptive_avg_pool3d_out(const at::Tensor& self, c10::SymIntArrayRef output_size, at::Tensor& out) {
+  at::Tensor r = adaptive_avg_pool3d(self, output_size);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
+at::Tensor adaptive_avg_pool3d_backward(const at::Tensor& grad_output, const at::Tensor& self) {
+  return adaptive_avg_pool_backward(3, grad_output, self);
+}
+
+at::Tensor& adaptive_avg_pool3d_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
+                                             at::Tensor& grad_input) {
+  at::Tensor r = adaptive_avg_pool3d_backward(grad_output, self);
+  at::native::resize_output(grad_input, r.sizes());
+  return grad_input.copy_(r);
 }
 
 // Adaptive max pooling: each bin's elements gathered (a bin shorter than the
 // longest repeats its last element, which changes neither the maximum nor
 // where it first is), then the maximum and its first position, as the flat
-// index in the input plane PyTorch returns.
+// index in the input's spatial dims PyTorch returns.
 
-// Row (or column) `out_i`'s bin positions [out, longest]: start + a, clamped to
-// the bin's last; and the bins' starts and ends [out, 1].
+// Output index i's bin positions [out, longest] along a dim: start + a,
+// clamped to the bin's last; and the bins' starts and ends [out, 1].
 struct Bins {
   at::Tensor positions, start, end;
   int64_t longest;
@@ -447,26 +508,45 @@ Bins bins(int64_t in, int64_t out, const at::Tensor& like) {
   return {positions, start, end, longest};
 }
 
-std::tuple<at::Tensor&, at::Tensor&> adaptive_max_pool2d_out(const at::Tensor& self, at::IntArrayRef output_size,
-                                                             at::Tensor& out, at::Tensor& indices) {
+std::tuple<at::Tensor&, at::Tensor&> adaptive_max_pool_out(const char* op, int64_t nd, const at::Tensor& self,
+                                                           at::IntArrayRef output_size, at::Tensor& out,
+                                                           at::Tensor& indices) {
   OpScope s;
-  auto o = adaptive_checks(self, output_size);
-  TORCH_CHECK(o[0] > 0 && o[1] > 0, "adaptive_max_pool2d: output_size must be positive, got ", output_size);
-  const bool batched = self.dim() == 4;
+  auto o = adaptive_checks(op, nd, self, output_size);
+  for (int64_t v : o) TORCH_CHECK(v > 0, op, ": output_size must be positive, got ", output_size);
+  const bool batched = self.dim() == nd + 2;
   at::Tensor x = batched ? self : self.unsqueeze(0);
-  int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
-  Bins rows = bins(h, o[0], self), cols = bins(w, o[1], self);
-  at::Tensor gathered = at::index_select(at::index_select(x, 2, rows.positions.reshape({-1})), 3,
-                                         cols.positions.reshape({-1}))
-                            .reshape({n, c, o[0], rows.longest, o[1], cols.longest})
-                            .permute({0, 1, 2, 4, 3, 5})
-                            .reshape({n, c, o[0], o[1], rows.longest * cols.longest});
-  auto [values, k] = at::max(gathered, -1);
-  at::Tensor row = at::minimum(rows.start.view({1, 1, o[0], 1}) + at::floor_divide(k, cols.longest),
-                               rows.end.view({1, 1, o[0], 1}) - 1);
-  at::Tensor col = at::minimum(cols.start.view({1, 1, 1, o[1]}) + at::remainder(k, cols.longest),
-                               cols.end.view({1, 1, 1, o[1]}) - 1);
-  at::Tensor flat = row * w + col;
+  int64_t n = x.size(0), c = x.size(1);
+  std::vector<Bins> b;
+  for (int64_t i = 0; i < nd; ++i) b.push_back(bins(x.size(2 + i), o[i], self));
+  // [n, c, o0*L0, o1*L1, ...] -> [n, c, o0, o1, ..., L0*L1*...]
+  at::Tensor g = x;
+  std::vector<int64_t> split = {n, c}, perm = {0, 1}, pooled = {n, c};
+  int64_t window = 1;
+  for (int64_t i = 0; i < nd; ++i) {
+    g = at::index_select(g, 2 + i, b[i].positions.reshape({-1}));
+    split.insert(split.end(), {o[i], b[i].longest});
+    perm.push_back(2 + 2 * i);
+    pooled.push_back(o[i]);
+    window *= b[i].longest;
+  }
+  for (int64_t i = 0; i < nd; ++i) perm.push_back(3 + 2 * i);
+  pooled.push_back(window);
+  g = g.reshape(split).permute(perm).reshape(pooled);
+  auto [values, k] = at::max(g, -1);
+  // k's position in the window, one dim at a time from the last; the flat
+  // index over the input's spatial dims.
+  at::Tensor flat = at::zeros_like(k);
+  int64_t stride = 1;
+  for (int64_t i = nd - 1; i >= 0; --i) {
+    std::vector<int64_t> shape(nd + 2, 1);
+    shape[2 + i] = o[i];
+    at::Tensor position = at::minimum(b[i].start.view(shape) + at::remainder(k, b[i].longest),
+                                      b[i].end.view(shape) - 1);
+    k = at::floor_divide(k, b[i].longest);
+    flat = flat + position * stride;
+    stride *= x.size(2 + i);
+  }
   at::native::resize_output(out, batched ? values.sizes() : values.sizes().slice(1));
   at::native::resize_output(indices, out.sizes());
   out.copy_(batched ? values : values.squeeze(0));
@@ -474,21 +554,34 @@ std::tuple<at::Tensor&, at::Tensor&> adaptive_max_pool2d_out(const at::Tensor& s
   return {out, indices};
 }
 
-std::tuple<at::Tensor, at::Tensor> adaptive_max_pool2d(const at::Tensor& self, at::IntArrayRef output_size) {
+std::tuple<at::Tensor&, at::Tensor&> adaptive_max_pool2d_out(const at::Tensor& self, at::IntArrayRef output_size,
+                                                             at::Tensor& out, at::Tensor& indices) {
+  return adaptive_max_pool_out("adaptive_max_pool2d", 2, self, output_size, out, indices);
+}
+
+std::tuple<at::Tensor&, at::Tensor&> adaptive_max_pool3d_out(const at::Tensor& self, at::IntArrayRef output_size,
+                                                             at::Tensor& out, at::Tensor& indices) {
+  return adaptive_max_pool_out("adaptive_max_pool3d", 3, self, output_size, out, indices);
+}
+
+template <int64_t N>
+std::tuple<at::Tensor, at::Tensor> adaptive_max_pool(const at::Tensor& self, at::IntArrayRef output_size) {
   at::Tensor out = at::empty({0}, self.options()), indices = at::empty({0}, self.options().dtype(at::kLong));
-  adaptive_max_pool2d_out(self, output_size, out, indices);
+  adaptive_max_pool_out(N == 2 ? "adaptive_max_pool2d" : "adaptive_max_pool3d", N, self, output_size, out, indices);
   return {out, indices};
 }
 
-at::Tensor& adaptive_max_pool2d_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
-                                             const at::Tensor& indices, at::Tensor& grad_input) {
-  return max_pool_backward_out(2, grad_output, self, indices, grad_input);
+template <int64_t N>
+at::Tensor& adaptive_max_pool_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
+                                           const at::Tensor& indices, at::Tensor& grad_input) {
+  return max_pool_backward_out(N, grad_output, self, indices, grad_input);
 }
 
-at::Tensor adaptive_max_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& self,
-                                        const at::Tensor& indices) {
+template <int64_t N>
+at::Tensor adaptive_max_pool_backward(const at::Tensor& grad_output, const at::Tensor& self,
+                                      const at::Tensor& indices) {
   at::Tensor grad_input = at::empty({0}, self.options());
-  return max_pool_backward_out(2, grad_output, self, indices, grad_input);
+  return max_pool_backward_out(N, grad_output, self, indices, grad_input);
 }
 
 // ------------------------------------------------------------- batch norm ----
@@ -596,10 +689,18 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("im2col.out", im2col_out);
   m.impl("col2im", fold_blocks);
   m.impl("_adaptive_avg_pool2d_backward", adaptive_avg_pool2d_backward);
-  m.impl("adaptive_max_pool2d", adaptive_max_pool2d);
+  m.impl("adaptive_max_pool2d", adaptive_max_pool<2>);
   m.impl("adaptive_max_pool2d.out", adaptive_max_pool2d_out);
-  m.impl("adaptive_max_pool2d_backward", adaptive_max_pool2d_backward);
-  m.impl("adaptive_max_pool2d_backward.grad_input", adaptive_max_pool2d_backward_out);
+  m.impl("adaptive_max_pool2d_backward", adaptive_max_pool_backward<2>);
+  m.impl("adaptive_max_pool2d_backward.grad_input", adaptive_max_pool_backward_out<2>);
+  m.impl("_adaptive_avg_pool3d", adaptive_avg_pool3d);
+  m.impl("_adaptive_avg_pool3d.out", adaptive_avg_pool3d_out);
+  m.impl("_adaptive_avg_pool3d_backward", adaptive_avg_pool3d_backward);
+  m.impl("_adaptive_avg_pool3d_backward.out", adaptive_avg_pool3d_backward_out);
+  m.impl("adaptive_max_pool3d", adaptive_max_pool<3>);
+  m.impl("adaptive_max_pool3d.out", adaptive_max_pool3d_out);
+  m.impl("adaptive_max_pool3d_backward", adaptive_max_pool_backward<3>);
+  m.impl("adaptive_max_pool3d_backward.grad_input", adaptive_max_pool_backward_out<3>);
   m.impl("native_batch_norm", native_batch_norm);
   m.impl("_native_batch_norm_legit", batch_norm_legit);
   m.impl("_native_batch_norm_legit.no_stats", batch_norm_legit_no_stats);

@@ -187,6 +187,21 @@ def test_adaptive_max_pool2d_matches_the_cpu_with_indices_and_gradients(shape, o
     check_grad(lambda x: F.adaptive_max_pool2d(x, out), rand(*shape))
 
 
+@pytest.mark.parametrize("shape,out", [
+    ((2, 3, 4, 8, 6), (2, 4, 3)),  # sizes divide
+    ((1, 2, 5, 7, 5), (3, 3, 2)),  # overlapping, uneven bins
+    ((2, 6, 5, 4), (4, 2, 3)),     # no batch dim
+    ((1, 1, 3, 2, 2), (4, 3, 5)),  # more outputs than inputs
+])
+def test_adaptive_pool3d_matches_the_cpu_with_indices_and_gradients(shape, out):
+    check(lambda x: F.adaptive_avg_pool3d(x, out), rand(*shape))
+    check_grad(lambda x: F.adaptive_avg_pool3d(x, out), rand(*shape))
+    check(lambda x: F.adaptive_max_pool3d(x, out, return_indices=True), rand(*shape))
+    check_grad(lambda x: F.adaptive_max_pool3d(x, out), rand(*shape))
+    with pytest.raises(RuntimeError, match="Expected 4D or 5D tensor"):
+        torch._C._nn.adaptive_avg_pool3d(torch.ones(2, 2, 2, 2, 2, 2, device="tpu"), out)
+
+
 @pytest.mark.parametrize("dims", [1, 2, 3])
 def test_conv_transpose_with_an_output_padding_past_the_stride(dims):
     # output_padding may reach the dilation when it is past the stride: the
