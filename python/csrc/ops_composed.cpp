@@ -5,15 +5,17 @@
 // norm with running-stat updates, max unpooling, 2-d NLL loss, channel
 // shuffle, masked_scatter, histc, cdist and pdist with their gradients,
 // nonzero_static, the multi-class and multi-label margin losses with their
-// gradients, and unique
+// gradients, frexp, the CPU's flash attention entry, and unique
 // and unique_consecutive (one host read of the number of distinct values,
 // as on CUDA).
 #include <ATen/ATen.h>
+#include <ATen/OpMathType.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
 #include <array>
 #include <cmath>
+#include <limits>
 #include <tuple>
 
 #include "backend.h"
@@ -560,12 +562,126 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_consecutive(const at::Tens
   return grouped(flat, starts(flat), std::nullopt, return_inverse, return_counts, self.sizes());
 }
 
+// 2^k for integral-valued float k in the dtype's normal range, exactly: its
+// bits, (k + bias) << mantissa bits, built as an integer.
+at::Tensor power_of_two(const at::Tensor& k) {
+  if (k.scalar_type() == at::kDouble) return ((k.to(at::kLong) + 1023) * (int64_t{1} << 52)).view(at::kDouble);
+  return ((k.to(at::kInt) + 127) * (1 << 23)).view(at::kFloat);
+}
+
+// frexp: x = mantissa * 2^exponent, |mantissa| in [0.5, 1). The exponent
+// from floor(log2|x|) + 1, then corrected by one either way where log2
+// rounded across a power of two; the scaling by 2^-exponent is exact (two
+// exact powers of two, so neither leaves the normal range). Zeros, infinities
+// and NaN keep their value with exponent 0, as the CPU. Half precision
+// computes in float32 (exact both ways).
+std::tuple<at::Tensor&, at::Tensor&> frexp_out(const at::Tensor& self, at::Tensor& mantissa, at::Tensor& exponent) {
+  OpScope s;
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()),
+              "torch.frexp() only supports floating-point dtypes, but got ", self.scalar_type());
+  TORCH_CHECK(mantissa.scalar_type() == self.scalar_type(), "torch.frexp() expects mantissa to have dtype ",
+              self.scalar_type(), " but got ", mantissa.scalar_type());
+  TORCH_CHECK(exponent.scalar_type() == at::kInt, "torch.frexp() expects exponent to have int dtype but got ",
+              exponent.scalar_type());
+  at::Tensor x = self.scalar_type() == at::kDouble ? self : self.to(at::kFloat);
+  at::Tensor regular = at::logical_and(at::isfinite(x), x != 0);
+  at::Tensor a = at::where(regular, x.abs(), at::ones({}, x.options()));
+  at::Tensor e = at::floor(at::log2(a)) + 1;
+  at::Tensor half = at::floor(e / 2);
+  at::Tensor m = x * power_of_two(-half) * power_of_two(half - e);
+  at::Tensor big = m.abs() >= 1;
+  e = at::where(big, e + 1, e);
+  m = at::where(big, m * 0.5, m);
+  at::Tensor small = m.abs() < 0.5;
+  e = at::where(small, e - 1, e);
+  m = at::where(small, m * 2, m);
+  at::native::resize_output(mantissa, self.sizes());
+  at::native::resize_output(exponent, self.sizes());
+  mantissa.copy_(at::where(regular, m, x));
+  exponent.copy_(at::where(regular, e, at::zeros({}, x.options())));
+  return {mantissa, exponent};
+}
+
+// The CPU's flash attention entry (what scaled_dot_product_attention picks
+// on the CPU, and what a graph traced there calls): softmax(q k^T * scale +
+// mask) v, the mask additive (of the query's dtype, as the CPU requires),
+// causal as a lower triangle; and the log-sum-exp of each query's scores [B, H, L] (float).
+std::tuple<at::Tensor, at::Tensor> sdpa_flash_for_cpu(const at::Tensor& query, const at::Tensor& key,
+                                                      const at::Tensor& value, double dropout_p, bool is_causal,
+                                                      const std::optional<at::Tensor>& attn_mask,
+                                                      std::optional<double> scale) {
+  OpScope s;
+  TORCH_CHECK(query.dim() == 4 && key.dim() == 4 && value.dim() == 4,
+              "scaled_dot_product_flash_attention_for_cpu: expected query, key and value of 4 dims, got ",
+              query.sizes(), ", ", key.sizes(), " and ", value.sizes());
+  TORCH_CHECK(!attn_mask.has_value() || !attn_mask->defined() || attn_mask->scalar_type() == query.scalar_type(),
+              "scaled_dot_product_attention_flash_attention: Attention mask is the same data type as query");
+  at::ScalarType math = at::toOpMathType(query.scalar_type());
+  double factor = scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(query.size(-1)));
+  at::Tensor scores = at::matmul(query.to(math), key.to(math).transpose(-2, -1)) * factor;
+  int64_t l = query.size(-2), sk = key.size(-2);
+  if (is_causal) {
+    at::Tensor keep = at::ones({l, sk}, query.options().dtype(at::kBool)).tril();
+    scores = scores.masked_fill(keep.logical_not(), -std::numeric_limits<double>::infinity());
+  }
+  if (attn_mask.has_value() && attn_mask->defined()) {
+    if (attn_mask->scalar_type() == at::kBool)
+      scores = scores.masked_fill(attn_mask->logical_not(), -std::numeric_limits<double>::infinity());
+    else
+      scores = scores + attn_mask->to(math);
+  }
+  at::Tensor lse = at::logsumexp(scores, -1);
+  at::Tensor weights = at::softmax(scores, -1);
+  if (dropout_p > 0) weights = at::dropout(weights, dropout_p, /*train=*/true);
+  at::Tensor out = at::matmul(weights, value.to(math)).to(query.scalar_type());
+  return {out, lse};
+}
+
+// Its backward, from the saved log-sum-exp: p = exp(scores - lse), dv =
+// p^T dout, ds = p * (dout v^T - rowsum(dout * out)), dq = ds k * scale, dk
+// = ds^T q * scale. Dropout's mask is not saved, so a backward through it
+// is refused (the forward with dropout is not differentiable here).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> sdpa_flash_for_cpu_backward(
+    const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+    const at::Tensor& out, const at::Tensor& logsumexp, double dropout_p, bool is_causal,
+    const std::optional<at::Tensor>& attn_mask, std::optional<double> scale) {
+  OpScope s;
+  TORCH_CHECK(dropout_p == 0, "scaled_dot_product_flash_attention_for_cpu_backward on tpu: dropout_p = ", dropout_p,
+              " is not supported (the dropout mask is not saved); use dropout_p = 0 or scaled_dot_product_attention");
+  at::ScalarType math = at::toOpMathType(query.scalar_type());
+  double factor = scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(query.size(-1)));
+  at::Tensor q = query.to(math), k = key.to(math), v = value.to(math), dout = grad_out.to(math);
+  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * factor;
+  int64_t l = query.size(-2), sk = key.size(-2);
+  if (is_causal) {
+    at::Tensor keep = at::ones({l, sk}, query.options().dtype(at::kBool)).tril();
+    scores = scores.masked_fill(keep.logical_not(), -std::numeric_limits<double>::infinity());
+  }
+  if (attn_mask.has_value() && attn_mask->defined()) {
+    if (attn_mask->scalar_type() == at::kBool)
+      scores = scores.masked_fill(attn_mask->logical_not(), -std::numeric_limits<double>::infinity());
+    else
+      scores = scores + attn_mask->to(math);
+  }
+  at::Tensor p = at::exp(scores - logsumexp.to(math).unsqueeze(-1));
+  at::Tensor dv = at::matmul(p.transpose(-2, -1), dout);
+  at::Tensor dp = at::matmul(dout, v.transpose(-2, -1));
+  at::Tensor row = (dout * out.to(math)).sum(-1, /*keepdim=*/true);
+  at::Tensor ds = p * (dp - row);
+  at::Tensor dq = at::matmul(ds, k) * factor;
+  at::Tensor dk = at::matmul(ds.transpose(-2, -1), q) * factor;
+  return {dq.to(query.scalar_type()), dk.to(key.scalar_type()), dv.to(value.scalar_type())};
+}
+
 }  // namespace
 }  // namespace etpu
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   using namespace etpu;
   m.impl("norm.out", norm_out);
+  m.impl("frexp.Tensor_out", frexp_out);
+  m.impl("_scaled_dot_product_flash_attention_for_cpu", sdpa_flash_for_cpu);
+  m.impl("_scaled_dot_product_flash_attention_for_cpu_backward", sdpa_flash_for_cpu_backward);
   m.impl("norm.dtype_out", norm_dtype_out);
   m.impl("aminmax.out", aminmax_out);
   m.impl("round.decimals_out", round_decimals_out);

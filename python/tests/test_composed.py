@@ -170,3 +170,54 @@ def test_multilabel_margin_loss_with_gradients(reduction):
           x, y)
     check_grad(lambda x: F.multilabel_margin_loss(x, y.to(x.device), reduction=reduction), x)
     check_grad(lambda x: F.multilabel_margin_loss(x, y[0].to(x.device), reduction=reduction), x[0])
+
+
+def test_histogram_matches_the_cpu():
+    x = rand(50)
+    x[3] = 1e6  # far out: outside a given range, and widens the default one
+    edges = torch.tensor([-2.0, -0.5, 0.0, 0.25, 3.0])
+    for kwargs in [dict(bins=7), dict(bins=4, range=(-1.0, 1.0)), dict(bins=5, density=True)]:
+        check(lambda t, **kw: torch.histogram(t, **kw), x, **kwargs)
+    check(lambda t, w: torch.histogram(t, bins=3, weight=w), x, rand(50).abs())
+    check(lambda t, e: torch.histogram(t, e), x, edges)
+    # Elements exactly on edges (the last bin is closed), one value only.
+    on_edges = torch.tensor([-1.0, 0.0, 0.5, 1.0, 1.0])
+    check(lambda t: torch.histogram(t, bins=4, range=(-1.0, 1.0)), on_edges)
+    check(lambda t: torch.histogram(t, bins=3), torch.full((4,), 2.0))
+    # Two and three dims, bin counts or edges per dim, weights, density.
+    p = rand(40, 2)
+    check(lambda t: torch.histogramdd(t, bins=[3, 4]), p)
+    check(lambda t, w: torch.histogramdd(t, bins=[2, 3], weight=w, density=True), p, rand(40).abs())
+    check(lambda t: torch.histogramdd(t, bins=[2, 2, 2], range=[-1.0, 1.0, -1.0, 1.0, 0.0, 1.0]), rand(6, 5, 3))
+    check(lambda t, a, b: torch.histogramdd(t, [a, b]), p, torch.tensor([-1.0, 0.0, 2.0]),
+          torch.tensor([-3.0, -1.0, 0.5, 1.0]))
+    with pytest.raises(RuntimeError, match="not finite"):
+        torch.histogram(torch.tensor([1.0, float("nan")], device="tpu"), bins=3)
+    next_op_works()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_frexp_matches_the_cpu(dtype):
+    x = torch.tensor([0.0, -0.0, 1.0, 0.5, 0.75, -3.0, 1024.0, 1e-30, 3e38, -1e-20, 7.0 - 2**-20,
+                      float("inf"), -float("inf"), float("nan")]).to(dtype)
+    x = torch.cat([x, rand(40, dtype=dtype) * 1000])
+    check(torch.frexp, x)
+    if dtype == torch.float64:
+        check(torch.frexp, torch.tensor([1e300, -2.0**-1000, 2.0**1023], dtype=dtype))
+    with pytest.raises(RuntimeError, match="floating-point"):
+        torch.frexp(torch.ones(2, dtype=torch.int64, device="tpu"))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_cpu_flash_attention_entry_matches_the_cpu_with_gradients(causal):
+    op = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+    q, k, v = rand(2, 3, 4, 8), rand(2, 3, 6, 8), rand(2, 3, 6, 8)
+    check(lambda q, k, v: op(q, k, v, is_causal=causal), q, k, v, rtol=1e-4, atol=1e-5)
+    check(lambda q, k, v: op(q, k, v, scale=0.3), q, k, v, rtol=1e-4, atol=1e-5)
+    check(lambda q, k, v, m: op(q, k, v, attn_mask=m), q, k, v, rand(4, 6), rtol=1e-4, atol=1e-5)
+    check_grad(lambda q, k, v: op(q, k, v, is_causal=causal)[0], q, k, v, rtol=1e-4, atol=1e-5)
+    mask = rand(4, 6)
+    check_grad(lambda q, k, v: op(q, k, v, attn_mask=mask.to(q.device))[0], q, k, v, rtol=1e-4, atol=1e-5)
+    # As the CPU: a mask of another dtype than the query's is refused.
+    with pytest.raises(RuntimeError, match="same data type as query"):
+        op(q.to("tpu"), k.to("tpu"), v.to("tpu"), attn_mask=torch.ones(4, 6, dtype=torch.bool, device="tpu"))
