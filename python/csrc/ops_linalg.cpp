@@ -7,11 +7,15 @@
 // it: householder_product, linalg.qr. The symmetric eigendecomposition and
 // the SVD (the runtime's Tensor::eigh and Tensor::svd, made of XLA's Eigh):
 // eigh, eigvalsh, svd, svdvals and so pinv, matrix_rank, norms of matrices,
-// cond, the low-rank approximations. Their gradients are PyTorch's
+// cond, the low-rank approximations; lstsq, polar and matrix_sqrth made of
+// them, and matrix_exp (scaling and squaring of a Taylor polynomial). Their gradients are PyTorch's
 // formulas, made of these and matmuls. And the cross product, elementwise.
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
+#include <cmath>
+#include <limits>
+#include <string>
 #include <tuple>
 
 #include "backend.h"
@@ -398,6 +402,126 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> linalg_svd_out(const at::Tenso
   return {u, s, vh};
 }
 
+// ------------------------------------ made of the SVD and eigh (at:: calls) ----
+
+// linalg.lstsq as the CPU computes it (its default driver, gelsy, and gelsd,
+// gelss, gels): the minimum-norm least-squares solution from the SVD,
+// singular values below rcond * the largest cut (rcond defaults to eps *
+// max(m, n), as the CPU's); the rank for every driver but gels; the singular
+// values for gelsd and gelss; the residuals (squared, per column of b) when
+// m > n from gels, and from gelsd and gelss when every matrix has full rank.
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> linalg_lstsq_out(
+    const at::Tensor& a, const at::Tensor& b, std::optional<double> rcond, std::optional<c10::string_view> driver,
+    at::Tensor& solution, at::Tensor& residuals, at::Tensor& rank, at::Tensor& singular_values) {
+  OpScope scope;
+  std::string name = driver.has_value() ? std::string(*driver) : "gelsy";
+  TORCH_CHECK(name == "gels" || name == "gelsy" || name == "gelsd" || name == "gelss",
+              "torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)");
+  TORCH_CHECK(a.dim() >= 2, "torch.linalg.lstsq: input must have at least 2 dimensions.");
+  TORCH_CHECK(at::isFloatingType(a.scalar_type()) && a.scalar_type() == b.scalar_type(),
+              "torch.linalg.lstsq: Expected input and b to have the same dtype, a float, but got ", a.scalar_type(),
+              " and ", b.scalar_type());
+  const bool vector = b.dim() == a.dim() - 1;
+  at::Tensor rhs = vector ? b.unsqueeze(-1) : b;
+  int64_t m = a.size(-2), n = a.size(-1);
+  TORCH_CHECK(rhs.size(-2) == m, "torch.linalg.lstsq: input.size(-2) should match other.size(-2)");
+  double eps = a.scalar_type() == at::kDouble ? std::numeric_limits<double>::epsilon()
+                                              : std::numeric_limits<float>::epsilon();
+  double cut = rcond.has_value() && *rcond > 0 ? *rcond : eps * std::max(m, n);
+  auto [u, sv, vh] = at::linalg_svd(a, /*full_matrices=*/false);
+  at::Tensor largest = std::get<0>(at::max(sv, -1, /*keepdim=*/true));
+  at::Tensor kept = sv > largest * cut;
+  at::Tensor inverse = at::where(kept, sv.reciprocal(), at::zeros({}, sv.options()));
+  at::Tensor x = at::matmul(vh.mT(), inverse.unsqueeze(-1) * at::matmul(u.mT(), rhs));
+  at::Tensor r = kept.sum(-1);
+  at::native::resize_output(solution, vector ? x.squeeze(-1).sizes() : x.sizes());
+  solution.copy_(vector ? x.squeeze(-1) : x);
+  if (name != "gels") {
+    at::native::resize_output(rank, r.sizes());
+    rank.copy_(r);
+  } else {
+    at::native::resize_output(rank, {0});
+  }
+  if (name == "gelsd" || name == "gelss") {
+    at::native::resize_output(singular_values, sv.sizes());
+    singular_values.copy_(sv);
+  } else {
+    at::native::resize_output(singular_values, {0});
+  }
+  // As the CPU: residuals when m > n, not from gelsy, and from gelsd and
+  // gelss only when every matrix has full rank (one host read, as the CPU's).
+  bool full = m > n && name != "gelsy" && (name == "gels" || (r == n).all().item<bool>());
+  if (full) {
+    at::Tensor res = (at::matmul(a, x) - rhs).pow(2).sum(-2);
+    // A vector b keeps its one column here, as on the CPU.
+    at::native::resize_output(residuals, res.sizes());
+    residuals.copy_(res);
+  } else {
+    at::native::resize_output(residuals, {0});
+  }
+  return {solution, residuals, rank, singular_values};
+}
+
+// linalg.polar (m >= n): a = u h with u = w vh and h = vh^T diag(s) vh from
+// the reduced SVD a = w diag(s) vh.
+std::tuple<at::Tensor&, at::Tensor&> linalg_polar_out(const at::Tensor& a, at::Tensor& u, at::Tensor& h) {
+  OpScope scope;
+  TORCH_CHECK(a.dim() >= 2 && a.size(-2) >= a.size(-1),
+              "torch.linalg.polar: expected a matrix of shape (*, m, n) with m >= n, but got ", a.sizes());
+  auto [w, sv, vh] = at::linalg_svd(a, /*full_matrices=*/false);
+  at::Tensor unitary = at::matmul(w, vh), positive = at::matmul(vh.mT() * sv.unsqueeze(-2), vh);
+  at::native::resize_output(u, unitary.sizes());
+  at::native::resize_output(h, positive.sizes());
+  u.copy_(unitary);
+  h.copy_(positive);
+  return {u, h};
+}
+
+// linalg.matrix_sqrth: v diag(sqrt(w)) v^T from eigh of the lower triangle.
+at::Tensor& linalg_matrix_sqrth_out(const at::Tensor& a, at::Tensor& out) {
+  OpScope scope;
+  auto [w, v] = at::linalg_eigh(a, "L");
+  at::Tensor root = at::matmul(v * w.sqrt().unsqueeze(-2), v.mT());
+  at::native::resize_output(out, root.sizes());
+  return out.copy_(root);
+}
+
+at::Tensor linalg_matrix_sqrth(const at::Tensor& a) {
+  at::Tensor out = at::empty({0}, a.options());
+  return linalg_matrix_sqrth_out(a, out);
+}
+
+// linalg.matrix_exp by scaling and squaring, in float64: a / 2^s with its
+// 1-norm at most 1/2 (s from the largest norm of the batch, one host read),
+// its Taylor polynomial of degree 16 by Horner's rule (the remainder is below
+// 1e-19), then s squarings.
+at::Tensor linalg_matrix_exp(const at::Tensor& a) {
+  OpScope scope;
+  TORCH_CHECK(a.dim() >= 2 && a.size(-1) == a.size(-2),
+              "linalg.matrix_exp: Expected a square matrix or a batch of square matrices, but got ", a.sizes());
+  TORCH_CHECK(at::isFloatingType(a.scalar_type()), "linalg.matrix_exp: Expected a floating point tensor, got ",
+              a.scalar_type());
+  if (a.numel() == 0) return a.clone();
+  // Narrower floats compute in float64: the squarings multiply the
+  // rounding errors of the polynomial by up to 2^s.
+  at::Tensor wide = a.to(at::kDouble);
+  at::Tensor eye = at::eye(a.size(-1), wide.options()).expand(a.sizes());
+  double norm = wide.abs().sum(-2).amax().item<double>();
+  int squarings = 0;
+  if (std::isfinite(norm) && norm > 0.5) squarings = static_cast<int>(std::ceil(std::log2(norm / 0.5)));
+  at::Tensor x = squarings > 0 ? wide / std::ldexp(1.0, squarings) : wide;
+  at::Tensor t = eye;
+  for (int k = 16; k >= 1; --k) t = eye + at::matmul(x, t) / static_cast<double>(k);
+  for (int i = 0; i < squarings; ++i) t = at::matmul(t, t);
+  return t.to(a.scalar_type());
+}
+
+at::Tensor& linalg_matrix_exp_out(const at::Tensor& a, at::Tensor& out) {
+  at::Tensor r = etpu::linalg_matrix_exp(a);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
 // The cross product of 3-vectors along `dim` (PyTorch's structured meta
 // function broadcast the shapes into `out` and checked the size 3).
 at::Tensor& linalg_cross_out(const at::Tensor& self, const at::Tensor& other, int64_t dim, at::Tensor& out) {
@@ -449,4 +573,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("linalg_qr.out", linalg_qr_out);
   m.impl("_linalg_eigh.eigenvalues", linalg_eigh_out);
   m.impl("_linalg_svd.U", linalg_svd_out);
+  m.impl("linalg_lstsq.out", linalg_lstsq_out);
+  m.impl("linalg_polar.out", linalg_polar_out);
+  m.impl("linalg_matrix_sqrth", linalg_matrix_sqrth);
+  m.impl("linalg_matrix_sqrth.out", linalg_matrix_sqrth_out);
+  m.impl("linalg_matrix_exp", linalg_matrix_exp);
+  m.impl("linalg_matrix_exp.out", linalg_matrix_exp_out);
 }

@@ -69,6 +69,13 @@ RANDOM_SAMPLES = {
     "nn.functional.multi_head_attention_forward": lambda s: bool(s.kwargs.get("training")) and s.args[9] > 0,
 }
 
+# Entries compared with the CPU's float64 result (rounded to float32), with
+# the reason: where the CPU's own float32 result is the less accurate one.
+FLOAT64_REFERENCE = {
+    "matrix_exp": "the CPU's float32 squarings lose accuracy (0.05 off an element of 0.15 in op_db's 5 x 5 "
+    "sample, whose float64 value tpu's float32 result matches to 2e-3 absolute)",
+}
+
 # Entries whose arguments after the input stay on the CPU, as PyTorch
 # requires on every device.
 CPU_ARGUMENTS = {"tensor_split"}
@@ -145,7 +152,12 @@ def run_sample(op, sample, grad):
     # what is not unique (the signs of singular and eigen vectors).
     process = sample.output_process_fn_grad
     try:
-        want = process(op(*args, **sample.kwargs))
+        if entry_name(op) in FLOAT64_REFERENCE:
+            wide = [a.double() if isinstance(a, torch.Tensor) and a.dtype == torch.float32 else a for a in args]
+            want = process(op(*wide, **sample.kwargs))
+            want = type(want)(w.float() for w in want) if isinstance(want, (tuple, list)) else want.float()
+        else:
+            want = process(op(*args, **sample.kwargs))
     except Exception:
         return None, False  # the CPU refuses it too
     if grad:

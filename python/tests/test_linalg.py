@@ -347,3 +347,44 @@ def test_svd_and_eigh_of_empty_input_and_bad_input():
     with pytest.raises(RuntimeError, match="square"):
         torch.linalg.eigh(rand(3, 4).to("tpu"))
     next_op_works()
+
+
+@pytest.mark.parametrize("shape_a,shape_b", [((5, 3), (5, 2)), ((3, 5), (3, 2)), ((2, 4, 4), (2, 4, 1)),
+                                             ((6, 2), (6,))])
+@pytest.mark.parametrize("driver", [None, "gelsd", "gels"])
+def test_lstsq_matches_the_cpu(shape_a, shape_b, driver):
+    a, b = rand(*shape_a), rand(*shape_b)
+    if driver == "gels" and shape_a[-2] < shape_a[-1]:
+        return  # the CPU's gels needs full column rank for a wide matrix's minimum norm
+    check(lambda a, b: torch.linalg.lstsq(a, b, driver=driver), a, b, rtol=1e-4, atol=1e-5)
+    check_grad(lambda a, b: torch.linalg.lstsq(a, b, driver=driver).solution, a, b, rtol=1e-3, atol=1e-4)
+
+
+def test_lstsq_of_a_rank_deficient_matrix_is_the_minimum_norm_solution():
+    a = rand(6, 2) @ rand(2, 4)  # rank 2
+    b = rand(6, 3)
+    check(lambda a, b: torch.linalg.lstsq(a, b, driver="gelsd"), a, b, rtol=1e-3, atol=1e-4)
+    x = torch.linalg.lstsq(a.to("tpu"), b.to("tpu")).solution
+    assert_same(x, torch.linalg.pinv(a) @ b, rtol=1e-3, atol=1e-4)
+    assert torch.linalg.lstsq(a.to("tpu"), b.to("tpu")).rank.item() == 2
+
+
+def test_polar_matrix_sqrth_and_matrix_exp_match_the_cpu():
+    for shape in [(4, 4), (5, 3), (2, 3, 3)]:
+        check(torch.linalg.polar, rand(*shape), rtol=1e-4, atol=1e-5)
+    check_grad(lambda a: torch.linalg.polar(a)[0], rand(4, 3), rtol=1e-3, atol=1e-4)
+    spd_batch = spd(2, n=4)
+    check(torch.linalg.matrix_sqrth, spd_batch, rtol=1e-4, atol=1e-5)
+    root = torch.linalg.matrix_sqrth(spd_batch.to("tpu"))
+    assert_same(root @ root, spd_batch, rtol=1e-4, atol=1e-4)
+    check_grad(lambda a: torch.linalg.matrix_sqrth(a @ a.mT + 4 * torch.eye(4, device=a.device)), rand(4, 4),
+               rtol=1e-3, atol=1e-4)
+    # matrix_exp against the CPU's float64 (its float32 squarings are the
+    # less accurate ones at larger norms), and at small norms in float32.
+    for scale in [0.1, 1.0, 8.0]:
+        a = rand(3, 4, 4) * scale
+        assert_same(torch.linalg.matrix_exp(a.to("tpu")), torch.linalg.matrix_exp(a.double()).float(),
+                    rtol=1e-4, atol=1e-4)
+    check(torch.linalg.matrix_exp, rand(4, 4) * 0.1, rtol=1e-5, atol=1e-6)
+    check(torch.linalg.matrix_exp, rand(3, 3, dtype=torch.float64))
+    check_grad(torch.linalg.matrix_exp, rand(3, 3) * 0.5, rtol=1e-3, atol=1e-4)
