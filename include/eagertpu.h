@@ -392,7 +392,14 @@ etpu_status etpu_check_distributed_store(int64_t timeout_ms);
   X(special_modified_bessel_i1, FLOAT, out) \
   X(special_ndtri, FLOAT, out) \
   X(special_log_ndtr, FLOAT, out) \
-  X(special_erfcx, FLOAT, out)
+  X(special_erfcx, FLOAT, out) \
+  X(special_modified_bessel_k0, FLOAT, out) \
+  X(special_modified_bessel_k1, FLOAT, out) \
+  X(special_scaled_modified_bessel_k0, FLOAT, out) \
+  X(special_scaled_modified_bessel_k1, FLOAT, out) \
+  X(special_bessel_j0, FLOAT, out) \
+  X(special_bessel_j1, FLOAT, out) \
+  X(special_spherical_bessel_j0, FLOAT, out)
 #define ETPU_BINARY_OPS(X) \
   X(add, PROMOTED, none, none) \
   X(sub, PROMOTED_NUMERIC, none, none) \

@@ -291,3 +291,62 @@ fn zeta_and_nextafter() {
         "{e}"
     );
 }
+
+#[test]
+fn bessel_k_and_j_match_reference_values_on_both_sides_of_each_switch() {
+    // (x, K0(x), e^x K1(x)) from mpmath: the tiny-argument forms, both
+    // trapezoids (switch at 2), the asymptotic series (from 25).
+    let k = [
+        (1e-12, 27.746952631586961, 1000000000001.0),
+        (1e-5, 11.628856980944362, 100000.99994435513),
+        (0.3, 1.3724600605442974, 4.1251577622444697),
+        (1.99, 0.1153017675517768, 1.0367396067608633),
+        (2.01, 0.11250436099872802, 1.0302428743356033),
+        (10.0, 1.7780062316167652e-5, 0.41076657059578875),
+        (24.9, 3.8360965209894865e-12, 0.25490238558081708),
+        (25.1, 3.1283127143211216e-12, 0.25385550089505652),
+        (100.0, 4.656628229175902e-45, 0.12579995047957853),
+    ];
+    let x: Vec<f64> = k.iter().map(|r| r.0).collect();
+    let t = Host::new(DType::F64, &[x.len() as i64], x.clone()).tensor();
+    let k0 = values(&t.special_modified_bessel_k0().unwrap());
+    let k1e = values(&t.special_scaled_modified_bessel_k1().unwrap());
+    for (i, &(x, want_k0, want_k1e)) in k.iter().enumerate() {
+        assert_relative("k0", x, k0[i], want_k0, 4e-15);
+        assert_relative("k1e", x, k1e[i], want_k1e, 4e-15);
+    }
+    // (x, J0(x), J1(x)): the power series (below 1), Bessel's integral, the
+    // asymptotic expansion (from 25), negative arguments (J1 is odd).
+    let j = [
+        (1e-12, 1.0, 5.0e-13),
+        (0.5, 0.9384698072408129, 0.24226845767487389),
+        (0.99, 0.76958188096516852, 0.43678289579482478),
+        (1.01, 0.76078097763218857, 0.4432857612090717),
+        (-3.0, -0.26005195490193344, -0.33905895852593646),
+        (7.5, 0.2663396578803784, 0.13524842757970551),
+        (24.9, 0.083245968353015682, -0.13485569953140874),
+        (25.1, 0.10827567149994929, -0.11463478413442273),
+        (-30.0, -0.086367983581040211, 0.11875106261662294),
+        (100.0, 0.019985850304223122, -0.077145352014112158),
+    ];
+    let x: Vec<f64> = j.iter().map(|r| r.0).collect();
+    let t = Host::new(DType::F64, &[x.len() as i64], x.clone()).tensor();
+    let j0 = values(&t.special_bessel_j0().unwrap());
+    let j1 = values(&t.special_bessel_j1().unwrap());
+    for (i, &(x, want_j0, want_j1)) in j.iter().enumerate() {
+        // Absolute near the oscillation's zeros, as every method's.
+        assert!(
+            (j0[i] - want_j0).abs() < 1e-15,
+            "j0({x}) = {}, want {want_j0}",
+            j0[i]
+        );
+        assert_relative("j1", x, j1[i], want_j1, 4e-15);
+    }
+    // The domain's edges, as PyTorch: K is +inf at 0 and NaN below, 0 at
+    // infinity; sin(x)/x is 1 at 0 and 0 at infinity.
+    let edges = Host::new(DType::F64, &[4], vec![0.0, -1.0, f64::INFINITY, f64::NAN]).tensor();
+    let k1 = values(&edges.special_modified_bessel_k1().unwrap());
+    assert!(k1[0] == f64::INFINITY && k1[1].is_nan() && k1[2] == 0.0 && k1[3].is_nan());
+    let s = values(&edges.special_spherical_bessel_j0().unwrap());
+    assert!(s[0] == 1.0 && (s[1] - 1f64.sin()).abs() < 1e-16 && s[2] == 0.0 && s[3].is_nan());
+}

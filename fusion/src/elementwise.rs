@@ -123,6 +123,20 @@ macro_rules! for_each_unary_op {
             SpecialLogNdtr special_log_ndtr Float out,
             /// The scaled complementary error function `e^(x^2) erfc(x)`.
             SpecialErfcx special_erfcx Float out,
+            /// The modified Bessel function of the second kind, order 0.
+            SpecialModifiedBesselK0 special_modified_bessel_k0 Float out,
+            /// The modified Bessel function of the second kind, order 1.
+            SpecialModifiedBesselK1 special_modified_bessel_k1 Float out,
+            /// `e^x K0(x)`.
+            SpecialScaledModifiedBesselK0 special_scaled_modified_bessel_k0 Float out,
+            /// `e^x K1(x)`.
+            SpecialScaledModifiedBesselK1 special_scaled_modified_bessel_k1 Float out,
+            /// The Bessel function of the first kind, order 0.
+            SpecialBesselJ0 special_bessel_j0 Float out,
+            /// The Bessel function of the first kind, order 1.
+            SpecialBesselJ1 special_bessel_j1 Float out,
+            /// `sin(x) / x`.
+            SpecialSphericalBesselJ0 special_spherical_bessel_j0 Float out,
         }
     };
 }

@@ -88,6 +88,13 @@ pub(super) fn unary(e: &mut Emitter, u: UnaryOp, x: &V, out: TensorType) -> V {
         SpecialNdtri => special::ndtri(e, &xf),
         SpecialLogNdtr => special::log_ndtr(e, &xf),
         SpecialErfcx => special::erfcx(e, &xf),
+        SpecialModifiedBesselK0 => special::bessel_k(e, &xf, 0, false),
+        SpecialModifiedBesselK1 => special::bessel_k(e, &xf, 1, false),
+        SpecialScaledModifiedBesselK0 => special::bessel_k(e, &xf, 0, true),
+        SpecialScaledModifiedBesselK1 => special::bessel_k(e, &xf, 1, true),
+        SpecialBesselJ0 => special::bessel_j(e, &xf, 0),
+        SpecialBesselJ1 => special::bessel_j(e, &xf, 1),
+        SpecialSphericalBesselJ0 => special::spherical_bessel_j0(e, &xf),
     }
 }
 

@@ -19,7 +19,18 @@
 //!   sqrt 2) / 2)` down to -20, the asymptotic series of the Mills ratio
 //!   below;
 //! - `erfcx`, `e^(x^2) erfc(x)`: directly below 12, its asymptotic series
-//!   above (where `erfc` underflows).
+//!   above (where `erfc` underflows);
+//! - the modified Bessel functions of the second kind K0 and K1, scaled or
+//!   not: `e^x K_n(x) = int_0^inf e^(-x (cosh t - 1)) cosh(n t) dt`, even and
+//!   analytic in t, so the trapezoidal rule converges geometrically (steps
+//!   of 1/4 to t = 30 up to x = 2, of 1/10 to t = 3.8 up to 25), the
+//!   asymptotic series above 25, and `-ln(x/2) - gamma`, `1/x` below 1e-9;
+//! - the Bessel functions J0 and J1: up to |x| = 25 Bessel's integral
+//!   `J_n(x) = (1/2pi) int_0^2pi cos(n t - x sin t) dt` by the trapezoidal
+//!   rule on 64 points (exact but for the aliased orders n +- 64, whose
+//!   J is below 1e-19 there), Hankel's asymptotic expansion above, the
+//!   power series below 1;
+//! - `spherical_bessel_j0`, `sin(x) / x`.
 //!
 //! Each computes in float64 and rounds to the result's dtype.
 
@@ -287,5 +298,212 @@ pub(super) fn erfcx(e: &mut Emitter, x: &V) -> V {
         let threshold = e.splat(ERFCX_SERIES_FROM, x);
         let is_far = e.compare(Cmp::Gt, x, &threshold);
         e.select(&is_far, &far, &direct)
+    })
+}
+
+/// `e^x K_n(x)` for x > 0 (float64), n = 0 or 1.
+fn bessel_k_scaled(e: &mut Emitter, n: u32, x: &V) -> V {
+    // The trapezoidal rule on [0, steps * h], the first point halved (the
+    // integrand is even).
+    let trapezoid = |e: &mut Emitter, h: f64, steps: usize| {
+        let mut sum = e.splat(0.5, x);
+        for j in 1..=steps {
+            let t = j as f64 * h;
+            let c = 2.0 * (t / 2.0).sinh().powi(2);
+            let exponent = e.binary_const("stablehlo.multiply", x, -c);
+            let term = e.unary("stablehlo.exponential", &exponent);
+            let weight = if n == 0 { 1.0 } else { (t).cosh() };
+            let term = e.binary_const("stablehlo.multiply", &term, weight);
+            sum = e.add(&sum, &term);
+        }
+        e.binary_const("stablehlo.multiply", &sum, h)
+    };
+    let near = trapezoid(e, 0.25, 120);
+    let middle = trapezoid(e, 0.1, 38);
+    // The asymptotic series: term ratio ((4n^2 - (2k-1)^2) / (8k)) / x.
+    let mu = 4.0 * f64::from(n * n);
+    let mut coefficients = vec![1.0];
+    for k in 1..BESSEL_ASYMPTOTIC_TERMS {
+        let odd = (2 * k - 1) as f64;
+        let previous = coefficients[k - 1];
+        coefficients.push(previous * (mu - odd * odd) / (8.0 * k as f64));
+    }
+    let one = e.splat(1.0, x);
+    let inverse = e.div(&one, x);
+    let series = polynomial(e, &inverse, &coefficients);
+    let half_pi = e.splat(std::f64::consts::FRAC_PI_2, x);
+    let half_pi_over_x = e.div(&half_pi, x);
+    let scale = e.unary("stablehlo.sqrt", &half_pi_over_x);
+    let far = e.mul(&series, &scale);
+    // Tiny x: K0 ~ -ln(x/2) - gamma, K1 ~ 1/x (times e^x ~ 1).
+    let tiny = if n == 0 {
+        let half = e.binary_const("stablehlo.multiply", x, 0.5);
+        let log = e.unary("stablehlo.log", &half);
+        affine(e, &log, -1.0, -EULER_GAMMA)
+    } else {
+        inverse
+    };
+    let growth = e.unary("stablehlo.exponential", x);
+    let tiny = e.mul(&tiny, &growth);
+    let two = e.splat(2.0, x);
+    let is_middle = e.compare(Cmp::Gt, x, &two);
+    let value = e.select(&is_middle, &middle, &near);
+    let limit = e.splat(BESSEL_ASYMPTOTIC_FROM_K, x);
+    let is_far = e.compare(Cmp::Gt, x, &limit);
+    let value = e.select(&is_far, &far, &value);
+    let small = e.splat(1e-9, x);
+    let is_tiny = e.compare(Cmp::Lt, x, &small);
+    e.select(&is_tiny, &tiny, &value)
+}
+
+const EULER_GAMMA: f64 = 0.577_215_664_901_532_9;
+/// Where K and J switch to their asymptotic series, and its terms.
+const BESSEL_ASYMPTOTIC_FROM_K: f64 = 25.0;
+const BESSEL_ASYMPTOTIC_TERMS: usize = 18;
+
+/// `torch.special.modified_bessel_k{0,1}` and their `scaled_` forms (times
+/// e^x): +inf at 0, NaN below, 0 at +inf.
+pub(super) fn bessel_k(e: &mut Emitter, x: &V, n: u32, scaled: bool) -> V {
+    in_f64(e, x, |e, x| {
+        let zero = e.splat(0.0, x);
+        let positive = e.compare(Cmp::Gt, x, &zero);
+        // Outside x > 0 the formulas are not evaluated at x: 1 stands in.
+        let one = e.splat(1.0, x);
+        let safe = e.select(&positive, x, &one);
+        let s = bessel_k_scaled(e, n, &safe);
+        let value = if scaled {
+            s
+        } else {
+            let minus = e.unary("stablehlo.negate", &safe);
+            let decay = e.unary("stablehlo.exponential", &minus);
+            e.mul(&s, &decay)
+        };
+        let inf = e.splat(f64::INFINITY, x);
+        let nan = e.splat(f64::NAN, x);
+        let is_zero = e.compare(Cmp::Eq, x, &zero);
+        let at_infinity = e.compare(Cmp::Eq, x, &inf);
+        let value = e.select(&at_infinity, &zero, &value);
+        let value = e.select(&positive, &value, &nan);
+        e.select(&is_zero, &inf, &value)
+    })
+}
+
+/// Points of Bessel's integral for J.
+const BESSEL_J_POINTS: usize = 64;
+const BESSEL_J_ASYMPTOTIC_FROM: f64 = 25.0;
+/// Terms of J's power series below 1 (the 12th is below 1e-25).
+const BESSEL_J_SERIES_TERMS: usize = 12;
+
+/// `torch.special.bessel_j{0,1}`.
+pub(super) fn bessel_j(e: &mut Emitter, x: &V, n: u32) -> V {
+    in_f64(e, x, |e, x| {
+        let a = e.unary("stablehlo.abs", x);
+        // Bessel's integral by the trapezoidal rule over a period.
+        let mut sum = e.splat(0.0, x);
+        for j in 0..BESSEL_J_POINTS {
+            let t = std::f64::consts::TAU * j as f64 / BESSEL_J_POINTS as f64;
+            let phase = e.binary_const("stablehlo.multiply", &a, -t.sin());
+            let phase = e.binary_const("stablehlo.add", &phase, f64::from(n) * t);
+            let term = e.unary("stablehlo.cosine", &phase);
+            sum = e.add(&sum, &term);
+        }
+        let near = e.binary_const("stablehlo.multiply", &sum, 1.0 / BESSEL_J_POINTS as f64);
+        // Hankel: sqrt(2 / (pi a)) (P cos chi - Q sin chi), chi = a - (n/2 +
+        // 1/4) pi, P and Q the even and odd terms of sum_k (-1)^floor(k/2)
+        // c_k / a^k with c_k = prod_(j <= k) (4n^2 - (2j-1)^2) / (k! 8^k).
+        let mu = 4.0 * f64::from(n * n);
+        let mut c = vec![1.0];
+        for k in 1..2 * BESSEL_ASYMPTOTIC_TERMS {
+            let odd = (2 * k - 1) as f64;
+            let previous = c[k - 1];
+            c.push(previous * (mu - odd * odd) / (8.0 * k as f64));
+        }
+        let sign = |k: usize| if (k / 2).is_multiple_of(2) { 1.0 } else { -1.0 };
+        let p: Vec<f64> = (0..BESSEL_ASYMPTOTIC_TERMS)
+            .map(|i| sign(2 * i) * c[2 * i])
+            .collect();
+        let q: Vec<f64> = (0..BESSEL_ASYMPTOTIC_TERMS)
+            .map(|i| sign(2 * i + 1) * c[2 * i + 1])
+            .collect();
+        let one = e.splat(1.0, x);
+        let inverse = e.div(&one, &a);
+        let inverse2 = e.mul(&inverse, &inverse);
+        let p = polynomial(e, &inverse2, &p);
+        let q = polynomial(e, &inverse2, &q);
+        let q = e.mul(&q, &inverse);
+        // cos and sin of chi from those of a (no subtraction of pi/4 in
+        // floating point): chi = a - pi/4 for J0, a - 3pi/4 for J1.
+        let (cos, sin) = (
+            e.unary("stablehlo.cosine", &a),
+            e.unary("stablehlo.sine", &a),
+        );
+        let sum_cs = e.add(&cos, &sin);
+        let difference_sc = e.sub(&sin, &cos);
+        let root_half = std::f64::consts::FRAC_1_SQRT_2;
+        let (cos_chi, sin_chi) = if n == 0 {
+            (
+                e.binary_const("stablehlo.multiply", &sum_cs, root_half),
+                e.binary_const("stablehlo.multiply", &difference_sc, root_half),
+            )
+        } else {
+            (
+                e.binary_const("stablehlo.multiply", &difference_sc, root_half),
+                e.binary_const("stablehlo.multiply", &sum_cs, -root_half),
+            )
+        };
+        let p_cos = e.mul(&p, &cos_chi);
+        let q_sin = e.mul(&q, &sin_chi);
+        let wave = e.sub(&p_cos, &q_sin);
+        let two_over_pi = e.splat(std::f64::consts::FRAC_2_PI, x);
+        let two_over_pi_a = e.div(&two_over_pi, &a);
+        let amplitude = e.unary("stablehlo.sqrt", &two_over_pi_a);
+        let far = e.mul(&amplitude, &wave);
+        // Below 1 the power series sum_k (-1)^k (a/2)^(2k+n) / (k! (k+n)!),
+        // which keeps J1's relative accuracy at tiny arguments.
+        let half = e.binary_const("stablehlo.multiply", &a, 0.5);
+        let quarter_a2 = e.mul(&half, &half);
+        let mut coefficients = vec![1.0];
+        for k in 1..BESSEL_J_SERIES_TERMS {
+            let previous: f64 = coefficients[k - 1];
+            coefficients.push(-previous / (k as f64 * (k as u32 + n) as f64));
+        }
+        let series = polynomial(e, &quarter_a2, &coefficients);
+        let series = if n == 0 {
+            series
+        } else {
+            e.mul(&series, &half)
+        };
+        let limit = e.splat(BESSEL_J_ASYMPTOTIC_FROM, x);
+        let is_far = e.compare(Cmp::Gt, &a, &limit);
+        let value = e.select(&is_far, &far, &near);
+        let one = e.splat(1.0, x);
+        let is_small = e.compare(Cmp::Lt, &a, &one);
+        let value = e.select(&is_small, &series, &value);
+        if n == 0 {
+            return value;
+        }
+        // J1 is odd; J1(+-0) keeps the zero's sign.
+        let zero = e.splat(0.0, x);
+        let negative = e.compare(Cmp::Lt, x, &zero);
+        let flipped = e.unary("stablehlo.negate", &value);
+        let value = e.select(&negative, &flipped, &value);
+        let is_zero = e.compare(Cmp::Eq, x, &zero);
+        e.select(&is_zero, x, &value)
+    })
+}
+
+/// `torch.special.spherical_bessel_j0`: sin(x) / x, 1 at 0, 0 at +-inf.
+pub(super) fn spherical_bessel_j0(e: &mut Emitter, x: &V) -> V {
+    in_f64(e, x, |e, x| {
+        let sin = e.unary("stablehlo.sine", x);
+        let value = e.div(&sin, x);
+        let zero = e.splat(0.0, x);
+        let one = e.splat(1.0, x);
+        let is_zero = e.compare(Cmp::Eq, x, &zero);
+        let a = e.unary("stablehlo.abs", x);
+        let inf = e.splat(f64::INFINITY, x);
+        let infinite = e.compare(Cmp::Eq, &a, &inf);
+        let value = e.select(&is_zero, &one, &value);
+        e.select(&infinite, &zero, &value)
     })
 }
