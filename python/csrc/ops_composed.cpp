@@ -5,7 +5,7 @@
 // norm with running-stat updates, max unpooling, 2-d NLL loss, channel
 // shuffle, masked_scatter, histc, cdist and pdist with their gradients,
 // nonzero_static, the multi-class and multi-label margin losses with their
-// gradients, frexp, the CPU's flash attention entry, and unique
+// gradients, frexp, the CPU's flash attention entry, segment_reduce, and unique
 // and unique_consecutive (one host read of the number of distinct values,
 // as on CUDA).
 #include <ATen/ATen.h>
@@ -673,6 +673,148 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> sdpa_flash_for_cpu_backward(
   return {dq.to(query.scalar_type()), dk.to(key.scalar_type()), dv.to(value.scalar_type())};
 }
 
+// segment_reduce: `data`'s elements along `axis` in consecutive segments of
+// the given lengths (or between offsets), each reduced ("sum", "prod",
+// "max", "min", "mean"), `initial` taking part in every segment; an empty
+// segment is `initial`, else the reduction's identity (NaN for mean). Each
+// element's segment from searchsorted on the lengths' running sum; a
+// scatter reduce into the segments (one more, which takes what lies past the
+// lengths' total, and is dropped).
+struct Segments {
+  at::Tensor ids;     // [*batch, n]: each element's segment
+  at::Tensor counts;  // [*batch, segments]
+  int64_t axis, segments;
+};
+
+Segments segments_of(const at::Tensor& data, const std::optional<at::Tensor>& lengths,
+                     const std::optional<at::Tensor>& offsets, int64_t axis, bool check_total) {
+  // Autograd passes an absent optional as an undefined tensor.
+  bool has_lengths = lengths.has_value() && lengths->defined();
+  bool has_offsets = offsets.has_value() && offsets->defined();
+  TORCH_CHECK(has_lengths != has_offsets, "segment_reduce(): Either lengths or offsets must be defined, and not both");
+  at::Tensor l = has_lengths ? *lengths : at::diff(*offsets, 1, -1);
+  axis = at::maybe_wrap_dim(axis, data.dim());
+  TORCH_CHECK(l.dim() == axis + 1, "segment_reduce(): Expected lengths (or offsets) of ", axis + 1,
+              " dims for axis ", axis, ", got ", l.sizes());
+  int64_t n = data.size(axis), s = l.size(-1);
+  l = l.to(at::kLong);
+  at::Tensor ends = at::cumsum(l, -1);
+  if (check_total && n > 0)
+    TORCH_CHECK((ends.select(-1, s - 1) == n).all().item<bool>(),
+                "segment_reduce(): Expected all rows of lengths along axis to sum to data.size(lengths.dim()-1) "
+                "when !unsafe.");
+  std::vector<int64_t> batch(l.sizes().begin(), l.sizes().end() - 1);
+  std::vector<int64_t> positions_shape = batch;
+  positions_shape.push_back(n);
+  at::Tensor positions = at::arange(n, l.options()).expand(positions_shape).contiguous();
+  at::Tensor ids = at::searchsorted(ends.contiguous(), positions, /*out_int32=*/false, /*right=*/true);
+  std::vector<int64_t> counts_shape = batch;
+  counts_shape.push_back(s + 1);
+  at::Tensor counts = at::zeros(counts_shape, data.options()).scatter_add_(-1, ids, at::ones_like(ids, data.options()));
+  return {ids, counts.narrow(-1, 0, s), axis, s};
+}
+
+// ids [*batch, n] as an index of data's shape along the axis.
+at::Tensor spread_ids(const Segments& g, const at::Tensor& data) {
+  std::vector<int64_t> shape(g.ids.sizes().begin(), g.ids.sizes().end());
+  for (int64_t d = g.axis + 1; d < data.dim(); ++d) shape.push_back(1);
+  return g.ids.view(shape).expand(data.sizes());
+}
+
+// A per-segment tensor [*batch, segments, ...] read at each element's
+// segment (the one past the last reads zero).
+at::Tensor per_element(const Segments& g, const at::Tensor& per_segment, const at::Tensor& data) {
+  at::Tensor padded = at::cat({per_segment, at::zeros_like(per_segment.narrow(g.axis, 0, 1))}, g.axis);
+  return at::gather(padded, g.axis, spread_ids(g, data));
+}
+
+// counts [*batch, segments] broadcast against per-segment values.
+at::Tensor counts_like(const Segments& g, const at::Tensor& per_segment) {
+  std::vector<int64_t> shape(g.counts.sizes().begin(), g.counts.sizes().end());
+  for (int64_t d = g.axis + 1; d < per_segment.dim(); ++d) shape.push_back(1);
+  return g.counts.view(shape);
+}
+
+at::Tensor segment_reduce(const at::Tensor& data, c10::string_view reduce, const std::optional<at::Tensor>& lengths,
+                          const std::optional<at::Tensor>& indices, const std::optional<at::Tensor>& offsets,
+                          int64_t axis, bool unsafe, const std::optional<at::Scalar>& initial) {
+  OpScope scope;
+  TORCH_CHECK(!indices.has_value(), "segment_reduce(): indices based reduction is not supported yet.");
+  Segments g = segments_of(data, lengths, offsets, axis, !unsafe);
+  std::vector<int64_t> shape = data.sizes().vec();
+  shape[g.axis] = g.segments + 1;
+  at::Tensor index = spread_ids(g, data);
+  double inf = std::numeric_limits<double>::infinity();
+  at::Tensor out;
+  if (reduce == "max" || reduce == "min") {
+    bool max = reduce == "max";
+    out = at::full(shape, max ? -inf : inf, data.options())
+              .scatter_reduce(g.axis, index, data, max ? "amax" : "amin", /*include_self=*/false);
+  } else if (reduce == "prod") {
+    out = at::ones(shape, data.options()).scatter_reduce(g.axis, index, data, "prod", /*include_self=*/true);
+  } else if (reduce == "sum" || reduce == "mean") {
+    out = at::zeros(shape, data.options()).scatter_add(g.axis, index, data);
+  } else {
+    TORCH_CHECK(false, "segment_reduce(): reduce must be one of sum, prod, max, min, mean, got ", reduce);
+  }
+  out = out.narrow(g.axis, 0, g.segments);
+  at::Tensor counts = counts_like(g, out);
+  if (initial.has_value()) {
+    at::Tensor init = at::full({}, *initial, data.options());
+    if (reduce == "max") out = at::maximum(out, init);
+    if (reduce == "min") out = at::minimum(out, init);
+    if (reduce == "sum") out = out + init;
+    if (reduce == "prod") out = out * init;
+    if (reduce == "mean") out = at::where(counts == 0, init, (out + init) / counts);
+  } else if (reduce == "mean") {
+    out = out / counts;
+  }
+  return out;
+}
+
+// Its gradient: sum and mean spread the segment's gradient (over the count);
+// max and min give it to the elements equal to the result, shared among
+// ties; prod gives each element the product of the others (the result over
+// the element, or with zeros: the product of the non-zeros to a segment's
+// only zero, nothing else).
+at::Tensor segment_reduce_backward(const at::Tensor& grad, const at::Tensor& output, const at::Tensor& data,
+                                   c10::string_view reduce, const std::optional<at::Tensor>& lengths,
+                                   const std::optional<at::Tensor>& offsets, int64_t axis,
+                                   const std::optional<at::Scalar>& initial) {
+  OpScope scope;
+  Segments g = segments_of(data, lengths, offsets, axis, false);
+  at::Tensor counts = counts_like(g, grad);
+  if (reduce == "sum") return per_element(g, grad, data);
+  if (reduce == "mean") return per_element(g, grad / counts.clamp_min(1), data);
+  if (reduce == "max" || reduce == "min") {
+    at::Tensor hit = (data == per_element(g, output, data)).to(data.scalar_type());
+    std::vector<int64_t> shape = data.sizes().vec();
+    shape[g.axis] = g.segments + 1;
+    at::Tensor ties = at::zeros(shape, data.options())
+                          .scatter_add(g.axis, spread_ids(g, data), hit)
+                          .narrow(g.axis, 0, g.segments);
+    return hit * per_element(g, grad / ties.clamp_min(1), data);
+  }
+  TORCH_CHECK(reduce == "prod", "segment_reduce(): reduce must be one of sum, prod, max, min, mean, got ", reduce);
+  at::Tensor zero = data == 0;
+  at::Tensor index = spread_ids(g, data);
+  std::vector<int64_t> shape = data.sizes().vec();
+  shape[g.axis] = g.segments + 1;
+  at::Tensor zeros_in = at::zeros(shape, data.options())
+                            .scatter_add(g.axis, index, zero.to(data.scalar_type()))
+                            .narrow(g.axis, 0, g.segments);
+  at::Tensor nonzero_product = at::ones(shape, data.options())
+                                   .scatter_reduce(g.axis, index, at::where(zero, at::ones_like(data), data), "prod",
+                                                   /*include_self=*/true)
+                                   .narrow(g.axis, 0, g.segments);
+  if (initial.has_value()) nonzero_product = nonzero_product * initial->toDouble();
+  at::Tensor grad_e = per_element(g, grad, data);
+  at::Tensor others = at::where(zero, at::where(per_element(g, zeros_in, data) == 1,
+                                                per_element(g, nonzero_product, data), at::zeros_like(data)),
+                                per_element(g, output, data) / at::where(zero, at::ones_like(data), data));
+  return grad_e * others;
+}
+
 }  // namespace
 }  // namespace etpu
 
@@ -680,6 +822,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   using namespace etpu;
   m.impl("norm.out", norm_out);
   m.impl("frexp.Tensor_out", frexp_out);
+  m.impl("segment_reduce", segment_reduce);
+  m.impl("_segment_reduce_backward", segment_reduce_backward);
   m.impl("_scaled_dot_product_flash_attention_for_cpu", sdpa_flash_for_cpu);
   m.impl("_scaled_dot_product_flash_attention_for_cpu_backward", sdpa_flash_for_cpu_backward);
   m.impl("norm.dtype_out", norm_dtype_out);

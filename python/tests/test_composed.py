@@ -221,3 +221,22 @@ def test_cpu_flash_attention_entry_matches_the_cpu_with_gradients(causal):
     # As the CPU: a mask of another dtype than the query's is refused.
     with pytest.raises(RuntimeError, match="same data type as query"):
         op(q.to("tpu"), k.to("tpu"), v.to("tpu"), attn_mask=torch.ones(4, 6, dtype=torch.bool, device="tpu"))
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod"])
+def test_segment_reduce_matches_the_cpu_with_gradients(reduce):
+    data = rand(6, 3)
+    data[4, 0] = 0.0  # a zero in a segment (prod's gradient)
+    data[3, 1] = data[2, 1]  # a tie (max/min share the gradient)
+    lengths = torch.tensor([2, 0, 4])
+    for kwargs in [dict(), dict(initial=0.5)]:
+        check(lambda d: torch.segment_reduce(d, reduce, lengths=lengths.to(d.device), **kwargs), data)
+        check(lambda d: torch.segment_reduce(d, reduce, offsets=torch.tensor([0, 2, 2, 6], device=d.device),
+                                             **kwargs), data)
+        check_grad(lambda d: torch.segment_reduce(d, reduce, lengths=lengths.to(d.device), **kwargs), data,
+                   rtol=1e-4, atol=1e-5)
+    # Along axis 1, lengths per row.
+    batched = torch.tensor([[1, 2], [3, 0]])
+    check(lambda d: torch.segment_reduce(d, reduce, lengths=batched.to(d.device), axis=1), rand(2, 3, 2))
+    with pytest.raises(RuntimeError, match="sum to data.size"):
+        torch.segment_reduce(data.to("tpu"), reduce, lengths=torch.tensor([1, 1], device="tpu"))
