@@ -5,7 +5,8 @@
 // norm with running-stat updates, max unpooling, 2-d NLL loss, channel
 // shuffle, masked_scatter, histc, cdist and pdist with their gradients,
 // nonzero_static, the multi-class and multi-label margin losses with their
-// gradients, frexp, the CPU's flash attention entry, segment_reduce, and unique
+// gradients, frexp, the CPU's flash attention entry, segment_reduce,
+// embedding_bag with its gradients, and unique
 // and unique_consecutive (one host read of the number of distinct values,
 // as on CUDA).
 #include <ATen/ATen.h>
@@ -815,6 +816,127 @@ at::Tensor segment_reduce_backward(const at::Tensor& grad, const at::Tensor& out
   return grad_e * others;
 }
 
+// embedding_bag: the rows of `weight` that `indices` pick, reduced per bag
+// (bags start at `offsets`): summed (times per_sample_weights), averaged, or
+// their maximum, padding_idx's rows left out (and not counted); an empty
+// bag is zeros. Also what the backward reads: each index's bag, the bags'
+// sizes, and (max) which index gave each maximum, as the CPU's kernel.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag(
+    const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets, bool scale_grad_by_freq,
+    int64_t mode, bool sparse, const std::optional<at::Tensor>& per_sample_weights, bool include_last_offset,
+    int64_t padding_idx) {
+  OpScope scope;
+  TORCH_CHECK(indices.dim() == 1 && offsets.dim() == 1 && weight.dim() == 2,
+              "embedding_bag: expected 1-d indices and offsets and a 2-d weight, got ", indices.sizes(), ", ",
+              offsets.sizes(), " and ", weight.sizes());
+  TORCH_CHECK(mode >= 0 && mode <= 2, "embedding_bag: mode must be 0 (sum), 1 (mean) or 2 (max), got ", mode);
+  bool has_weights = per_sample_weights.has_value() && per_sample_weights->defined();
+  TORCH_CHECK(!has_weights || mode == 0, "embedding_bag: per_sample_weights was not None. per_sample_weights is "
+              "only supported for mode='sum' (got mode='", mode == 1 ? "mean" : "max", "'). Please open a feature "
+              "request on GitHub.");
+  int64_t n = indices.size(0), bags = include_last_offset ? offsets.size(0) - 1 : offsets.size(0);
+  int64_t d = weight.size(1);
+  auto longs = indices.options().dtype(at::kLong);
+  at::Tensor idx = indices.to(at::kLong);
+  at::Tensor starts = offsets.to(at::kLong).narrow(0, 0, bags).contiguous();
+  at::Tensor bag = at::searchsorted(starts, at::arange(n, longs), /*out_int32=*/false, /*right=*/true) - 1;
+  // With include_last_offset, the last offset ends the last bag: what
+  // follows it is in bag `bags`, which is dropped (and whose gradient, in the
+  // backward, is zero).
+  if (include_last_offset)
+    bag = at::where(at::arange(n, longs) < offsets.to(at::kLong)[bags], bag, at::full({}, bags, longs));
+  at::Tensor valid = padding_idx >= 0 ? idx != padding_idx : at::ones({n}, longs.dtype(at::kBool));
+  at::Tensor rows = at::index_select(weight, 0, idx);
+  if (has_weights) rows = rows * per_sample_weights->unsqueeze(1).to(weight.scalar_type());
+  at::Tensor keep = valid.unsqueeze(1);
+  // One more bag than asked for, dropped at the end.
+  at::Tensor bag_size = at::zeros({bags + 1}, longs).index_add_(0, bag, valid.to(at::kLong)).narrow(0, 0, bags);
+  at::Tensor out, max_indices;
+  if (mode == 2) {
+    double inf = std::numeric_limits<double>::infinity();
+    at::Tensor candidates = at::where(keep, rows, at::full({}, -inf, weight.options()));
+    at::Tensor expanded = bag.unsqueeze(1).expand({n, d});
+    at::Tensor best = at::full({bags + 1, d}, -inf, weight.options())
+                          .scatter_reduce(0, expanded, candidates, "amax", /*include_self=*/true);
+    // The first index reaching each maximum.
+    at::Tensor hit = at::logical_and(keep, candidates == at::gather(best, 0, expanded));
+    at::Tensor position = at::where(hit, at::arange(n, longs).unsqueeze(1), at::full({}, n, longs));
+    at::Tensor first = at::full({bags + 1, d}, n, longs).scatter_reduce(0, expanded, position, "amin", true);
+    at::Tensor padded = at::cat({idx, at::zeros({1}, longs)});
+    max_indices = at::index_select(padded, 0, first.narrow(0, 0, bags).reshape({-1})).reshape({bags, d});
+    out = at::where((bag_size > 0).unsqueeze(1), best.narrow(0, 0, bags), at::zeros({}, weight.options()));
+  } else {
+    out = at::zeros({bags + 1, d}, weight.options())
+              .index_add_(0, bag, at::where(keep, rows, at::zeros_like(rows)))
+              .narrow(0, 0, bags);
+    if (mode == 1) out = out / bag_size.clamp_min(1).unsqueeze(1).to(weight.scalar_type());
+    max_indices = bag_size.clone();
+  }
+  return {out, bag, bag_size, max_indices};
+}
+
+// The weight's gradient: each bag's gradient to the rows its indices picked
+// (over the bag's size for mean, times per_sample_weights for sum, over the
+// index's frequency with scale_grad_by_freq), or for max to the row that
+// gave each maximum; padding_idx's row gets none.
+at::Tensor embedding_bag_dense_backward(const at::Tensor& grad, const at::Tensor& indices,
+                                        const at::Tensor& offset2bag, const at::Tensor& bag_size,
+                                        const at::Tensor& maximum_indices, c10::SymInt num_weights_sym,
+                                        bool scale_grad_by_freq, int64_t mode,
+                                        const std::optional<at::Tensor>& per_sample_weights, int64_t padding_idx) {
+  OpScope scope;
+  int64_t num_weights = num_weights_sym.expect_int(), d = grad.size(1);
+  at::Tensor idx = indices.to(at::kLong);
+  at::Tensor out = at::zeros({num_weights, d}, grad.options());
+  if (mode == 2) {
+    at::Tensor filled = (bag_size > 0).unsqueeze(1).expand({grad.size(0), d});
+    at::Tensor g = at::where(filled, grad, at::zeros({}, grad.options()));
+    at::Tensor rows = at::where(filled, maximum_indices, at::zeros({}, maximum_indices.options()));
+    out = out.scatter_add(0, rows, g);
+  } else {
+    // Indices past the last bag (offset2bag = the number of bags) get zero.
+    at::Tensor padded = at::cat({grad, at::zeros({1, d}, grad.options())});
+    at::Tensor sizes = at::cat({bag_size, at::ones({1}, bag_size.options())});
+    at::Tensor g = at::index_select(padded, 0, offset2bag);
+    if (mode == 1) g = g / at::index_select(sizes, 0, offset2bag).clamp_min(1).unsqueeze(1).to(grad.scalar_type());
+    if (per_sample_weights.has_value() && per_sample_weights->defined())
+      g = g * per_sample_weights->unsqueeze(1).to(grad.scalar_type());
+    if (scale_grad_by_freq) {
+      at::Tensor frequency = at::zeros({num_weights}, grad.options()).index_add_(0, idx, at::ones_like(idx, grad.options()));
+      g = g / at::index_select(frequency, 0, idx).unsqueeze(1);
+    }
+    out = out.index_add(0, idx, g);
+  }
+  if (padding_idx >= 0) out.select(0, padding_idx).zero_();
+  return out;
+}
+
+at::Tensor embedding_bag_backward(const at::Tensor& grad, const at::Tensor& indices, const at::Tensor& offsets,
+                                  const at::Tensor& offset2bag, const at::Tensor& bag_size,
+                                  const at::Tensor& maximum_indices, c10::SymInt num_weights, bool scale_grad_by_freq,
+                                  int64_t mode, bool sparse, const std::optional<at::Tensor>& per_sample_weights,
+                                  int64_t padding_idx) {
+  TORCH_CHECK(!sparse, "embedding_bag: sparse=True gradients are not supported on tpu (no sparse tensors); use "
+              "sparse=False");
+  return embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices, num_weights,
+                                      scale_grad_by_freq, mode, per_sample_weights, padding_idx);
+}
+
+// per_sample_weights' gradient (sum): each index's row dotted with its
+// bag's gradient; padding_idx's entries get zero.
+at::Tensor embedding_bag_per_sample_weights_backward(const at::Tensor& grad, const at::Tensor& weight,
+                                                     const at::Tensor& indices, const at::Tensor& offsets,
+                                                     const at::Tensor& offset2bag, int64_t mode,
+                                                     int64_t padding_idx) {
+  OpScope scope;
+  TORCH_CHECK(mode == 0, "embedding_bag_backward: per_sample_weights only supported for mode='sum'");
+  at::Tensor idx = indices.to(at::kLong);
+  at::Tensor padded = at::cat({grad, at::zeros({1, grad.size(1)}, grad.options())});
+  at::Tensor g = (at::index_select(padded, 0, offset2bag) * at::index_select(weight, 0, idx)).sum(1);
+  if (padding_idx >= 0) g = at::where(idx == padding_idx, at::zeros({}, g.options()), g);
+  return g;
+}
+
 }  // namespace
 }  // namespace etpu
 
@@ -823,6 +945,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("norm.out", norm_out);
   m.impl("frexp.Tensor_out", frexp_out);
   m.impl("segment_reduce", segment_reduce);
+  m.impl("_embedding_bag", embedding_bag);
+  m.impl("_embedding_bag_forward_only", embedding_bag);
+  m.impl("_embedding_bag_dense_backward", embedding_bag_dense_backward);
+  m.impl("_embedding_bag_backward", embedding_bag_backward);
+  m.impl("_embedding_bag_per_sample_weights_backward", embedding_bag_per_sample_weights_backward);
   m.impl("_segment_reduce_backward", segment_reduce_backward);
   m.impl("_scaled_dot_product_flash_attention_for_cpu", sdpa_flash_for_cpu);
   m.impl("_scaled_dot_product_flash_attention_for_cpu_backward", sdpa_flash_for_cpu_backward);

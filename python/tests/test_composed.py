@@ -4,6 +4,8 @@ reduce, batch norm with running-stat updates, max unpooling, 2-d NLL loss,
 channel shuffle, masked_scatter and histc, against PyTorch CPU in every
 mode, with gradients where PyTorch has them."""
 
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -240,3 +242,27 @@ def test_segment_reduce_matches_the_cpu_with_gradients(reduce):
     check(lambda d: torch.segment_reduce(d, reduce, lengths=batched.to(d.device), axis=1), rand(2, 3, 2))
     with pytest.raises(RuntimeError, match="sum to data.size"):
         torch.segment_reduce(data.to("tpu"), reduce, lengths=torch.tensor([1, 1], device="tpu"))
+
+
+@pytest.mark.parametrize("reduction", ["sum", "mean", "max"])
+def test_embedding_bag_matches_the_cpu_with_gradients(reduction):
+    weight = rand(10, 4)
+    indices = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 0])
+    offsets = torch.tensor([0, 4, 4, 6])  # an empty bag
+    # include_last_offset: the offsets end with the number of indices (CSR).
+    csr = torch.tensor([0, 4, 4, 6, 9])
+    for o, kwargs in [(offsets, dict()), (offsets, dict(padding_idx=2)), (csr, dict(include_last_offset=True))]:
+        check(lambda w: F.embedding_bag(indices.to(w.device), w, o.to(w.device), mode=reduction, **kwargs), weight)
+        check_grad(lambda w: F.embedding_bag(indices.to(w.device), w, o.to(w.device), mode=reduction, **kwargs),
+                   weight, rtol=1e-4, atol=1e-5)
+    # 2-d input (bags of equal size), and per-sample weights (sum only).
+    check(lambda w: F.embedding_bag(torch.tensor([[1, 2, 3], [4, 4, 0]], device=w.device), w, mode=reduction), weight)
+    if reduction == "sum":
+        psw = rand(9)
+        check_grad(lambda w, p: F.embedding_bag(indices.to(w.device), w, offsets.to(w.device), mode="sum",
+                                                per_sample_weights=p), weight, psw, rtol=1e-4, atol=1e-5)
+        check_grad(lambda w: F.embedding_bag(indices.to(w.device), w, offsets.to(w.device), mode="sum",
+                                             scale_grad_by_freq=True), weight, rtol=1e-4, atol=1e-5)
+    bag = torch.nn.EmbeddingBag(10, 4, mode=reduction)
+    tpu_bag = copy.deepcopy(bag).to("tpu")
+    assert_same(tpu_bag(indices.to("tpu"), offsets.to("tpu")), bag(indices, offsets), rtol=1e-5, atol=1e-6)
