@@ -145,3 +145,34 @@ def test_padding_and_upsampling_in_a_network():
     ty.backward(tpu(g))
     for p, tp in zip(net.parameters(), tnet.parameters()):
         assert_same(tp.grad, p.grad, 1e-4, 1e-4, "parameter grad")
+
+
+@pytest.mark.parametrize("interpolation", ["bilinear", "nearest", "bicubic"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample_matches_the_cpu_with_gradients(interpolation, padding, align_corners):
+    kw = dict(mode=interpolation, padding_mode=padding, align_corners=align_corners)
+    image = rand(2, 3, 5, 7)
+    # Points inside, on the edges and well outside [-1, 1] (padding's work).
+    grid = rand(2, 4, 6, 2) * 1.6
+    grid[0, 0, 0] = torch.tensor([1.0, -1.0])
+    grid[1, 1, 1] = torch.tensor([3.7, -2.9])
+    check(lambda x, g: F.grid_sample(x, g, **kw), image, grid, rtol=1e-4, atol=1e-5)
+    if interpolation != "nearest":  # nearest's grid gradient is zero on the CPU too
+        check_grad(lambda x, g: F.grid_sample(x, g, **kw), image, grid, rtol=1e-3, atol=1e-4)
+    else:
+        check_grad(lambda x: F.grid_sample(x, grid.to(x.device), **kw), image, rtol=1e-3, atol=1e-4)
+    if interpolation != "bicubic":
+        volume, grid3 = rand(1, 2, 3, 4, 5), rand(1, 2, 3, 4, 3) * 1.6
+        check(lambda x, g: F.grid_sample(x, g, **kw), volume, grid3, rtol=1e-4, atol=1e-5)
+        check_grad(lambda x: F.grid_sample(x, grid3.to(x.device), **kw), volume, rtol=1e-3, atol=1e-4)
+
+
+def test_affine_grid_and_grid_sample_warp_like_the_cpu():
+    # Away from sample points on pixel centres, where bilinear's gradient
+    # jumps (and a last-bit difference in the grid could pick either side).
+    theta = torch.tensor([[[0.873, -0.231, 0.117], [0.311, 1.071, -0.193]]])
+    image = rand(1, 3, 7, 9)
+    warp = lambda t, x: F.grid_sample(x, F.affine_grid(t, list(x.shape), align_corners=False), align_corners=False)
+    check(warp, theta, image, rtol=1e-4, atol=1e-5)
+    check_grad(warp, theta, image, rtol=1e-3, atol=1e-4)
