@@ -2,10 +2,17 @@
 // nearest-exact and (bi/tri)linear upsampling (1-3d), with their backwards:
 // each the runtime's (Tensor::pad_edges, Tensor::upsample and their
 // backwards) in one C ABI call; a kernel here only adapts ATen's schema.
+// Bicubic and antialiased bilinear resizing (2-d) are separable: each dim is
+// a product with an [out, in] matrix of PyTorch's weights, built on the host
+// from the sizes alone (at:: matmuls; the backward multiplies by the
+// transposes).
 
+#include <ATen/ATen.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <cmath>
 #include <optional>
 #include <vector>
 
@@ -162,6 +169,99 @@ at::Tensor& upsample_trilinear3d_backward_out(const at::Tensor& g, at::IntArrayR
   return upsample_backward_out("linear", align, g, size, input_size, {s0, s1, s2}, out);
 }
 
+// ------------------------------------------- separable resize matrices ----
+
+// PyTorch's source-coordinate scale of a dim: align_corners maps the corner
+// pixels' centres onto each other; else the given scale factor, or the
+// ratio of sizes.
+double source_scale(int64_t in, int64_t out, bool align_corners, std::optional<double> scale) {
+  if (align_corners) return out > 1 ? static_cast<double>(in - 1) / (out - 1) : 0.0;
+  return scale.has_value() && *scale > 0 ? 1.0 / *scale : static_cast<double>(in) / out;
+}
+
+double cubic(double x) {
+  const double a = -0.75;
+  x = std::abs(x);
+  if (x <= 1) return ((a + 2) * x - (a + 3)) * x * x + 1;
+  if (x < 2) return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+  return 0;
+}
+
+// Bicubic: output o reads taps floor(src) - 1 .. + 2 (clamped to the edges)
+// with the cubic convolution weights of src's fraction; src = scale * o
+// (align_corners) or scale * (o + 0.5) - 0.5.
+at::Tensor bicubic_matrix(int64_t in, int64_t out, bool align_corners, std::optional<double> scale) {
+  double s = source_scale(in, out, align_corners, scale);
+  at::Tensor m = at::zeros({out, in}, at::kDouble);
+  auto w = m.accessor<double, 2>();
+  for (int64_t o = 0; o < out; ++o) {
+    double src = align_corners ? s * o : s * (o + 0.5) - 0.5;
+    double base = std::floor(src), t = src - base;
+    for (int64_t k = -1; k <= 2; ++k) {
+      int64_t i = std::clamp<int64_t>(static_cast<int64_t>(base) + k, 0, in - 1);
+      w[o][i] += cubic(k - t);
+    }
+  }
+  return m;
+}
+
+// Antialiased bilinear: output o averages the inputs within the triangle
+// filter's support around scale * (o + 0.5), widened by the scale when
+// shrinking, the weights normalized to sum to 1.
+at::Tensor antialiased_bilinear_matrix(int64_t in, int64_t out, bool align_corners, std::optional<double> scale) {
+  double s = source_scale(in, out, align_corners, scale);
+  double support = s >= 1 ? s : 1.0, inverse = s >= 1 ? 1.0 / s : 1.0;
+  at::Tensor m = at::zeros({out, in}, at::kDouble);
+  auto w = m.accessor<double, 2>();
+  for (int64_t o = 0; o < out; ++o) {
+    double center = s * (o + 0.5);
+    int64_t first = std::max<int64_t>(static_cast<int64_t>(center - support + 0.5), 0);
+    int64_t last = std::min<int64_t>(static_cast<int64_t>(center + support + 0.5), in);
+    double total = 0;
+    for (int64_t i = first; i < last; ++i) {
+      double v = std::max(0.0, 1.0 - std::abs((i - center + 0.5) * inverse));
+      w[o][i] = v;
+      total += v;
+    }
+    if (total != 0)
+      for (int64_t i = first; i < last; ++i) w[o][i] /= total;
+  }
+  return m;
+}
+
+using ResizeMatrix = at::Tensor (*)(int64_t, int64_t, bool, std::optional<double>);
+
+// x [..., h, w] resized to `size` by the two dims' matrices (or, for the
+// backward, a gradient [..., out_h, out_w] taken back by their transposes).
+at::Tensor resize_2d(ResizeMatrix matrix, const at::Tensor& x, int64_t in_h, int64_t in_w, int64_t out_h,
+                     int64_t out_w, bool align_corners, Scale scales_h, Scale scales_w, bool backward) {
+  auto on_device = [&](const at::Tensor& m) { return m.to(x.options()); };
+  at::Tensor rows = on_device(matrix(in_h, out_h, align_corners, scales_h));
+  at::Tensor cols = on_device(matrix(in_w, out_w, align_corners, scales_w));
+  if (backward) return at::matmul(at::matmul(rows.t(), x), cols);
+  return at::matmul(at::matmul(rows, x), cols.t());
+}
+
+template <ResizeMatrix M>
+at::Tensor& resize_2d_out(const at::Tensor& self, at::IntArrayRef size, bool align, Scale s0, Scale s1,
+                          at::Tensor& out) {
+  OpScope s;
+  TORCH_CHECK(self.dim() == 4 && size.size() == 2, "upsample (2-d): expected a 4-d input and 2 output sizes, got ",
+              self.sizes(), " and ", size);
+  at::Tensor r = resize_2d(M, self, self.size(2), self.size(3), size[0], size[1], align, s0, s1, false);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
+template <ResizeMatrix M>
+at::Tensor& resize_2d_backward_out(const at::Tensor& g, at::IntArrayRef size, at::IntArrayRef input_size, bool align,
+                                   Scale s0, Scale s1, at::Tensor& grad_input) {
+  OpScope s;
+  at::Tensor r = resize_2d(M, g, input_size[2], input_size[3], size[0], size[1], align, s0, s1, true);
+  at::native::resize_output(grad_input, input_size);
+  return grad_input.copy_(r);
+}
+
 }  // namespace
 }  // namespace etpu
 
@@ -201,4 +301,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("upsample_linear1d_backward.grad_input", upsample_linear1d_backward_out);
   m.impl("upsample_bilinear2d_backward.grad_input", upsample_bilinear2d_backward_out);
   m.impl("upsample_trilinear3d_backward.grad_input", upsample_trilinear3d_backward_out);
+  m.impl("upsample_bicubic2d.out", resize_2d_out<bicubic_matrix>);
+  m.impl("upsample_bicubic2d_backward.grad_input", resize_2d_backward_out<bicubic_matrix>);
+  m.impl("_upsample_bilinear2d_aa.out", resize_2d_out<antialiased_bilinear_matrix>);
+  m.impl("_upsample_bilinear2d_aa_backward.grad_input", resize_2d_backward_out<antialiased_bilinear_matrix>);
 }

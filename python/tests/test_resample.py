@@ -176,3 +176,13 @@ def test_affine_grid_and_grid_sample_warp_like_the_cpu():
     warp = lambda t, x: F.grid_sample(x, F.affine_grid(t, list(x.shape), align_corners=False), align_corners=False)
     check(warp, theta, image, rtol=1e-4, atol=1e-5)
     check_grad(warp, theta, image, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("size,scale", [((9, 11), None), ((3, 4), None), (None, 1.7), (None, 0.45)])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_bicubic_and_antialiased_resizing_match_the_cpu_with_gradients(size, scale, align_corners):
+    x = rand(2, 3, 6, 7)
+    for kwargs in [dict(mode="bicubic"), dict(mode="bilinear", antialias=True)]:
+        fn = lambda t: F.interpolate(t, size=size, scale_factor=scale, align_corners=align_corners, **kwargs)
+        check(fn, x, rtol=1e-4, atol=1e-5)
+        check_grad(fn, x, rtol=1e-4, atol=1e-5)
