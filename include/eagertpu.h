@@ -425,6 +425,8 @@ etpu_status etpu_check_distributed_store(int64_t timeout_ms);
   X(bitwise_xor, INTEGRAL, Tensor_out, none) \
   X(polygamma, FLOAT, none, none) \
   X(special_zeta, FLOAT, out, none) \
+  X(igamma, FLOAT, out, none) \
+  X(igammac, FLOAT, out, none) \
   X(nextafter, FLOAT_OPERANDS, out, none)
 /* END elementwise op lists */
 

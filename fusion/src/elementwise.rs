@@ -178,6 +178,10 @@ macro_rules! for_each_binary_op {
             Polygamma polygamma Float none none,
             /// The Hurwitz zeta function `sum_k (k + q)^-x` of (x, q).
             SpecialZeta special_zeta Float out none,
+            /// The regularized lower incomplete gamma function P(a, x).
+            Igamma igamma Float out none,
+            /// The regularized upper incomplete gamma function Q(a, x).
+            Igammac igammac Float out none,
             /// The next float after the first operand towards the second.
             Nextafter nextafter FloatOperands out none,
         }

@@ -436,3 +436,17 @@ def test_nextafter_of_integers_is_an_error_naming_the_op():
     i = torch.ones(3, dtype=torch.int64, device="tpu")
     with pytest.raises(RuntimeError, match="nextafter"):
         torch.nextafter(i, i)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_incomplete_gamma_matches_the_cpu(dtype):
+    a = torch.cat([torch.rand(60, dtype=dtype) * 20, torch.tensor([0.5, 3.0, 0.0, 1.0, 2.0, -1.0], dtype=dtype)])
+    x = torch.cat([torch.rand(60, dtype=dtype) * 25, torch.tensor([0.0, 30.0, 1.0, float("inf"), 2.0, 1.0],
+                                                                   dtype=dtype)])
+    check(torch.igamma, a, x, rtol=1e-5, atol=1e-7)
+    check(torch.igammac, a, x, rtol=1e-5, atol=1e-7)
+    check(lambda x: torch.special.gammainc(torch.full_like(x, 2.5), x), x[:60])
+    # The gradient for x (PyTorch has none for a).
+    av = torch.rand(6, dtype=dtype) * 4 + 0.5
+    check_grad(lambda x: torch.igamma(av.to(x.device), x), torch.rand(6, dtype=dtype) * 5, rtol=1e-4, atol=1e-6)
+    check_grad(lambda x: torch.igammac(av.to(x.device), x), torch.rand(6, dtype=dtype) * 5, rtol=1e-4, atol=1e-6)

@@ -134,7 +134,7 @@ fn operand(e: &mut Emitter, x: &V, dtype: DType, shape: &[i64]) -> V {
 pub(super) fn binary(e: &mut Emitter, b: BinaryOp, l: &V, r: &V, out: TensorType) -> V {
     use BinaryOp::*;
     let compute = match b {
-        Div | Atan2 | Polygamma | SpecialZeta => out.dtype,
+        Div | Atan2 | Polygamma | SpecialZeta | Igamma | Igammac => out.dtype,
         LogicalAnd | LogicalOr | LogicalXor => DType::Bool,
         _ => binary_compute_dtype(&l.ty, &r.ty),
     };
@@ -169,6 +169,8 @@ pub(super) fn binary(e: &mut Emitter, b: BinaryOp, l: &V, r: &V, out: TensorType
         Polygamma => polygamma(e, &a, &c),
         SpecialZeta => zeta(e, &a, &c, out.dtype),
         Nextafter => e.binary("chlo.next_after", &a, &c),
+        Igamma => special::igamma(e, &a, &c, false),
+        Igammac => special::igamma(e, &a, &c, true),
     }
 }
 

@@ -30,7 +30,14 @@
 //!   rule on 64 points (exact but for the aliased orders n +- 64, whose
 //!   J is below 1e-19 there), Hankel's asymptotic expansion above, the
 //!   power series below 1;
-//! - `spherical_bessel_j0`, `sin(x) / x`.
+//! - `spherical_bessel_j0`, `sin(x) / x`;
+//! - the regularized incomplete gamma functions P(a, x) (`igamma`) and
+//!   Q(a, x) (`igammac`): below x = a + 1 P's series
+//!   `x^a e^-x / gamma(a + 1) sum_n x^n / ((a+1)...(a+n))`, above Q's
+//!   continued fraction (modified Lentz), the other as 1 minus; one
+//!   `stablehlo.while` runs until every element has converged, at most
+//!   [`IGAMMA_MAX_ITERATIONS`] steps (enough for a up to about 5e6); an
+//!   element that has not converged by then is NaN, never a wrong number.
 //!
 //! Each computes in float64 and rounds to the result's dtype.
 
@@ -506,4 +513,184 @@ pub(super) fn spherical_bessel_j0(e: &mut Emitter, x: &V) -> V {
         let value = e.select(&is_zero, &one, &value);
         e.select(&infinite, &zero, &value)
     })
+}
+
+pub(super) const IGAMMA_MAX_ITERATIONS: i64 = 20_000;
+
+/// `torch.igamma` (P) or, with `upper`, `torch.igammac` (Q), with PyTorch's
+/// values at the domain's edges.
+pub(super) fn igamma(e: &mut Emitter, a: &V, x: &V, upper: bool) -> V {
+    let dtype = a.ty.dtype;
+    let (a0, x0) = (e.convert(a, DType::F64), e.convert(x, DType::F64));
+    let (a, x) = (&a0, &x0);
+    let zero = e.splat(0.0, x);
+    let one = e.splat(1.0, x);
+    let eps = e.splat(f64::EPSILON, x);
+    let tiny = e.splat(1e-300, x);
+    // Where the series serves (x < a + 1), else the continued fraction.
+    let a_plus_one = e.add(a, &one);
+    let use_series = e.compare(Cmp::Lt, x, &a_plus_one);
+    let use_fraction = e.unary("stablehlo.not", &use_series);
+    // Inputs the loop may not see (edges, NaN) are replaced by (1, 1).
+    let positive_a = e.compare(Cmp::Gt, a, &zero);
+    let positive_x = e.compare(Cmp::Gt, x, &zero);
+    let finite_a = e.is_finite(a);
+    let finite_x = e.is_finite(x);
+    let regular = e.binary("stablehlo.and", &positive_a, &positive_x);
+    let regular = e.binary("stablehlo.and", &regular, &finite_a);
+    let regular = e.binary("stablehlo.and", &regular, &finite_x);
+    let a_in = e.select(&regular, a, &one);
+    let x_in = e.select(&regular, x, &one);
+    let (a, x) = (&a_in, &x_in);
+    // The loop's state: step; series sum and term; Lentz's b, c, d, h; and
+    // whether each element is done (the method it does not use is done
+    // from the start).
+    let step0 = e.scalar(1, DType::I64);
+    let a_plus_one_in = e.add(a, &one);
+    let inverse_a1 = e.div(&one, &a_plus_one_in);
+    let sum0 = one.clone();
+    let term0 = e.mul(x, &inverse_a1);
+    let sum0 = e.add(&sum0, &term0);
+    let x_plus_one = e.add(x, &one);
+    let b0 = e.sub(&x_plus_one, a);
+    let c0 = e.splat(1e300, x);
+    let d0 = e.div(&one, &b0);
+    let h0 = d0.clone();
+    let series_done0 = use_fraction.clone();
+    let fraction_done0 = use_series.clone();
+    let not_regular = e.unary("stablehlo.not", &regular);
+    let series_done0 = e.binary("stablehlo.or", &series_done0, &not_regular);
+    let fraction_done0 = e.binary("stablehlo.or", &fraction_done0, &not_regular);
+    let rank = x.ty.rank();
+    let all_dims: Vec<usize> = (0..rank).collect();
+    let limit = e.scalar(IGAMMA_MAX_ITERATIONS, DType::I64);
+    let finals = e.while_op(
+        &[
+            &step0,
+            &sum0,
+            &term0,
+            &b0,
+            &c0,
+            &d0,
+            &h0,
+            &series_done0,
+            &fraction_done0,
+        ],
+        |e, s| {
+            let within = e.compare(Cmp::Lt, &s[0], &limit);
+            let done = e.binary("stablehlo.and", &s[7], &s[8]);
+            let pending = e.unary("stablehlo.not", &done);
+            let any = e.reduce(
+                &pending,
+                crate::scalar::Scalar::Bool(false),
+                "stablehlo.or",
+                &all_dims,
+            );
+            e.binary("stablehlo.and", &within, &any)
+        },
+        |e, s| {
+            let (step, sum, term, b, c, d, h) = (&s[0], &s[1], &s[2], &s[3], &s[4], &s[5], &s[6]);
+            let (series_done, fraction_done) = (&s[7], &s[8]);
+            let n = e.convert(step, DType::F64);
+            let n = e.broadcast_in_dim(&n, &x.ty.shape, []);
+            let one = e.splat(1.0, x);
+            // Series: term *= x / (a + n + 1); sum += term.
+            let next_n = e.add(&n, &one);
+            let denominator = e.add(a, &next_n);
+            let ratio = e.div(x, &denominator);
+            let next_term = e.mul(term, &ratio);
+            let next_sum = e.add(sum, &next_term);
+            let magnitude = e.unary("stablehlo.abs", &next_sum);
+            let small = e.mul(&magnitude, &eps);
+            let term_size = e.unary("stablehlo.abs", &next_term);
+            let converged = e.compare(Cmp::Lt, &term_size, &small);
+            let series_now = e.binary("stablehlo.or", series_done, &converged);
+            let term = e.select(series_done, term, &next_term);
+            let sum = e.select(series_done, sum, &next_sum);
+            // Lentz: an = -n (n - a), b += 2.
+            let n_minus_a = e.sub(&n, a);
+            let an = e.mul(&n, &n_minus_a);
+            let an = e.unary("stablehlo.negate", &an);
+            let next_b = e.binary_const("stablehlo.add", b, 2.0);
+            let an_d = e.mul(&an, d);
+            let next_d = e.add(&an_d, &next_b);
+            let d_size = e.unary("stablehlo.abs", &next_d);
+            let tiny_d = e.compare(Cmp::Lt, &d_size, &tiny);
+            let next_d = e.select(&tiny_d, &tiny, &next_d);
+            let an_over_c = e.div(&an, c);
+            let next_c = e.add(&next_b, &an_over_c);
+            let c_size = e.unary("stablehlo.abs", &next_c);
+            let tiny_c = e.compare(Cmp::Lt, &c_size, &tiny);
+            let next_c = e.select(&tiny_c, &tiny, &next_c);
+            let next_d = e.div(&one, &next_d);
+            let delta = e.mul(&next_d, &next_c);
+            let next_h = e.mul(h, &delta);
+            let delta_minus_one = e.sub(&delta, &one);
+            let off = e.unary("stablehlo.abs", &delta_minus_one);
+            let converged = e.compare(Cmp::Lt, &off, &eps);
+            let fraction_now = e.binary("stablehlo.or", fraction_done, &converged);
+            let b = e.select(fraction_done, b, &next_b);
+            let c = e.select(fraction_done, c, &next_c);
+            let d = e.select(fraction_done, d, &next_d);
+            let h = e.select(fraction_done, h, &next_h);
+            let one_step = e.scalar(1, DType::I64);
+            vec![
+                e.add(step, &one_step),
+                sum,
+                term,
+                b,
+                c,
+                d,
+                h,
+                series_now,
+                fraction_now,
+            ]
+        },
+    );
+    let (sum, h) = (&finals[1], &finals[6]);
+    let converged = e.binary("stablehlo.and", &finals[7], &finals[8]);
+    // x^a e^-x / gamma(a + 1) and / gamma(a), in logs.
+    let log_x = e.unary("stablehlo.log", x);
+    let a_log_x = e.mul(a, &log_x);
+    let exponent = e.sub(&a_log_x, x);
+    let lgamma_a1 = e.unary("chlo.lgamma", &a_plus_one_in);
+    let lgamma_a = e.unary("chlo.lgamma", a);
+    let series_exponent = e.sub(&exponent, &lgamma_a1);
+    let series_scale = e.unary("stablehlo.exponential", &series_exponent);
+    let fraction_exponent = e.sub(&exponent, &lgamma_a);
+    let fraction_scale = e.unary("stablehlo.exponential", &fraction_exponent);
+    let p_series = e.mul(&series_scale, sum);
+    let q_fraction = e.mul(&fraction_scale, h);
+    let p_fraction = e.sub(&one, &q_fraction);
+    let q_series = e.sub(&one, &p_series);
+    let p = e.select(&use_series, &p_series, &p_fraction);
+    let q = e.select(&use_series, &q_series, &q_fraction);
+    let value = if upper { q } else { p };
+    let nan = e.splat(f64::NAN, x);
+    let value = e.select(&converged, &value, &nan);
+    // PyTorch's values at the edges, from the operands.
+    let (a, x) = (&a0, &x0);
+    let inf = e.splat(f64::INFINITY, x);
+    let (lower_one, upper_one) = if upper { (&zero, &one) } else { (&one, &zero) };
+    let a_zero = e.compare(Cmp::Eq, a, &zero);
+    let x_zero = e.compare(Cmp::Eq, x, &zero);
+    let a_inf = e.compare(Cmp::Eq, a, &inf);
+    let x_inf = e.compare(Cmp::Eq, x, &inf);
+    // P = 1 (Q = 0): a = 0 < x, or x = inf > a; P = 0: x = 0 < a, or a = inf.
+    let value = e.select(&a_zero, lower_one, &value);
+    let value = e.select(&x_inf, lower_one, &value);
+    let value = e.select(&x_zero, upper_one, &value);
+    let value = e.select(&a_inf, upper_one, &value);
+    let a_negative = e.compare(Cmp::Lt, a, &zero);
+    let x_negative = e.compare(Cmp::Lt, x, &zero);
+    let both_zero = e.binary("stablehlo.and", &a_zero, &x_zero);
+    let both_inf = e.binary("stablehlo.and", &a_inf, &x_inf);
+    let a_nan = e.is_nan(a);
+    let x_nan = e.is_nan(x);
+    let mut undefined = e.binary("stablehlo.or", &a_negative, &x_negative);
+    for flag in [&both_zero, &both_inf, &a_nan, &x_nan] {
+        undefined = e.binary("stablehlo.or", &undefined, flag);
+    }
+    let value = e.select(&undefined, &nan, &value);
+    e.convert(&value, dtype)
 }
