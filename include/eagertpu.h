@@ -399,6 +399,8 @@ etpu_status etpu_check_distributed_store(int64_t timeout_ms);
   X(special_scaled_modified_bessel_k1, FLOAT, out) \
   X(special_bessel_j0, FLOAT, out) \
   X(special_bessel_j1, FLOAT, out) \
+  X(special_bessel_y0, FLOAT, out) \
+  X(special_bessel_y1, FLOAT, out) \
   X(special_spherical_bessel_j0, FLOAT, out)
 #define ETPU_BINARY_OPS(X) \
   X(add, PROMOTED, none, none) \

@@ -398,3 +398,32 @@ fn incomplete_gamma_matches_reference_values_and_pytorchs_edges() {
         assert_relative("igammac edge", i as f64, q[i], want_q, 0.0);
     }
 }
+
+#[test]
+fn bessel_y_matches_reference_values_on_both_sides_of_each_switch() {
+    // (x, Y0(x), Y1(x)) from mpmath: the power series (below 8), Neumann's
+    // series with Miller's recurrence (to 25), Hankel's expansion.
+    let table = [
+        (1e-10, -14.732516272697242, -6366197723.6758134),
+        (0.5, -0.44451873350670656, -1.4714723926702431),
+        (3.0, 0.37685001001279038, 0.32467442479179998),
+        (7.99, 0.2219287417857645, -0.1604869514116647),
+        (8.01, 0.22508990929357917, -0.1556214540380982),
+        (17.3, -0.13750521344352487, 0.129785346739084),
+        (24.9, -0.13649918399676511, -0.086002557595554442),
+        (25.1, -0.1167677076380371, -0.11062223322783083),
+        (100.0, -0.077244313365083152, -0.020372312002759793),
+    ];
+    let x: Vec<f64> = table.iter().map(|r| r.0).collect();
+    let t = Host::new(DType::F64, &[x.len() as i64], x).tensor();
+    let y0 = values(&t.special_bessel_y0().unwrap());
+    let y1 = values(&t.special_bessel_y1().unwrap());
+    for (i, &(x, want_y0, want_y1)) in table.iter().enumerate() {
+        assert_relative("y0", x, y0[i], want_y0, 3e-13);
+        assert_relative("y1", x, y1[i], want_y1, 3e-13);
+    }
+    // -inf at 0, NaN below and (as PyTorch) at infinity.
+    let edges = Host::new(DType::F64, &[3], vec![0.0, -1.0, f64::INFINITY]).tensor();
+    let y = values(&edges.special_bessel_y1().unwrap());
+    assert!(y[0] == f64::NEG_INFINITY && y[1].is_nan() && y[2].is_nan());
+}

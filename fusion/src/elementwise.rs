@@ -135,6 +135,10 @@ macro_rules! for_each_unary_op {
             SpecialBesselJ0 special_bessel_j0 Float out,
             /// The Bessel function of the first kind, order 1.
             SpecialBesselJ1 special_bessel_j1 Float out,
+            /// The Bessel function of the second kind, order 0.
+            SpecialBesselY0 special_bessel_y0 Float out,
+            /// The Bessel function of the second kind, order 1.
+            SpecialBesselY1 special_bessel_y1 Float out,
             /// `sin(x) / x`.
             SpecialSphericalBesselJ0 special_spherical_bessel_j0 Float out,
         }

@@ -94,6 +94,8 @@ pub(super) fn unary(e: &mut Emitter, u: UnaryOp, x: &V, out: TensorType) -> V {
         SpecialScaledModifiedBesselK1 => special::bessel_k(e, &xf, 1, true),
         SpecialBesselJ0 => special::bessel_j(e, &xf, 0),
         SpecialBesselJ1 => special::bessel_j(e, &xf, 1),
+        SpecialBesselY0 => special::bessel_y(e, &xf, 0),
+        SpecialBesselY1 => special::bessel_y(e, &xf, 1),
         SpecialSphericalBesselJ0 => special::spherical_bessel_j0(e, &xf),
     }
 }

@@ -30,6 +30,11 @@
 //!   rule on 64 points (exact but for the aliased orders n +- 64, whose
 //!   J is below 1e-19 there), Hankel's asymptotic expansion above, the
 //!   power series below 1;
+//! - the Bessel functions Y0 and Y1: up to 8 their power series (with J's,
+//!   A&S 9.1.11 and 9.1.13), up to 25 Neumann's series `Y0 = (2/pi)(ln(x/2)
+//!   + gamma) J0 - (4/pi) sum_k (-1)^k J_2k / k` (and its derivative for
+//!   Y1) with J_0..J_70 from Miller's backward recurrence normalized by
+//!   `J0 + 2 sum J_2k = 1`, Hankel's expansion above;
 //! - `spherical_bessel_j0`, `sin(x) / x`;
 //! - the regularized incomplete gamma functions P(a, x) (`igamma`) and
 //!   Q(a, x) (`igammac`): below x = a + 1 P's series
@@ -415,56 +420,7 @@ pub(super) fn bessel_j(e: &mut Emitter, x: &V, n: u32) -> V {
             sum = e.add(&sum, &term);
         }
         let near = e.binary_const("stablehlo.multiply", &sum, 1.0 / BESSEL_J_POINTS as f64);
-        // Hankel: sqrt(2 / (pi a)) (P cos chi - Q sin chi), chi = a - (n/2 +
-        // 1/4) pi, P and Q the even and odd terms of sum_k (-1)^floor(k/2)
-        // c_k / a^k with c_k = prod_(j <= k) (4n^2 - (2j-1)^2) / (k! 8^k).
-        let mu = 4.0 * f64::from(n * n);
-        let mut c = vec![1.0];
-        for k in 1..2 * BESSEL_ASYMPTOTIC_TERMS {
-            let odd = (2 * k - 1) as f64;
-            let previous = c[k - 1];
-            c.push(previous * (mu - odd * odd) / (8.0 * k as f64));
-        }
-        let sign = |k: usize| if (k / 2).is_multiple_of(2) { 1.0 } else { -1.0 };
-        let p: Vec<f64> = (0..BESSEL_ASYMPTOTIC_TERMS)
-            .map(|i| sign(2 * i) * c[2 * i])
-            .collect();
-        let q: Vec<f64> = (0..BESSEL_ASYMPTOTIC_TERMS)
-            .map(|i| sign(2 * i + 1) * c[2 * i + 1])
-            .collect();
-        let one = e.splat(1.0, x);
-        let inverse = e.div(&one, &a);
-        let inverse2 = e.mul(&inverse, &inverse);
-        let p = polynomial(e, &inverse2, &p);
-        let q = polynomial(e, &inverse2, &q);
-        let q = e.mul(&q, &inverse);
-        // cos and sin of chi from those of a (no subtraction of pi/4 in
-        // floating point): chi = a - pi/4 for J0, a - 3pi/4 for J1.
-        let (cos, sin) = (
-            e.unary("stablehlo.cosine", &a),
-            e.unary("stablehlo.sine", &a),
-        );
-        let sum_cs = e.add(&cos, &sin);
-        let difference_sc = e.sub(&sin, &cos);
-        let root_half = std::f64::consts::FRAC_1_SQRT_2;
-        let (cos_chi, sin_chi) = if n == 0 {
-            (
-                e.binary_const("stablehlo.multiply", &sum_cs, root_half),
-                e.binary_const("stablehlo.multiply", &difference_sc, root_half),
-            )
-        } else {
-            (
-                e.binary_const("stablehlo.multiply", &difference_sc, root_half),
-                e.binary_const("stablehlo.multiply", &sum_cs, -root_half),
-            )
-        };
-        let p_cos = e.mul(&p, &cos_chi);
-        let q_sin = e.mul(&q, &sin_chi);
-        let wave = e.sub(&p_cos, &q_sin);
-        let two_over_pi = e.splat(std::f64::consts::FRAC_2_PI, x);
-        let two_over_pi_a = e.div(&two_over_pi, &a);
-        let amplitude = e.unary("stablehlo.sqrt", &two_over_pi_a);
-        let far = e.mul(&amplitude, &wave);
+        let far = hankel(e, &a, n, true);
         // Below 1 the power series sum_k (-1)^k (a/2)^(2k+n) / (k! (k+n)!),
         // which keeps J1's relative accuracy at tiny arguments.
         let half = e.binary_const("stablehlo.multiply", &a, 0.5);
@@ -693,4 +649,197 @@ pub(super) fn igamma(e: &mut Emitter, a: &V, x: &V, upper: bool) -> V {
     }
     let value = e.select(&undefined, &nan, &value);
     e.convert(&value, dtype)
+}
+
+/// Where Y switches from its power series to Neumann's series, and the
+/// order Miller's recurrence starts from (even, well above 25 + 30).
+const BESSEL_Y_SERIES_BELOW: f64 = 8.0;
+const BESSEL_Y_MILLER_START: usize = 70;
+const BESSEL_Y_SERIES_TERMS: usize = 30;
+
+/// `torch.special.bessel_y{0,1}`: -inf at 0, NaN below 0 and at infinity.
+pub(super) fn bessel_y(e: &mut Emitter, x: &V, n: u32) -> V {
+    in_f64(e, x, |e, x0| {
+        let zero = e.splat(0.0, x0);
+        let one = e.splat(1.0, x0);
+        let positive = e.compare(Cmp::Gt, x0, &zero);
+        let x = e.select(&positive, x0, &one);
+        let x = &x;
+        let frac_2_pi = std::f64::consts::FRAC_2_PI;
+        let half = e.binary_const("stablehlo.multiply", x, 0.5);
+        let log_half = e.unary("stablehlo.log", &half);
+        let log_term = e.binary_const("stablehlo.add", &log_half, EULER_GAMMA);
+        let inverse_x = e.div(&one, x);
+        let q = e.mul(&half, &half); // x^2 / 4
+        // The power series (x < 8): J0, J1 and the Y sums in powers of x^2/4.
+        let mut j0_c = vec![1.0];
+        let mut j1_c = vec![1.0];
+        let mut y0_c = vec![0.0];
+        let mut y1_c = vec![];
+        let (mut harmonic, mut factorial_squared, mut k_k1) = (0.0, 1.0, 1.0);
+        for k in 1..BESSEL_Y_SERIES_TERMS {
+            let kf = k as f64;
+            j0_c.push(-j0_c[k - 1] / (kf * kf));
+            j1_c.push(-j1_c[k - 1] / (kf * (kf + 1.0)));
+            harmonic += 1.0 / kf;
+            factorial_squared *= kf * kf;
+            let sign = if k % 2 == 1 { 1.0 } else { -1.0 };
+            y0_c.push(sign * harmonic / factorial_squared);
+        }
+        // psi(k+1) + psi(k+2) = -2 gamma + H_k + H_(k+1); terms (-1)^k (...)
+        // / (k! (k+1)!).
+        let mut h = 0.0;
+        for k in 0..BESSEL_Y_SERIES_TERMS {
+            let kf = k as f64;
+            if k > 0 {
+                h += 1.0 / kf;
+                k_k1 *= kf * (kf + 1.0);
+            }
+            let psi_sum = -2.0 * EULER_GAMMA + h + h + 1.0 / (kf + 1.0);
+            let sign = if k % 2 == 0 { 1.0 } else { -1.0 };
+            y1_c.push(sign * psi_sum / k_k1);
+        }
+        let series = if n == 0 {
+            let j0 = polynomial(e, &q, &j0_c);
+            let sum = polynomial(e, &q, &y0_c);
+            let lj = e.mul(&log_term, &j0);
+            let total = e.add(&lj, &sum);
+            e.binary_const("stablehlo.multiply", &total, frac_2_pi)
+        } else {
+            let j1 = polynomial(e, &q, &j1_c);
+            let j1 = e.mul(&j1, &half);
+            let sum = polynomial(e, &q, &y1_c);
+            let sum = e.mul(&sum, &half);
+            // -2/(pi x) + (2/pi) ln(x/2) J1 - (1/pi) sum
+            let lj = e.mul(&log_half, &j1);
+            let lj = e.binary_const("stablehlo.multiply", &lj, frac_2_pi);
+            let pole = e.binary_const("stablehlo.multiply", &inverse_x, -frac_2_pi);
+            let sum = e.binary_const("stablehlo.multiply", &sum, -std::f64::consts::FRAC_1_PI);
+            let partial = e.add(&pole, &lj);
+            e.add(&partial, &sum)
+        };
+        // Miller: J_(k-1) = (2k / x) J_k - J_(k+1) from J_(N+1) = 0, J_N =
+        // 1e-30, normalized by J0 + 2 sum J_2k.
+        let mut next = e.splat(0.0, x);
+        let mut current = e.splat(1e-30, x);
+        let mut j = vec![None; BESSEL_Y_MILLER_START + 1];
+        j[BESSEL_Y_MILLER_START] = Some(current.clone());
+        for k in (1..=BESSEL_Y_MILLER_START).rev() {
+            let factor = e.binary_const("stablehlo.multiply", &inverse_x, 2.0 * k as f64);
+            let scaled = e.mul(&factor, &current);
+            let previous = e.sub(&scaled, &next);
+            next = current;
+            current = previous;
+            j[k - 1] = Some(current.clone());
+        }
+        let j: Vec<V> = j.into_iter().map(|v| v.expect("every order")).collect();
+        let mut norm = j[0].clone();
+        for k in (2..=BESSEL_Y_MILLER_START).step_by(2) {
+            let twice = e.binary_const("stablehlo.multiply", &j[k], 2.0);
+            norm = e.add(&norm, &twice);
+        }
+        let inverse_norm = e.div(&one, &norm);
+        let neumann = if n == 0 {
+            // (2/pi)(ln(x/2) + gamma) J0 - (4/pi) sum_k (-1)^k J_2k / k
+            let mut sum = e.splat(0.0, x);
+            for k in 1..=BESSEL_Y_MILLER_START / 2 {
+                let sign = if k % 2 == 0 { 1.0 } else { -1.0 };
+                let term = e.binary_const("stablehlo.multiply", &j[2 * k], sign / k as f64);
+                sum = e.add(&sum, &term);
+            }
+            let lj = e.mul(&log_term, &j[0]);
+            let lj = e.binary_const("stablehlo.multiply", &lj, frac_2_pi);
+            let sum = e.binary_const("stablehlo.multiply", &sum, -2.0 * frac_2_pi);
+            let total = e.add(&lj, &sum);
+            e.mul(&total, &inverse_norm)
+        } else {
+            // -Y0': (2/pi)((ln(x/2) + gamma) J1 - J0 / x) + (2/pi) sum_k
+            // (-1)^k (J_(2k-1) - J_(2k+1)) / k
+            let mut sum = e.splat(0.0, x);
+            for k in 1..BESSEL_Y_MILLER_START / 2 {
+                let sign = if k % 2 == 0 { 1.0 } else { -1.0 };
+                let difference = e.sub(&j[2 * k - 1], &j[2 * k + 1]);
+                let term = e.binary_const("stablehlo.multiply", &difference, sign / k as f64);
+                sum = e.add(&sum, &term);
+            }
+            let lj = e.mul(&log_term, &j[1]);
+            let j0_over_x = e.mul(&j[0], &inverse_x);
+            let inner = e.sub(&lj, &j0_over_x);
+            let total = e.add(&inner, &sum);
+            let total = e.binary_const("stablehlo.multiply", &total, frac_2_pi);
+            e.mul(&total, &inverse_norm)
+        };
+        let far = hankel(e, x, n, false);
+        let eight = e.splat(BESSEL_Y_SERIES_BELOW, x);
+        let limit = e.splat(BESSEL_J_ASYMPTOTIC_FROM, x);
+        let is_series = e.compare(Cmp::Lt, x, &eight);
+        let is_far = e.compare(Cmp::Gt, x, &limit);
+        let value = e.select(&is_series, &series, &neumann);
+        let value = e.select(&is_far, &far, &value);
+        // The edges, from the original argument.
+        let neg_inf = e.splat(f64::NEG_INFINITY, x0);
+        let nan = e.splat(f64::NAN, x0);
+        let is_zero = e.compare(Cmp::Eq, x0, &zero);
+        let value = e.select(&positive, &value, &nan);
+        e.select(&is_zero, &neg_inf, &value)
+    })
+}
+
+/// Hankel's asymptotic expansion for a > 0 (float64): J_n (`first_kind`) =
+/// sqrt(2 / (pi a)) (P cos chi - Q sin chi), Y_n = sqrt(2 / (pi a)) (P sin
+/// chi + Q cos chi), chi = a - (n/2 + 1/4) pi, P and Q the even and odd
+/// terms of sum_k (-1)^floor(k/2) c_k / a^k with c_k = prod_(j <= k) (4n^2 -
+/// (2j-1)^2) / (k! 8^k).
+fn hankel(e: &mut Emitter, a: &V, n: u32, first_kind: bool) -> V {
+    let x = a;
+    let mu = 4.0 * f64::from(n * n);
+    let mut c = vec![1.0];
+    for k in 1..2 * BESSEL_ASYMPTOTIC_TERMS {
+        let odd = (2 * k - 1) as f64;
+        let previous = c[k - 1];
+        c.push(previous * (mu - odd * odd) / (8.0 * k as f64));
+    }
+    let sign = |k: usize| if (k / 2).is_multiple_of(2) { 1.0 } else { -1.0 };
+    let p: Vec<f64> = (0..BESSEL_ASYMPTOTIC_TERMS)
+        .map(|i| sign(2 * i) * c[2 * i])
+        .collect();
+    let q: Vec<f64> = (0..BESSEL_ASYMPTOTIC_TERMS)
+        .map(|i| sign(2 * i + 1) * c[2 * i + 1])
+        .collect();
+    let one = e.splat(1.0, x);
+    let inverse = e.div(&one, a);
+    let inverse2 = e.mul(&inverse, &inverse);
+    let p = polynomial(e, &inverse2, &p);
+    let q = polynomial(e, &inverse2, &q);
+    let q = e.mul(&q, &inverse);
+    // cos and sin of chi from those of a (no subtraction of pi/4 in
+    // floating point): chi = a - pi/4 for J0, a - 3pi/4 for J1.
+    let (cos, sin) = (e.unary("stablehlo.cosine", a), e.unary("stablehlo.sine", a));
+    let sum_cs = e.add(&cos, &sin);
+    let difference_sc = e.sub(&sin, &cos);
+    let root_half = std::f64::consts::FRAC_1_SQRT_2;
+    let (cos_chi, sin_chi) = if n == 0 {
+        (
+            e.binary_const("stablehlo.multiply", &sum_cs, root_half),
+            e.binary_const("stablehlo.multiply", &difference_sc, root_half),
+        )
+    } else {
+        (
+            e.binary_const("stablehlo.multiply", &difference_sc, root_half),
+            e.binary_const("stablehlo.multiply", &sum_cs, -root_half),
+        )
+    };
+    let wave = if first_kind {
+        let p_cos = e.mul(&p, &cos_chi);
+        let q_sin = e.mul(&q, &sin_chi);
+        e.sub(&p_cos, &q_sin)
+    } else {
+        let p_sin = e.mul(&p, &sin_chi);
+        let q_cos = e.mul(&q, &cos_chi);
+        e.add(&p_sin, &q_cos)
+    };
+    let two_over_pi = e.splat(std::f64::consts::FRAC_2_PI, x);
+    let two_over_pi_a = e.div(&two_over_pi, a);
+    let amplitude = e.unary("stablehlo.sqrt", &two_over_pi_a);
+    e.mul(&amplitude, &wave)
 }
