@@ -6,7 +6,8 @@
 // shuffle, masked_scatter, histc, cdist and pdist with their gradients,
 // nonzero_static, the multi-class and multi-label margin losses with their
 // gradients, frexp, the CPU's flash attention entry, segment_reduce,
-// embedding_bag with its gradients, and unique
+// embedding_bag with its gradients, GroupNorm's and Tensor.unfold's
+// backwards, and unique
 // and unique_consecutive (one host read of the number of distinct values,
 // as on CUDA).
 #include <ATen/ATen.h>
@@ -937,6 +938,70 @@ at::Tensor embedding_bag_per_sample_weights_backward(const at::Tensor& grad, con
   return g;
 }
 
+// GroupNorm's backward, from the saved mean and rstd [N, G]: with x_hat =
+// (x - mean) rstd and g = dy * weight over each group's D elements, dx =
+// rstd (g - mean(g) - x_hat mean(g x_hat)); dweight and dbias sum dy x_hat
+// and dy over the batch and the spatial positions.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean, const at::Tensor& rstd,
+    const std::optional<at::Tensor>& weight, c10::SymInt n_sym, c10::SymInt c_sym, c10::SymInt hw_sym, int64_t group,
+    std::array<bool, 3> output_mask) {
+  OpScope scope;
+  int64_t n = n_sym.expect_int(), c = c_sym.expect_int(), hw = hw_sym.expect_int();
+  at::ScalarType math = at::toOpMathType(input.scalar_type());
+  at::Tensor x = input.reshape({n, group, c / group, hw}).to(math);
+  at::Tensor dy = grad_out.reshape({n, group, c / group, hw}).to(math);
+  at::Tensor m = mean.reshape({n, group, 1, 1}).to(math), r = rstd.reshape({n, group, 1, 1}).to(math);
+  at::Tensor x_hat = (x - m) * r;
+  at::Tensor grad_input, grad_weight, grad_bias;
+  if (output_mask[0]) {
+    bool has_weight = weight.has_value() && weight->defined();
+    at::Tensor g = has_weight ? dy * weight->reshape({1, group, c / group, 1}).to(math) : dy;
+    at::Tensor g_mean = g.mean({2, 3}, /*keepdim=*/true);
+    at::Tensor gx_mean = (g * x_hat).mean({2, 3}, /*keepdim=*/true);
+    grad_input = (r * (g - g_mean - x_hat * gx_mean)).reshape(input.sizes()).to(input.scalar_type());
+  }
+  if (output_mask[1]) grad_weight = (dy * x_hat).sum({0, 3}).reshape({c}).to(input.scalar_type());
+  if (output_mask[2]) grad_bias = dy.sum({0, 3}).reshape({c}).to(input.scalar_type());
+  return {grad_input, grad_weight, grad_bias};
+}
+
+// Tensor.unfold's backward: each window's gradient added back at its
+// positions (window w, offset k at w * step + k along dim).
+at::Tensor unfold_backward(const at::Tensor& grad_in, c10::SymIntArrayRef input_sizes_sym, int64_t dim, int64_t size,
+                           int64_t step) {
+  OpScope scope;
+  at::IntArrayRef input_sizes = C10_AS_INTARRAYREF_SLOW(input_sizes_sym);
+  int64_t d = at::maybe_wrap_dim(dim, static_cast<int64_t>(std::max<size_t>(input_sizes.size(), 1)));
+  at::Tensor out = at::zeros(input_sizes, grad_in.options());
+  if (input_sizes.empty()) return out + grad_in.reshape({});
+  int64_t windows = grad_in.size(d);
+  // [..., windows, ..., size] -> [..., windows * size, ...]
+  at::Tensor moved = at::movedim(grad_in, -1, d + 1);
+  std::vector<int64_t> shape = moved.sizes().vec();
+  shape[d] = windows * size;
+  shape.erase(shape.begin() + d + 1);
+  at::Tensor flat = moved.reshape(shape);
+  auto longs = grad_in.options().dtype(at::kLong);
+  at::Tensor index = (at::arange(windows, longs).unsqueeze(1) * step + at::arange(size, longs).unsqueeze(0)).reshape({-1});
+  return out.index_add(d, index, flat);
+}
+
+// A tensor of zeros (autograd's stand-in for a gradient known to be zero).
+at::Tensor efficient_zero_tensor(c10::SymIntArrayRef size, std::optional<at::ScalarType> dtype,
+                                 std::optional<at::Layout> layout, std::optional<at::Device> device,
+                                 std::optional<bool> pin_memory) {
+  return at::zeros(C10_AS_INTARRAYREF_SLOW(size),
+                   at::TensorOptions().dtype(dtype).layout(layout).device(device).pinned_memory(pin_memory));
+}
+
+// The older `_unique` (what index_fill's gradient and some old code call):
+// `_unique2` without the counts.
+std::tuple<at::Tensor, at::Tensor> unique_without_counts(const at::Tensor& self, bool sorted, bool return_inverse) {
+  auto [values, inverse, counts] = at::_unique2(self, sorted, return_inverse, /*return_counts=*/false);
+  return {values, inverse};
+}
+
 }  // namespace
 }  // namespace etpu
 
@@ -945,6 +1010,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("norm.out", norm_out);
   m.impl("frexp.Tensor_out", frexp_out);
   m.impl("segment_reduce", segment_reduce);
+  m.impl("native_group_norm_backward", native_group_norm_backward);
+  m.impl("unfold_backward", unfold_backward);
+  m.impl("_unique", unique_without_counts);
+  m.impl("_efficientzerotensor", efficient_zero_tensor);
   m.impl("_embedding_bag", embedding_bag);
   m.impl("_embedding_bag_forward_only", embedding_bag);
   m.impl("_embedding_bag_dense_backward", embedding_bag_dense_backward);

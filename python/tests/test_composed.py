@@ -266,3 +266,32 @@ def test_embedding_bag_matches_the_cpu_with_gradients(reduction):
     bag = torch.nn.EmbeddingBag(10, 4, mode=reduction)
     tpu_bag = copy.deepcopy(bag).to("tpu")
     assert_same(tpu_bag(indices.to("tpu"), offsets.to("tpu")), bag(indices, offsets), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_group_norm_gradients_match_the_cpu(affine):
+    norm = torch.nn.GroupNorm(2, 6, affine=affine)
+    if affine:
+        with torch.no_grad():
+            norm.weight.copy_(rand(6))
+            norm.bias.copy_(rand(6))
+    x = rand(3, 6, 4, 5)
+    tpu_norm = copy.deepcopy(norm).to("tpu")
+    xc, xt = x.clone().requires_grad_(), x.to("tpu").requires_grad_()
+    g = rand(3, 6, 4, 5)
+    norm(xc).backward(g)
+    tpu_norm(xt).backward(g.to("tpu"))
+    assert_same(xt.grad, xc.grad, rtol=1e-4, atol=1e-5)
+    if affine:
+        assert_same(tpu_norm.weight.grad, norm.weight.grad, rtol=1e-4, atol=1e-5)
+        assert_same(tpu_norm.bias.grad, norm.bias.grad, rtol=1e-4, atol=1e-5)
+    check_grad(lambda t: F.group_norm(t, 3), rand(2, 6, 7), rtol=1e-4, atol=1e-5)
+
+
+def test_tensor_unfold_and_unique_backwards_match_the_cpu():
+    for dim, size, step in [(0, 2, 1), (1, 3, 2), (-1, 2, 3), (1, 5, 5)]:
+        check_grad(lambda t: t.unfold(dim, size, step), rand(6, 7), rtol=1e-5, atol=1e-6)
+    check_grad(lambda t: t.unfold(0, 1, 1), torch.tensor(2.5), rtol=1e-5, atol=1e-6)
+    x = torch.tensor([3, 1, 3, 2, 1])
+    check(lambda t: torch._unique(t, sorted=True, return_inverse=True), x)
+    check_grad(lambda t: t.index_fill(0, torch.tensor([1, 1, 3], device=t.device), 2.0), rand(5, 3))
