@@ -68,3 +68,32 @@ def test_composite_losses_stay_on_tpu(reduction):
     kl = "batchmean" if reduction == "mean" else reduction
     check_grad(lambda x, y: F.kl_div(F.log_softmax(x, 1), F.softmax(y, 1), reduction=kl), x, y)
     check_grad(lambda x, y: F.kl_div(F.log_softmax(x, 1), F.log_softmax(y, 1), reduction=kl, log_target=True), x, y)
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_ctc_loss_matches_the_cpu_with_gradients(reduction):
+    t, n, c = 12, 3, 5
+    logits = rand(t, n, c)
+    # Repeated labels (a blank must separate them), an empty target.
+    targets = torch.tensor([[1, 1, 2, 0], [3, 4, 0, 0], [2, 0, 0, 0]])
+    input_lengths, target_lengths = [12, 9, 7], [3, 2, 0]
+    ctc = lambda x, tg: F.ctc_loss(x.log_softmax(2), tg, input_lengths, target_lengths, reduction=reduction)
+    check(ctc, logits, targets, rtol=1e-4, atol=1e-5)
+    check_grad(lambda x: ctc(x, targets.to(x.device)), logits, rtol=1e-4, atol=1e-5)
+    # The gradient for log_probs themselves (PyTorch's convention: for the
+    # logits before a log_softmax).
+    lp = logits.log_softmax(2)
+    check_grad(lambda x: F.ctc_loss(x, targets.to(x.device), input_lengths, target_lengths, reduction=reduction),
+               lp, rtol=1e-4, atol=1e-5)
+    # 1-d concatenated targets and tensor lengths.
+    flat = torch.tensor([1, 1, 2, 3, 4])
+    check(lambda x, tg, il, tl: F.ctc_loss(x, tg, il, tl, reduction=reduction), lp, flat,
+          torch.tensor(input_lengths), torch.tensor(target_lengths), rtol=1e-4, atol=1e-5)
+
+
+def test_ctc_loss_of_an_impossible_alignment_is_infinite_or_zeroed():
+    lp = rand(2, 1, 4).log_softmax(2)
+    targets = torch.tensor([[1, 2, 3]])  # 3 labels in 2 steps
+    for zero_infinity in [False, True]:
+        check(lambda x: F.ctc_loss(x, targets.to(x.device), [2], [3], reduction="none", zero_infinity=zero_infinity), lp)
+    check_grad(lambda x: F.ctc_loss(x, targets.to(x.device), [2], [3], reduction="sum", zero_infinity=True), lp)
