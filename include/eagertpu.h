@@ -401,6 +401,7 @@ etpu_status etpu_check_distributed_store(int64_t timeout_ms);
   X(special_bessel_j1, FLOAT, out) \
   X(special_bessel_y0, FLOAT, out) \
   X(special_bessel_y1, FLOAT, out) \
+  X(special_airy_ai, FLOAT, out) \
   X(special_spherical_bessel_j0, FLOAT, out)
 #define ETPU_BINARY_OPS(X) \
   X(add, PROMOTED, none, none) \

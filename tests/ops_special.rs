@@ -427,3 +427,32 @@ fn bessel_y_matches_reference_values_on_both_sides_of_each_switch() {
     let y = values(&edges.special_bessel_y1().unwrap());
     assert!(y[0] == f64::NEG_INFINITY && y[1].is_nan() && y[2].is_nan());
 }
+
+#[test]
+fn airy_ai_matches_reference_values_on_both_sides_of_each_switch() {
+    // (x, Ai(x)) from mpmath: the asymptotic expansion (below -8), the
+    // Maclaurin series (to 2; its rounding grows toward -8), K_(1/3) above.
+    let table = [
+        (-100.0, 0.17675339323955288, 1e-13),
+        (-30.0, -0.087968188456842163, 1e-13),
+        (-8.1, -0.14290814709358142, 1e-13),
+        (-7.9, 0.041701883617387043, 1e-9),
+        (-5.0, 0.35076100902411432, 1e-12),
+        (-1.0, 0.53556088329235212, 1e-14),
+        (0.5, 0.23169360648083349, 1e-14),
+        (1.99, 0.035458538570668384, 1e-14),
+        (2.01, 0.034396707129894217, 1e-14),
+        (5.0, 0.00010834442813607442, 1e-14),
+        (20.0, 1.6916728686705403e-27, 1e-14),
+    ];
+    let x: Vec<f64> = table.iter().map(|r| r.0).collect();
+    let got = values(
+        &Host::new(DType::F64, &[x.len() as i64], x)
+            .tensor()
+            .special_airy_ai()
+            .unwrap(),
+    );
+    for (i, &(x, want, tol)) in table.iter().enumerate() {
+        assert_relative("airy_ai", x, got[i], want, tol);
+    }
+}

@@ -139,6 +139,8 @@ macro_rules! for_each_unary_op {
             SpecialBesselY0 special_bessel_y0 Float out,
             /// The Bessel function of the second kind, order 1.
             SpecialBesselY1 special_bessel_y1 Float out,
+            /// Airy's function Ai.
+            SpecialAiryAi special_airy_ai Float out,
             /// `sin(x) / x`.
             SpecialSphericalBesselJ0 special_spherical_bessel_j0 Float out,
         }

@@ -96,6 +96,7 @@ pub(super) fn unary(e: &mut Emitter, u: UnaryOp, x: &V, out: TensorType) -> V {
         SpecialBesselJ1 => special::bessel_j(e, &xf, 1),
         SpecialBesselY0 => special::bessel_y(e, &xf, 0),
         SpecialBesselY1 => special::bessel_y(e, &xf, 1),
+        SpecialAiryAi => special::airy_ai(e, &xf),
         SpecialSphericalBesselJ0 => special::spherical_bessel_j0(e, &xf),
     }
 }

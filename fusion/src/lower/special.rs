@@ -36,6 +36,10 @@
 //!   Y1) with J_0..J_70 from Miller's backward recurrence normalized by
 //!   `J0 + 2 sum J_2k = 1`, Hankel's expansion above;
 //! - `spherical_bessel_j0`, `sin(x) / x`;
+//! - Airy's `Ai`: its Maclaurin series from -8 to 2 (float64's rounding of
+//!   the growing terms leaves about 1e-10 relative near -8), `sqrt(x/3)
+//!   K_(1/3)(zeta) / pi` above (K as above), the asymptotic expansion in
+//!   `zeta = (2/3) |x|^(3/2)` below -8; NaN at both infinities, as PyTorch;
 //! - the regularized incomplete gamma functions P(a, x) (`igamma`) and
 //!   Q(a, x) (`igammac`): below x = a + 1 P's series
 //!   `x^a e^-x / gamma(a + 1) sum_n x^n / ((a+1)...(a+n))`, above Q's
@@ -313,8 +317,9 @@ pub(super) fn erfcx(e: &mut Emitter, x: &V) -> V {
     })
 }
 
-/// `e^x K_n(x)` for x > 0 (float64), n = 0 or 1.
-fn bessel_k_scaled(e: &mut Emitter, n: u32, x: &V) -> V {
+/// `e^x K_order(x)` for x > 0 (float64). Below 1e-9 the leading terms for
+/// orders 0 and 1; other orders (Airy's 1/3) are not asked there.
+fn bessel_k_scaled(e: &mut Emitter, order: f64, x: &V) -> V {
     // The trapezoidal rule on [0, steps * h], the first point halved (the
     // integrand is even).
     let trapezoid = |e: &mut Emitter, h: f64, steps: usize| {
@@ -324,7 +329,7 @@ fn bessel_k_scaled(e: &mut Emitter, n: u32, x: &V) -> V {
             let c = 2.0 * (t / 2.0).sinh().powi(2);
             let exponent = e.binary_const("stablehlo.multiply", x, -c);
             let term = e.unary("stablehlo.exponential", &exponent);
-            let weight = if n == 0 { 1.0 } else { (t).cosh() };
+            let weight = (order * t).cosh();
             let term = e.binary_const("stablehlo.multiply", &term, weight);
             sum = e.add(&sum, &term);
         }
@@ -333,7 +338,7 @@ fn bessel_k_scaled(e: &mut Emitter, n: u32, x: &V) -> V {
     let near = trapezoid(e, 0.25, 120);
     let middle = trapezoid(e, 0.1, 38);
     // The asymptotic series: term ratio ((4n^2 - (2k-1)^2) / (8k)) / x.
-    let mu = 4.0 * f64::from(n * n);
+    let mu = 4.0 * order * order;
     let mut coefficients = vec![1.0];
     for k in 1..BESSEL_ASYMPTOTIC_TERMS {
         let odd = (2 * k - 1) as f64;
@@ -348,7 +353,7 @@ fn bessel_k_scaled(e: &mut Emitter, n: u32, x: &V) -> V {
     let scale = e.unary("stablehlo.sqrt", &half_pi_over_x);
     let far = e.mul(&series, &scale);
     // Tiny x: K0 ~ -ln(x/2) - gamma, K1 ~ 1/x (times e^x ~ 1).
-    let tiny = if n == 0 {
+    let tiny = if order == 0.0 {
         let half = e.binary_const("stablehlo.multiply", x, 0.5);
         let log = e.unary("stablehlo.log", &half);
         affine(e, &log, -1.0, -EULER_GAMMA)
@@ -382,7 +387,7 @@ pub(super) fn bessel_k(e: &mut Emitter, x: &V, n: u32, scaled: bool) -> V {
         // Outside x > 0 the formulas are not evaluated at x: 1 stands in.
         let one = e.splat(1.0, x);
         let safe = e.select(&positive, x, &one);
-        let s = bessel_k_scaled(e, n, &safe);
+        let s = bessel_k_scaled(e, f64::from(n), &safe);
         let value = if scaled {
             s
         } else {
@@ -842,4 +847,99 @@ fn hankel(e: &mut Emitter, a: &V, n: u32, first_kind: bool) -> V {
     let two_over_pi_a = e.div(&two_over_pi, a);
     let amplitude = e.unary("stablehlo.sqrt", &two_over_pi_a);
     e.mul(&amplitude, &wave)
+}
+
+const AIRY_AI_0: f64 = 0.355_028_053_887_817_2;
+const AIRY_AI_PRIME_0: f64 = -0.258_819_403_792_806_8;
+const AIRY_SERIES_TERMS: usize = 32;
+const AIRY_ASYMPTOTIC_TERMS: usize = 12;
+
+/// `torch.special.airy_ai`.
+pub(super) fn airy_ai(e: &mut Emitter, x: &V) -> V {
+    in_f64(e, x, |e, x| {
+        let one = e.splat(1.0, x);
+        // Maclaurin: Ai(0) f(x) + Ai'(0) g(x), f and g in powers of x^3.
+        let x2 = e.mul(x, x);
+        let u = e.mul(&x2, x);
+        let (mut f, mut g) = (vec![1.0], vec![1.0]);
+        for k in 1..AIRY_SERIES_TERMS {
+            let k3 = 3.0 * k as f64;
+            f.push(f[k - 1] / (k3 * (k3 - 1.0)));
+            g.push(g[k - 1] / (k3 * (k3 + 1.0)));
+        }
+        let f = polynomial(e, &u, &f);
+        let g = polynomial(e, &u, &g);
+        let g = e.mul(&g, x);
+        let f = e.binary_const("stablehlo.multiply", &f, AIRY_AI_0);
+        let g = e.binary_const("stablehlo.multiply", &g, AIRY_AI_PRIME_0);
+        let series = e.add(&f, &g);
+        // zeta = (2/3) |x|^(3/2).
+        let a = e.unary("stablehlo.abs", x);
+        let root = e.unary("stablehlo.sqrt", &a);
+        let a_root = e.mul(&a, &root);
+        let zeta = e.binary_const("stablehlo.multiply", &a_root, 2.0 / 3.0);
+        // x > 2: sqrt(x/3) e^-zeta (e^zeta K_(1/3)(zeta)) / pi.
+        let two = e.splat(2.0, x);
+        let is_right = e.compare(Cmp::Gt, x, &two);
+        let safe_zeta = e.select(&is_right, &zeta, &one);
+        let k = bessel_k_scaled(e, 1.0 / 3.0, &safe_zeta);
+        let minus_zeta = e.unary("stablehlo.negate", &safe_zeta);
+        let decay = e.unary("stablehlo.exponential", &minus_zeta);
+        let third = e.binary_const("stablehlo.multiply", x, 1.0 / 3.0);
+        let scale = e.unary("stablehlo.sqrt", &third);
+        let right = e.mul(&k, &decay);
+        let right = e.mul(&right, &scale);
+        let right = e.binary_const("stablehlo.multiply", &right, std::f64::consts::FRAC_1_PI);
+        // x < -8: pi^(-1/2) |x|^(-1/4) (sin(zeta + pi/4) P - cos(zeta + pi/4)
+        // Q), P and Q the even and odd terms of sum_k (-1)^floor(k/2) u_k
+        // zeta^-k, u_k's ratio (6k-5)(6k-3)(6k-1) / ((2k-1) 216 k).
+        let mut c = vec![1.0];
+        for k in 1..2 * AIRY_ASYMPTOTIC_TERMS {
+            let kf = k as f64;
+            let ratio = (6.0 * kf - 5.0) * (6.0 * kf - 3.0) * (6.0 * kf - 1.0)
+                / ((2.0 * kf - 1.0) * 216.0 * kf);
+            c.push(c[k - 1] * ratio);
+        }
+        let sign = |k: usize| if (k / 2).is_multiple_of(2) { 1.0 } else { -1.0 };
+        let p: Vec<f64> = (0..AIRY_ASYMPTOTIC_TERMS)
+            .map(|i| sign(2 * i) * c[2 * i])
+            .collect();
+        let q: Vec<f64> = (0..AIRY_ASYMPTOTIC_TERMS)
+            .map(|i| sign(2 * i + 1) * c[2 * i + 1])
+            .collect();
+        let inverse = e.div(&one, &zeta);
+        let inverse2 = e.mul(&inverse, &inverse);
+        let p = polynomial(e, &inverse2, &p);
+        let q = polynomial(e, &inverse2, &q);
+        let q = e.mul(&q, &inverse);
+        let (sin, cos) = (
+            e.unary("stablehlo.sine", &zeta),
+            e.unary("stablehlo.cosine", &zeta),
+        );
+        let root_half = std::f64::consts::FRAC_1_SQRT_2;
+        let sin_plus = e.add(&sin, &cos);
+        let sin_plus = e.binary_const("stablehlo.multiply", &sin_plus, root_half);
+        let cos_plus = e.sub(&cos, &sin);
+        let cos_plus = e.binary_const("stablehlo.multiply", &cos_plus, root_half);
+        let sin_p = e.mul(&sin_plus, &p);
+        let cos_q = e.mul(&cos_plus, &q);
+        let wave = e.sub(&sin_p, &cos_q);
+        let quarter = e.unary("stablehlo.sqrt", &root);
+        let amplitude = e.div(&one, &quarter);
+        let amplitude = e.binary_const(
+            "stablehlo.multiply",
+            &amplitude,
+            1.0 / std::f64::consts::PI.sqrt(),
+        );
+        let left = e.mul(&amplitude, &wave);
+        let minus_eight = e.splat(-8.0, x);
+        let is_left = e.compare(Cmp::Lt, x, &minus_eight);
+        let value = e.select(&is_right, &right, &series);
+        let value = e.select(&is_left, &left, &value);
+        // NaN at both infinities, as PyTorch.
+        let inf = e.splat(f64::INFINITY, x);
+        let infinite = e.compare(Cmp::Eq, &a, &inf);
+        let nan = e.splat(f64::NAN, x);
+        e.select(&infinite, &nan, &value)
+    })
 }
