@@ -604,6 +604,30 @@ std::tuple<at::Tensor&, at::Tensor&> frexp_out(const at::Tensor& self, at::Tenso
   return {mantissa, exponent};
 }
 
+double attention_scale(const at::Tensor& query, std::optional<double> scale) {
+  return scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(query.size(-1)));
+}
+
+// q k^T * scale in the op-math dtype, the causal triangle and the mask
+// applied (bool: where to attend; else added).
+at::Tensor attention_scores(const at::Tensor& query, const at::Tensor& key, bool is_causal,
+                            const std::optional<at::Tensor>& attn_mask, std::optional<double> scale) {
+  at::ScalarType math = at::toOpMathType(query.scalar_type());
+  at::Tensor scores = at::matmul(query.to(math), key.to(math).transpose(-2, -1)) * attention_scale(query, scale);
+  double minus_inf = -std::numeric_limits<double>::infinity();
+  if (is_causal) {
+    at::Tensor keep = at::ones({query.size(-2), key.size(-2)}, query.options().dtype(at::kBool)).tril();
+    scores = scores.masked_fill(keep.logical_not(), minus_inf);
+  }
+  if (attn_mask.has_value() && attn_mask->defined()) {
+    if (attn_mask->scalar_type() == at::kBool)
+      scores = scores.masked_fill(attn_mask->logical_not(), minus_inf);
+    else
+      scores = scores + attn_mask->to(math);
+  }
+  return scores;
+}
+
 // The CPU's flash attention entry (what scaled_dot_product_attention picks
 // on the CPU, and what a graph traced there calls): softmax(q k^T * scale +
 // mask) v, the mask additive (of the query's dtype, as the CPU requires),
@@ -619,19 +643,7 @@ std::tuple<at::Tensor, at::Tensor> sdpa_flash_for_cpu(const at::Tensor& query, c
   TORCH_CHECK(!attn_mask.has_value() || !attn_mask->defined() || attn_mask->scalar_type() == query.scalar_type(),
               "scaled_dot_product_attention_flash_attention: Attention mask is the same data type as query");
   at::ScalarType math = at::toOpMathType(query.scalar_type());
-  double factor = scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(query.size(-1)));
-  at::Tensor scores = at::matmul(query.to(math), key.to(math).transpose(-2, -1)) * factor;
-  int64_t l = query.size(-2), sk = key.size(-2);
-  if (is_causal) {
-    at::Tensor keep = at::ones({l, sk}, query.options().dtype(at::kBool)).tril();
-    scores = scores.masked_fill(keep.logical_not(), -std::numeric_limits<double>::infinity());
-  }
-  if (attn_mask.has_value() && attn_mask->defined()) {
-    if (attn_mask->scalar_type() == at::kBool)
-      scores = scores.masked_fill(attn_mask->logical_not(), -std::numeric_limits<double>::infinity());
-    else
-      scores = scores + attn_mask->to(math);
-  }
+  at::Tensor scores = attention_scores(query, key, is_causal, attn_mask, scale);
   at::Tensor lse = at::logsumexp(scores, -1);
   at::Tensor weights = at::softmax(scores, -1);
   if (dropout_p > 0) weights = at::dropout(weights, dropout_p, /*train=*/true);
@@ -651,20 +663,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> sdpa_flash_for_cpu_backward(
   TORCH_CHECK(dropout_p == 0, "scaled_dot_product_flash_attention_for_cpu_backward on tpu: dropout_p = ", dropout_p,
               " is not supported (the dropout mask is not saved); use dropout_p = 0 or scaled_dot_product_attention");
   at::ScalarType math = at::toOpMathType(query.scalar_type());
-  double factor = scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(query.size(-1)));
+  double factor = attention_scale(query, scale);
   at::Tensor q = query.to(math), k = key.to(math), v = value.to(math), dout = grad_out.to(math);
-  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * factor;
-  int64_t l = query.size(-2), sk = key.size(-2);
-  if (is_causal) {
-    at::Tensor keep = at::ones({l, sk}, query.options().dtype(at::kBool)).tril();
-    scores = scores.masked_fill(keep.logical_not(), -std::numeric_limits<double>::infinity());
-  }
-  if (attn_mask.has_value() && attn_mask->defined()) {
-    if (attn_mask->scalar_type() == at::kBool)
-      scores = scores.masked_fill(attn_mask->logical_not(), -std::numeric_limits<double>::infinity());
-    else
-      scores = scores + attn_mask->to(math);
-  }
+  at::Tensor scores = attention_scores(query, key, is_causal, attn_mask, scale);
   at::Tensor p = at::exp(scores - logsumexp.to(math).unsqueeze(-1));
   at::Tensor dv = at::matmul(p.transpose(-2, -1), dout);
   at::Tensor dp = at::matmul(dout, v.transpose(-2, -1));

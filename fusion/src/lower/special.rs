@@ -804,13 +804,7 @@ fn hankel(e: &mut Emitter, a: &V, n: u32, first_kind: bool) -> V {
         let previous = c[k - 1];
         c.push(previous * (mu - odd * odd) / (8.0 * k as f64));
     }
-    let sign = |k: usize| if (k / 2).is_multiple_of(2) { 1.0 } else { -1.0 };
-    let p: Vec<f64> = (0..BESSEL_ASYMPTOTIC_TERMS)
-        .map(|i| sign(2 * i) * c[2 * i])
-        .collect();
-    let q: Vec<f64> = (0..BESSEL_ASYMPTOTIC_TERMS)
-        .map(|i| sign(2 * i + 1) * c[2 * i + 1])
-        .collect();
+    let (p, q) = alternating_halves(&c);
     let one = e.splat(1.0, x);
     let inverse = e.div(&one, a);
     let inverse2 = e.mul(&inverse, &inverse);
@@ -900,13 +894,7 @@ pub(super) fn airy_ai(e: &mut Emitter, x: &V) -> V {
                 / ((2.0 * kf - 1.0) * 216.0 * kf);
             c.push(c[k - 1] * ratio);
         }
-        let sign = |k: usize| if (k / 2).is_multiple_of(2) { 1.0 } else { -1.0 };
-        let p: Vec<f64> = (0..AIRY_ASYMPTOTIC_TERMS)
-            .map(|i| sign(2 * i) * c[2 * i])
-            .collect();
-        let q: Vec<f64> = (0..AIRY_ASYMPTOTIC_TERMS)
-            .map(|i| sign(2 * i + 1) * c[2 * i + 1])
-            .collect();
+        let (p, q) = alternating_halves(&c);
         let inverse = e.div(&one, &zeta);
         let inverse2 = e.mul(&inverse, &inverse);
         let p = polynomial(e, &inverse2, &p);
@@ -942,4 +930,16 @@ pub(super) fn airy_ai(e: &mut Emitter, x: &V) -> V {
         let nan = e.splat(f64::NAN, x);
         e.select(&infinite, &nan, &value)
     })
+}
+
+/// The even and odd terms of `sum_k (-1)^floor(k/2) c_k z^-k` (the P and Q
+/// of Hankel's and Airy's expansions): their coefficients, each a series in
+/// z^-2 (Q's to be multiplied by z^-1).
+fn alternating_halves(c: &[f64]) -> (Vec<f64>, Vec<f64>) {
+    let sign = |k: usize| if (k / 2).is_multiple_of(2) { 1.0 } else { -1.0 };
+    let half = c.len() / 2;
+    (
+        (0..half).map(|i| sign(2 * i) * c[2 * i]).collect(),
+        (0..half).map(|i| sign(2 * i + 1) * c[2 * i + 1]).collect(),
+    )
 }
