@@ -170,13 +170,7 @@ pub(super) fn bessel_i1(e: &mut Emitter, x: &V, scaled: bool) -> V {
             let infinite = e.compare(Cmp::Eq, &a, &inf);
             e.select(&infinite, &inf, &value)
         };
-        // x's sign (and -0 stays -0: magnitude is 0 there).
-        let zero = e.splat(0.0, x);
-        let negative = e.compare(Cmp::Lt, x, &zero);
-        let flipped = e.unary("stablehlo.negate", &magnitude);
-        let signed = e.select(&negative, &flipped, &magnitude);
-        let is_zero = e.compare(Cmp::Eq, x, &zero);
-        e.select(&is_zero, x, &signed)
+        odd_extension(e, x, &magnitude)
     })
 }
 
@@ -450,13 +444,7 @@ pub(super) fn bessel_j(e: &mut Emitter, x: &V, n: u32) -> V {
         if n == 0 {
             return value;
         }
-        // J1 is odd; J1(+-0) keeps the zero's sign.
-        let zero = e.splat(0.0, x);
-        let negative = e.compare(Cmp::Lt, x, &zero);
-        let flipped = e.unary("stablehlo.negate", &value);
-        let value = e.select(&negative, &flipped, &value);
-        let is_zero = e.compare(Cmp::Eq, x, &zero);
-        e.select(&is_zero, x, &value)
+        odd_extension(e, x, &value)
     })
 }
 
@@ -942,4 +930,15 @@ fn alternating_halves(c: &[f64]) -> (Vec<f64>, Vec<f64>) {
         (0..half).map(|i| sign(2 * i) * c[2 * i]).collect(),
         (0..half).map(|i| sign(2 * i + 1) * c[2 * i + 1]).collect(),
     )
+}
+
+/// An odd function's value at x from its value at |x|: x's sign, and a
+/// zero keeps its own sign (I1, J1).
+fn odd_extension(e: &mut Emitter, x: &V, magnitude: &V) -> V {
+    let zero = e.splat(0.0, x);
+    let negative = e.compare(Cmp::Lt, x, &zero);
+    let flipped = e.unary("stablehlo.negate", magnitude);
+    let signed = e.select(&negative, &flipped, magnitude);
+    let is_zero = e.compare(Cmp::Eq, x, &zero);
+    e.select(&is_zero, x, &signed)
 }
