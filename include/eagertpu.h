@@ -643,6 +643,18 @@ etpu_status etpu_lu_permutation(etpu_tensor pivots, int64_t rows, const char* or
  * from a's LU `factors` and `pivots`; batch dims broadcast. */
 etpu_status etpu_lu_solve(etpu_tensor factors, etpu_tensor pivots, etpu_tensor b, bool left, bool adjoint,
                           const char* origin, etpu_tensor* out);
+/* LDL^T factorization with Bunch-Kaufman pivoting (LAPACK's sytrf) of
+ * symmetric `a`, float32 or float64 [..., n, n], only its lower triangle read:
+ * L and D's 1x1 and 2x2 blocks to `factors` (zeros above the diagonal), int32
+ * 1-based pivots [..., n] to `pivots` (both steps of a 2x2 block negative) and,
+ * unless `info` is NULL, int32 [...] to `info`: 0, or the step of the first
+ * zero column. */
+etpu_status etpu_ldl_factor(etpu_tensor a, const char* origin, etpu_tensor* factors, etpu_tensor* pivots,
+                            etpu_tensor* info);
+/* x solving a x = b, b [..., n, k], from a's LDL `factors` and `pivots`; batch
+ * dims broadcast. */
+etpu_status etpu_ldl_solve(etpu_tensor factors, etpu_tensor pivots, etpu_tensor b, const char* origin,
+                           etpu_tensor* out);
 /* Householder QR (LAPACK's geqrf) of `a`, float32 or float64 [..., m, n]: R on
  * and above the diagonal and each reflector's vector below it (its leading 1
  * implied) to `factors`, the reflectors' scales [..., min(m, n)] to `tau`. */

@@ -92,6 +92,36 @@ c_api! {
         }
     }
 
+    /// LDL^T factorization with Bunch-Kaufman pivoting of symmetric `a`
+    /// ([..., n, n], only its lower triangle read; LAPACK's `sytrf`): L and
+    /// D's blocks to `factors` (zeros above the diagonal), int32 1-based
+    /// pivots [..., n] to `pivots` (a 2x2 block's two steps both negative)
+    /// and, unless `info` is NULL, int32 [...] to `info` (0, or the step of
+    /// the first zero column).
+    fn etpu_ldl_factor(a: TensorHandle, origin: *const c_char, factors: *mut TensorHandle, pivots: *mut TensorHandle, info: *mut TensorHandle) {
+        let a = get(a, "a")?;
+        if pivots.is_null() {
+            return Err(Failure::invalid("pivots is NULL"));
+        }
+        // SAFETY: strings and pointers as documented.
+        unsafe {
+            let (ld, p, i) = at(origin, || a.ldl_factor_ex())?;
+            put_pair(factors, info, (ld, i))?;
+            put_tensor(pivots, p)
+        }
+    }
+
+    /// x solving a x = b from a's LDL `factors` and `pivots`
+    /// (`etpu_ldl_factor`'s); b [..., n, k]; batch dims broadcast.
+    fn etpu_ldl_solve(factors: TensorHandle, pivots: TensorHandle, b: TensorHandle, origin: *const c_char, out: *mut TensorHandle) {
+        let (ld, p, b) = (get(factors, "factors")?, get(pivots, "pivots")?, get(b, "b")?);
+        // SAFETY: strings and pointers as documented.
+        unsafe {
+            let t = at(origin, || ld.ldl_solve(&p, &b))?;
+            put_tensor(out, t)
+        }
+    }
+
     /// Householder QR of `a` ([..., m, n], LAPACK's `geqrf`): R and the
     /// reflectors' vectors to `factors`, their scales [..., min(m, n)] to
     /// `tau`.

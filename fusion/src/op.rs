@@ -357,6 +357,18 @@ pub enum Op {
     /// per op, as `Sort`: each lowers the whole factorization (a loop of
     /// min(m, n) steps) and keeps one. float32 and float64.
     Lu { output: LuOutput },
+    /// (a [..., n, n]) LDL^T factorization of symmetric matrices with
+    /// Bunch-Kaufman pivoting, LAPACK's `sytrf` (lower; only the lower
+    /// triangle read; `torch.linalg.ldl_factor_ex`). The results are `Lu`'s
+    /// three: the factors (L below the diagonal, D's 1x1 and 2x2 blocks on
+    /// and below it, zeros above), int32 1-based pivots [..., n] (negative
+    /// and equal for the two steps of a 2x2 block) and info. One result per
+    /// op, as `Lu`. float32 and float64.
+    Ldl { output: LuOutput },
+    /// (factors [..., n, n], pivots int32 [..., n], b [..., n, k]) x with
+    /// `a @ x == b` from `Ldl`'s results, LAPACK's `sytrs`. Batch dims equal
+    /// (the runtime broadcasts them).
+    LdlSolve,
     /// (pivots int32 [..., k]) int32 [..., rows]: where the row swaps of
     /// `Lu`'s pivots take `0..rows`: `a[perm] == l @ u`.
     LuPermutation { rows: i64 },
@@ -494,6 +506,8 @@ impl Op {
             Op::Cholesky { .. } | Op::CholeskyInfo { .. } => "cholesky",
             Op::TriangularSolve { .. } => "triangular_solve",
             Op::Lu { .. } => "lu_factor",
+            Op::Ldl { .. } => "ldl_factor",
+            Op::LdlSolve => "ldl_solve",
             Op::Polynomial(kind) => kind.name(),
             Op::LuPermutation { .. } => "lu_permutation",
             Op::Householder { .. } => "geqrf",

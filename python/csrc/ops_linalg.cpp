@@ -195,6 +195,34 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> linalg_solve_ex_o
   return {result, factors, pivots, info};
 }
 
+// ------------------------------------------------------------------ LDL ----
+// Bunch-Kaufman LDL^T (LAPACK's sytrf, lower). `hermitian` only differs for
+// complex matrices, which tpu does not have.
+
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> linalg_ldl_factor_ex_out(const at::Tensor& a, bool hermitian,
+                                                                           bool check_errors, at::Tensor& factors,
+                                                                           at::Tensor& pivots, at::Tensor& info) {
+  {
+    OpScope s;
+    Handle f, p, i;
+    check(etpu_ldl_factor(read(a).get(), origin(), f.out(), p.out(), i.out()));
+    write(factors, f);
+    write(pivots, p);
+    write(info, i);
+  }
+  if (check_errors) at::_linalg_check_errors(info, "torch.linalg.ldl_factor_ex", a.dim() == 2);
+  return {factors, pivots, info};
+}
+
+at::Tensor& linalg_ldl_solve_out(const at::Tensor& factors, const at::Tensor& pivots, const at::Tensor& b,
+                                 bool hermitian, at::Tensor& out) {
+  OpScope s;
+  Handle x;
+  check(etpu_ldl_solve(read(factors).get(), read(pivots).get(), read(b).get(), origin(), x.out()));
+  write(out, x);
+  return out;
+}
+
 // The diagonal of U [..., n] and the permutation's sign [...] (-1 for an odd
 // number of swaps), from a square matrix's factorization.
 std::pair<Handle, Handle> lu_diagonal_and_sign(const at::Tensor& a, const Lu& r) {
@@ -564,6 +592,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_linalg_slogdet.sign", linalg_slogdet_out);
   m.impl("linalg_lu.out", linalg_lu_out);
   m.impl("lu_unpack.out", lu_unpack_out);
+  m.impl("linalg_ldl_factor_ex.out", linalg_ldl_factor_ex_out);
+  m.impl("linalg_ldl_solve.out", linalg_ldl_solve_out);
   m.impl("geqrf", geqrf_fn);
   m.impl("geqrf.a", geqrf_out);
   m.impl("ormqr", ormqr_fn);

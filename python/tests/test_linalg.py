@@ -201,6 +201,46 @@ def test_lu_solve_matches_the_cpu(left, adjoint):
                factors, b, rtol=1e-3, atol=1e-4)
 
 
+def symmetric_indefinite(*shape, dtype=torch.float32):
+    """Symmetric matrices with a small diagonal: Bunch-Kaufman pivoting takes
+    2x2 blocks and row swaps on them. Their upper triangle holds other
+    numbers (LDL reads only the lower one)."""
+    a = rand(*shape, dtype=dtype)
+    a = a.tril(-1) + a.tril(-1).mT + 0.1 * torch.diag_embed(torch.diagonal(a, 0, -2, -1))
+    return a + 100 * torch.ones_like(a).triu(1)
+
+
+@pytest.mark.parametrize("shape", [(5, 5), (4, 6, 6), (2, 2, 3, 3), (1, 1), (0, 0), (0, 2, 2)])
+def test_ldl_factor_matches_lapack_pivots_and_all(shape):
+    a = symmetric_indefinite(*shape)
+    for dtype in [torch.float32, torch.float64]:
+        ld, pivots, info = check(torch.linalg.ldl_factor_ex, a.to(dtype), rtol=1e-4, atol=1e-5)
+        assert pivots.dtype == info.dtype == torch.int32
+        check(lambda a: torch.linalg.ldl_factor(a, hermitian=True), a.to(dtype), rtol=1e-4, atol=1e-5)
+    if shape[-1] >= 5:
+        # Both kinds of pivot were taken (else this test checks too little).
+        pivots = torch.linalg.ldl_factor_ex(a).pivots
+        steps = torch.arange(1, shape[-1] + 1, dtype=torch.int32)
+        assert (pivots < 0).any() and ((pivots > 0) & (pivots != steps)).any(), pivots
+
+
+def test_ldl_factor_ex_reports_a_zero_column():
+    a = torch.stack([torch.eye(3), torch.tensor([[0.0, 0.0, 0.0], [0.0, 1.0, 2.0], [0.0, 2.0, 1.0]])])
+    check(torch.linalg.ldl_factor_ex, a)
+    assert torch.linalg.ldl_factor_ex(a.to("tpu")).info.cpu().tolist() == [0, 1]
+    next_op_works()
+
+
+@pytest.mark.parametrize("shape, rhs", [((5, 5), (5, 2)), ((3, 4, 4), (3, 4, 3)), ((4, 4), (2, 4, 1)), ((0, 0), (0, 2))])
+def test_ldl_solve_matches_the_cpu(shape, rhs):
+    a, b = symmetric_indefinite(*shape, dtype=torch.float64), rand(*rhs, dtype=torch.float64)
+    ld, pivots = torch.linalg.ldl_factor(a)
+    x = check(torch.linalg.ldl_solve, ld, pivots, b)
+    symmetric = a.tril() + a.tril(-1).mT
+    torch.testing.assert_close(symmetric @ x.cpu(), b)
+    check(torch.linalg.ldl_solve, ld.float(), pivots, b.float(), rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("batch", [(), (3,), (2, 2)])
 def test_inv_solve_det_slogdet_match_the_cpu(batch):
     a = well_conditioned(*batch, 4, 4)

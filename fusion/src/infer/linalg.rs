@@ -63,6 +63,48 @@ pub(super) fn lu(op: &'static str, output: LuOutput, inputs: &[TensorType]) -> R
     })
 }
 
+pub(super) fn ldl(op: &'static str, output: LuOutput, inputs: &[TensorType]) -> Result<TensorType> {
+    arity(op, inputs, 1)?;
+    let a = &inputs[0];
+    let n = square_matrices(op, "the input", a)?;
+    let batch = &a.shape[..a.rank() - 2];
+    Ok(match output {
+        LuOutput::Factors => a.clone(),
+        LuOutput::Pivots => {
+            let mut shape = batch.to_vec();
+            shape.push(n);
+            TensorType::new(DType::I32, &shape)
+        }
+        LuOutput::Info => TensorType::new(DType::I32, batch),
+    })
+}
+
+/// (factors [..., n, n], pivots int32 [..., n], b [..., n, k]): batch dims
+/// and the float dtypes equal.
+pub(super) fn ldl_solve(op: &'static str, inputs: &[TensorType]) -> Result<TensorType> {
+    arity(op, inputs, 3)?;
+    let (a, pivots, b) = (&inputs[0], &inputs[1], &inputs[2]);
+    let n = square_matrices(op, "the factors", a)?;
+    float_matrices(op, "the right-hand side", b)?;
+    let batch = &a.shape[..a.rank() - 2];
+    let mut pivots_shape = batch.to_vec();
+    pivots_shape.push(n);
+    let fits = pivots.dtype == DType::I32
+        && pivots.shape.as_slice() == pivots_shape.as_slice()
+        && b.dtype == a.dtype
+        && b.rank() == a.rank()
+        && &b.shape[..b.rank() - 2] == batch
+        && b.shape[b.rank() - 2] == n;
+    if !fits {
+        return Err(Error::ShapeMismatch {
+            op,
+            got: format!("factors {a}, pivots {pivots}, b {b}"),
+            expected: "factors [..., n, n], int32 pivots [..., n] and b [..., n, k] of the factors' dtype and batch dims".into(),
+        });
+    }
+    Ok(b.clone())
+}
+
 pub(super) fn lu_permutation(
     op: &'static str,
     rows: i64,

@@ -92,6 +92,8 @@ impl Op {
             Op::Cholesky { .. } => linalg::cholesky(op, inputs),
             Op::CholeskyInfo { .. } => linalg::cholesky_info(op, inputs),
             Op::Lu { output } => linalg::lu(op, *output, inputs),
+            Op::Ldl { output } => linalg::ldl(op, *output, inputs),
+            Op::LdlSolve => linalg::ldl_solve(op, inputs),
             Op::Polynomial(_) => {
                 arity(op, inputs, 2)?;
                 float_only(op, &inputs[0])?;

@@ -84,7 +84,7 @@ pub(super) fn eigh(e: &mut Emitter, a: &V, lower: bool, output: EighOutput) -> V
 }
 
 /// (row, col) indices of `a`'s matrices, int32 of its shape.
-fn matrix_indices(e: &mut Emitter, a: &V) -> (V, V) {
+pub(super) fn matrix_indices(e: &mut Emitter, a: &V) -> (V, V) {
     let r = a.ty.rank();
     let index = a.ty.with_dtype(DType::I32);
     (e.iota(index.clone(), r - 2), e.iota(index, r - 1))
@@ -92,7 +92,7 @@ fn matrix_indices(e: &mut Emitter, a: &V) -> (V, V) {
 
 /// bool, `v`'s shape: where `v`'s last-dim index is `k` (0-d int32), the
 /// one step of a per-step vector (pivots, tau) a loop reads or writes.
-fn at_last(e: &mut Emitter, v: &V, k: &V) -> V {
+pub(super) fn at_last(e: &mut Emitter, v: &V, k: &V) -> V {
     let index = e.iota(v.ty.with_dtype(DType::I32), v.ty.rank() - 1);
     let k_full = spread(e, k, &v.ty.shape);
     e.compare(Cmp::Eq, &index, &k_full)
@@ -175,25 +175,25 @@ fn first_failing_minor(e: &mut Emitter, a: &V, ok: &V, upper: bool, out: &Tensor
 }
 
 /// `x` broadcast to `shape` along new trailing dims (its dims lead).
-fn spread(e: &mut Emitter, x: &V, shape: &[i64]) -> V {
+pub(super) fn spread(e: &mut Emitter, x: &V, shape: &[i64]) -> V {
     e.broadcast_in_dim(x, shape, 0..x.ty.rank() as i64)
 }
 
 /// The sum over `dim` of `x` where `mask` holds, 0 elsewhere: with a one-hot
 /// mask, the one row, column or element it names, exactly.
-fn pick(e: &mut Emitter, x: &V, mask: &V, dim: usize) -> V {
+pub(super) fn pick(e: &mut Emitter, x: &V, mask: &V, dim: usize) -> V {
     let zero = e.splat(0, x);
     let kept = e.select(mask, x, &zero);
     e.reduce(&kept, Scalar::Int(0), "stablehlo.add", &[dim])
 }
 
 /// A 0-d int32 constant.
-fn int32(e: &mut Emitter, value: i64) -> V {
+pub(super) fn int32(e: &mut Emitter, value: i64) -> V {
     e.scalar(value, DType::I32)
 }
 
 /// `step < limit`, the loops' condition.
-fn before(e: &mut Emitter, step: &V, limit: i64) -> V {
+pub(super) fn before(e: &mut Emitter, step: &V, limit: i64) -> V {
     let end = int32(e, limit);
     e.compare(Cmp::Lt, step, &end)
 }

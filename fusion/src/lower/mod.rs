@@ -16,6 +16,7 @@ mod create;
 mod elementwise;
 mod index;
 mod layout;
+mod ldl;
 mod linalg;
 mod nn;
 mod polynomial;
@@ -796,6 +797,8 @@ fn lower_op(e: &mut Emitter, op: &Op, inputs: &[V], out: TensorType) -> V {
         Op::Cholesky { upper } => linalg::cholesky(e, &inputs[0], *upper),
         Op::CholeskyInfo { upper } => linalg::cholesky_info(e, &inputs[0], *upper, out),
         Op::Lu { output } => linalg::lu(e, &inputs[0], *output),
+        Op::Ldl { output } => ldl::ldl(e, &inputs[0], *output),
+        Op::LdlSolve => ldl::ldl_solve(e, inputs),
         Op::Polynomial(kind) => polynomial::polynomial(e, *kind, &inputs[0], &inputs[1]),
         Op::LuPermutation { .. } => linalg::lu_permutation(e, &inputs[0], out),
         Op::Householder { output } => linalg::householder(e, &inputs[0], *output),

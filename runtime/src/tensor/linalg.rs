@@ -82,6 +82,42 @@ impl Tensor {
         ))
     }
 
+    /// LDL^T factorization of symmetric matrices with Bunch-Kaufman
+    /// pivoting (`torch.linalg.ldl_factor_ex`; only the lower triangle
+    /// read): (factors: L below the diagonal, D's 1x1 and 2x2 blocks on and
+    /// below it; int32 1-based pivots, LAPACK's `sytrf`'s; int32 info: 0 or
+    /// the step of the first zero column).
+    #[track_caller]
+    pub fn ldl_factor_ex(&self) -> Result<(Tensor, Tensor, Tensor)> {
+        let ldl = |output| self.op(Op::Ldl { output }, &[]);
+        Ok((
+            ldl(LuOutput::Factors)?,
+            ldl(LuOutput::Pivots)?,
+            ldl(LuOutput::Info)?,
+        ))
+    }
+
+    /// x with `a @ x == b` from `a`'s LDL factors (`self`) and pivots
+    /// (`torch.linalg.ldl_solve`). Batch dims broadcast.
+    #[track_caller]
+    pub fn ldl_solve(&self, pivots: &Tensor, b: &Tensor) -> Result<Tensor> {
+        let (ra, rb) = (self.rank(), b.rank());
+        if ra < 2 || rb < 2 || pivots.rank() != ra - 1 {
+            // Inference names the op and the shapes.
+            return self.op(Op::LdlSolve, &[pivots, b]);
+        }
+        let batch = broadcast_shapes("ldl_solve", &self.shape()[..ra - 2], &b.shape()[..rb - 2])?;
+        let full = |t: &Tensor, tail: &[i64]| {
+            let mut shape = batch.clone();
+            shape.extend_from_slice(tail);
+            t.expand(&shape)
+        };
+        let factors = full(self, &self.shape()[ra - 2..])?;
+        let pivots = full(pivots, &pivots.shape()[ra - 2..])?;
+        let b = full(b, &b.shape()[rb - 2..])?;
+        factors.op(Op::LdlSolve, &[&pivots, &b])
+    }
+
     /// The permutation that LU pivots [..., k] make of `0..rows`, int32
     /// [..., rows]: `a[perm] == l @ u`.
     #[track_caller]
