@@ -426,6 +426,10 @@ etpu_status etpu_check_distributed_store(int64_t timeout_ms);
   X(bitwise_and, INTEGRAL, Tensor_out, none) \
   X(bitwise_or, INTEGRAL, Tensor_out, none) \
   X(bitwise_xor, INTEGRAL, Tensor_out, none) \
+  X(bitwise_left_shift, INTEGER, Tensor_out, none) \
+  X(bitwise_right_shift, INTEGER, Tensor_out, none) \
+  X(gcd, INTEGER, out, none) \
+  X(lcm, INTEGER, out, none) \
   X(polygamma, FLOAT, none, none) \
   X(special_zeta, FLOAT, out, none) \
   X(igamma, FLOAT, out, none) \

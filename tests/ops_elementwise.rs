@@ -751,3 +751,83 @@ fn special_functions_match_the_host_reference() {
     assert!(lg.iter().all(|v| *v == f32::INFINITY), "{lg:?}");
 }
 }
+
+/// Euclid on the host, as C computes it on |a| and |b|.
+fn host_gcd(a: i64, b: i64) -> i64 {
+    let (mut a, mut b) = (a.wrapping_abs(), b.wrapping_abs());
+    while a != 0 {
+        (a, b) = (b % a, a);
+    }
+    b
+}
+
+#[test]
+fn shifts_gcd_and_lcm_are_exact_on_int64() {
+    let mut rng = common::Rng::new(5);
+    let a: Vec<i64> = (0..64)
+        .map(|i| match i {
+            0 => i64::MIN,
+            1 => i64::MAX,
+            2 => 0,
+            _ => rng.uniform(-1e12, 1e12) as i64,
+        })
+        .collect();
+    let shifts: Vec<i64> = (0..64).map(|i| i * 67 % 70 - 2).collect(); // -2 ..= 67
+    let (ta, ts) = (
+        Tensor::from_slice(&a, &[64]).unwrap(),
+        Tensor::from_slice(&shifts, &[64]).unwrap(),
+    );
+    let left: Vec<i64> = a
+        .iter()
+        .zip(&shifts)
+        .map(|(&x, &s)| if (0..64).contains(&s) { x << s } else { 0 })
+        .collect();
+    let right: Vec<i64> = a
+        .iter()
+        .zip(&shifts)
+        .map(|(&x, &s)| x >> if (0..64).contains(&s) { s } else { 63 })
+        .collect();
+    assert_eq!(
+        ta.bitwise_left_shift(&ts).unwrap().to_vec::<i64>().unwrap(),
+        left
+    );
+    assert_eq!(
+        ta.bitwise_right_shift(&ts)
+            .unwrap()
+            .to_vec::<i64>()
+            .unwrap(),
+        right
+    );
+    let b: Vec<i64> = a.iter().rev().map(|&x| x / 1000 + 7).collect();
+    let tb = Tensor::from_slice(&b, &[64]).unwrap();
+    let gcd: Vec<i64> = a.iter().zip(&b).map(|(&x, &y)| host_gcd(x, y)).collect();
+    assert_eq!(ta.gcd(&tb).unwrap().to_vec::<i64>().unwrap(), gcd);
+    let lcm: Vec<i64> = a
+        .iter()
+        .zip(&b)
+        .zip(&gcd)
+        .map(|((&x, &y), &g)| {
+            if g == 0 {
+                0
+            } else {
+                (x.wrapping_div(g)).wrapping_mul(y).wrapping_abs()
+            }
+        })
+        .collect();
+    assert_eq!(ta.lcm(&tb).unwrap().to_vec::<i64>().unwrap(), lcm);
+    // Consecutive Fibonacci numbers take Euclid's most steps.
+    let fib = Tensor::from_slice(&[7540113804746346429i64, 1], &[2]).unwrap();
+    let next = Tensor::from_slice(&[4660046610375530309i64, 0], &[2]).unwrap();
+    assert_eq!(fib.gcd(&next).unwrap().to_vec::<i64>().unwrap(), [1, 1]);
+    let e = err_text(
+        Host::random(DType::F32, &[2], 1)
+            .tensor()
+            .gcd(&ta.narrow(0, 0, 2).unwrap()),
+    );
+    assert!(
+        e.contains("gcd") && e.contains("float32") && e.contains("integer"),
+        "{e}"
+    );
+    let bools = Host::new(DType::Bool, &[2], vec![0.0, 1.0]).tensor();
+    assert!(err_text(bools.bitwise_left_shift(&bools)).contains("bool"));
+}

@@ -48,6 +48,8 @@ pub enum BinaryResult {
     Integral,
     /// The promoted dtype, which must be a float (nextafter).
     FloatOperands,
+    /// The promoted dtype, which must be an integer, not bool (gcd, shifts).
+    Integer,
 }
 
 /// Hands the unary op table to `$callback!`: per op, its doc comment, then
@@ -179,6 +181,16 @@ macro_rules! for_each_binary_op {
             BitAnd bitwise_and Integral Tensor_out none,
             BitOr bitwise_or Integral Tensor_out none,
             BitXor bitwise_xor Integral Tensor_out none,
+            /// `a << b`; 0 where b is negative or at least the bit width.
+            ShiftLeft bitwise_left_shift Integer Tensor_out none,
+            /// `a >> b`, arithmetic for signed dtypes; where b is negative or
+            /// at least the bit width, the sign bit everywhere.
+            ShiftRight bitwise_right_shift Integer Tensor_out none,
+            /// The greatest common divisor, non-negative (as PyTorch, except
+            /// that `gcd(int64 min, 0)` is int64 min).
+            Gcd gcd Integer out none,
+            /// The least common multiple, non-negative; 0 if either is 0.
+            Lcm lcm Integer out none,
             /// `polygamma(n, x)`, the n-th derivative of digamma (n a
             /// non-negative integer, the left operand).
             Polygamma polygamma Float none none,

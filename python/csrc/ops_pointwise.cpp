@@ -175,6 +175,17 @@ std::optional<at::Tensor> fresh_binary(const char* op, const at::Tensor& a, cons
   return out;
 }
 
+// Python's `<<` and `>>` (and `<<=`, `>>=`): ATen ops of their own on every
+// device, the shifts of the op table here.
+at::Tensor lshift_tensor(const at::Tensor& self, const at::Tensor& other) { return at::bitwise_left_shift(self, other); }
+at::Tensor lshift_scalar(const at::Tensor& self, const at::Scalar& other) { return at::bitwise_left_shift(self, other); }
+at::Tensor rshift_tensor(const at::Tensor& self, const at::Tensor& other) { return at::bitwise_right_shift(self, other); }
+at::Tensor rshift_scalar(const at::Tensor& self, const at::Scalar& other) { return at::bitwise_right_shift(self, other); }
+at::Tensor& ilshift_tensor(at::Tensor& self, const at::Tensor& other) { return self.bitwise_left_shift_(other); }
+at::Tensor& ilshift_scalar(at::Tensor& self, const at::Scalar& other) { return self.bitwise_left_shift_(other); }
+at::Tensor& irshift_tensor(at::Tensor& self, const at::Tensor& other) { return self.bitwise_right_shift_(other); }
+at::Tensor& irshift_scalar(at::Tensor& self, const at::Scalar& other) { return self.bitwise_right_shift_(other); }
+
 bool is_one(const at::Scalar& alpha) { return alpha.isIntegral(true) ? alpha.toLong() == 1 : alpha.toDouble() == 1.0; }
 
 at::Tensor add_functional(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
@@ -396,6 +407,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("relu_", relu_);
   m.impl("add.out", add_out);
   m.impl("add.Tensor", add_functional);
+  m.impl("__lshift__.Tensor", lshift_tensor);
+  m.impl("__lshift__.Scalar", lshift_scalar);
+  m.impl("__rshift__.Tensor", rshift_tensor);
+  m.impl("__rshift__.Scalar", rshift_scalar);
+  m.impl("__ilshift__.Tensor", ilshift_tensor);
+  m.impl("__ilshift__.Scalar", ilshift_scalar);
+  m.impl("__irshift__.Tensor", irshift_tensor);
+  m.impl("__irshift__.Scalar", irshift_scalar);
   m.impl("sub.Tensor", sub_functional);
   m.impl("mul.Tensor", mul_functional);
   m.impl("div.Tensor", div_functional);

@@ -7,7 +7,7 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import FLOATS, INTS, assert_same, check, check_grad, rand
+from helpers import FLOATS, INTS, assert_same, check, check_grad, next_op_works, rand
 
 pytestmark = pytest.mark.usefixtures("mode", "no_fallbacks")
 
@@ -372,6 +372,9 @@ def test_every_float_op_computes_integers_in_the_default_float_dtype(name, dtype
 def operands(rule):
     if rule == "INTEGRAL":
         return rand(3, 4, dtype=torch.int32), rand(3, 4, dtype=torch.int32)
+    if rule == "INTEGER":
+        # Shift amounts past the bit width and below 0 too.
+        return rand(3, 4, dtype=torch.int32), torch.randint(-3, 40, (1, 4), dtype=torch.int32)
     a, b = rand(3, 4), rand(1, 4)
     return a, b.abs() + 0.5  # pow, remainder: a positive right-hand side
 
@@ -392,6 +395,49 @@ def test_every_binary_op_of_the_table_through_its_aten_overloads(row):
         check(lambda x, y: fn(x, y, out=torch.empty(shape, dtype=dtype, device=x.device)), a, b)
     if scalar_out != "none":
         check(lambda x: fn(x, 3), a)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8])
+def test_shifts_match_the_cpu_at_every_width_and_out_of_range(dtype):
+    bits = torch.iinfo(dtype).bits
+    low = 0 if dtype == torch.uint8 else torch.iinfo(dtype).min
+    a = torch.cat([torch.tensor([low, torch.iinfo(dtype).max, 1, 0, 5]).to(dtype), rand(20, dtype=dtype)])
+    b = torch.randint(0 if dtype == torch.uint8 else -2, bits + 3, a.shape).to(dtype)
+    check(lambda x, y: x << y, a, b)
+    check(lambda x, y: x >> y, a, b)
+    check(lambda x: x << 3, a)
+    check(lambda x: x >> 2, a)
+    check(lambda x: 3 << x.clamp(0, bits - 1), a)
+
+    def in_place(x, y):
+        x <<= y
+        x >>= 1
+        return x
+
+    check(in_place, a, b)
+    check(lambda x: torch.tensor([True, False], device=x.device) << 2, a)  # bool << int: int64
+    with pytest.raises(RuntimeError, match="integer"):
+        torch.ones(2, device="tpu") << 1
+    next_op_works()
+
+
+def test_gcd_and_lcm_match_the_cpu():
+    big = torch.iinfo(torch.int64).min
+    a = torch.tensor([0, -4, 6, 0, big, 48, 17, 1071, 2**62, 832040])  # 832040, 514229: Fibonacci numbers
+    b = torch.tensor([0, 6, -4, 5, 2, 18, 0, 462, 3 * 2**40, 514229])
+    check(torch.gcd, a, b)
+    check(torch.lcm, a[:4], b[:4])
+    check(torch.lcm, torch.tensor([2**40]), torch.tensor([3**20]))
+    x, y = torch.randint(-10**6, 10**6, (300,)), torch.randint(-10**6, 10**6, (300,))
+    check(torch.gcd, x, y)
+    check(torch.lcm, x, y)
+    check(torch.gcd, x.to(torch.int16), y.to(torch.int16))
+    check(torch.gcd, torch.tensor([5, 0, 255], dtype=torch.uint8), torch.tensor([200, 0, 15], dtype=torch.uint8))
+    check(torch.gcd, torch.tensor(12, dtype=torch.int32), torch.tensor([[8], [18]], dtype=torch.int32))
+    check(lambda x, y: x.gcd_(y), x, y)
+    with pytest.raises(RuntimeError, match="gcd.*float32.*integer"):
+        torch.gcd(torch.ones(2, device="tpu"), torch.ones(2, device="tpu"))
+    next_op_works()
 
 
 def test_rounded_division_of_int64_is_exact_beyond_2_53():

@@ -64,6 +64,10 @@ pub(super) fn binary(op: &'static str, b: BinaryOp, inputs: &[TensorType]) -> Re
             return Err(unsupported(op, compute, "float tensors"));
         }
         BinaryResult::FloatOperands => compute,
+        BinaryResult::Integer if compute.is_float() || compute.is_bool() => {
+            return Err(unsupported(op, compute, "integer tensors"));
+        }
+        BinaryResult::Integer => compute,
     };
     Ok(TensorType { dtype: out, shape })
 }

@@ -174,7 +174,66 @@ pub(super) fn binary(e: &mut Emitter, b: BinaryOp, l: &V, r: &V, out: TensorType
         Nextafter => e.binary("chlo.next_after", &a, &c),
         Igamma => special::igamma(e, &a, &c, false),
         Igammac => special::igamma(e, &a, &c, true),
+        ShiftLeft => e.binary("stablehlo.shift_left", &a, &c),
+        ShiftRight if compute == DType::U8 => e.binary("stablehlo.shift_right_logical", &a, &c),
+        ShiftRight => e.binary("stablehlo.shift_right_arithmetic", &a, &c),
+        Gcd => gcd(e, &a, &c),
+        Lcm => lcm(e, &a, &c),
     }
+}
+
+/// `|x|` of an integer (unsigned ones as they are; int64 min stays itself,
+/// as in C).
+fn int_abs(e: &mut Emitter, x: &V) -> V {
+    if x.ty.dtype == DType::U8 {
+        x.clone()
+    } else {
+        e.unary("stablehlo.abs", x)
+    }
+}
+
+/// Euclid's algorithm elementwise, as PyTorch's `calc_gcd`: on |a| and |b|,
+/// `(a, b) <- (b % a, a)` until a is 0, each element stopping at its own
+/// step; the loop runs until every element has (at most 93 steps for
+/// int64, the Fibonacci bound).
+fn gcd(e: &mut Emitter, a: &V, b: &V) -> V {
+    let (a, b) = (int_abs(e, a), int_abs(e, b));
+    let all: Vec<usize> = (0..a.ty.rank()).collect();
+    let finals = e.while_op(
+        &[&a, &b],
+        |e, s| {
+            let zero = e.splat(0, &s[0]);
+            let going = e.compare(Cmp::Ne, &s[0], &zero);
+            if all.is_empty() {
+                going
+            } else {
+                e.reduce(&going, Scalar::Bool(false), "stablehlo.or", &all)
+            }
+        },
+        |e, s| {
+            let (a, b) = (&s[0], &s[1]);
+            let zero = e.splat(0, a);
+            let going = e.compare(Cmp::Ne, a, &zero);
+            let one = e.splat(1, a);
+            let divisor = e.select(&going, a, &one);
+            let rest = e.binary("stablehlo.remainder", b, &divisor);
+            vec![e.select(&going, &rest, a), e.select(&going, a, b)]
+        },
+    );
+    finals[1].clone()
+}
+
+/// `|a / gcd(a, b) * b|`, 0 where the gcd is 0, as PyTorch's `calc_lcm`.
+fn lcm(e: &mut Emitter, a: &V, b: &V) -> V {
+    let g = gcd(e, a, b);
+    let zero = e.splat(0, &g);
+    let none = e.compare(Cmp::Eq, &g, &zero);
+    let one = e.splat(1, &g);
+    let divisor = e.select(&none, &one, &g);
+    let quotient = e.div(a, &divisor);
+    let product = e.mul(&quotient, b);
+    let magnitude = int_abs(e, &product);
+    e.select(&none, &zero, &magnitude)
 }
 
 /// `polygamma(n, x)`. CHLO's is right for x > 0 only; below 0 the
