@@ -5,6 +5,9 @@
 // linspace. An element falls in the bin whose edges hold it, the last bin
 // closed on the right (searchsorted on the edges, as the CPU's
 // upper_bound); elements outside the edges and NaNs are not counted.
+// torch.bincount likewise: its length is the data's maximum + 1 (one host
+// read of the extremes, as the CPU and CUDA kernels read them), the counts
+// an index_add.
 #include <ATen/ATen.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
@@ -187,6 +190,35 @@ at::Tensor histogramdd_from_bin_tensors(const at::Tensor& self, at::TensorList b
 }  // namespace
 }  // namespace etpu
 
+namespace etpu {
+namespace {
+
+at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& weights, int64_t minlength) {
+  TORCH_CHECK(self.dim() == 1 && at::isIntegralType(self.scalar_type(), /*includeBool=*/false),
+              "bincount only supports 1-d non-negative integral inputs.");
+  TORCH_CHECK(minlength >= 0, "minlength should be >= 0");
+  bool weighted = weights.has_value() && weights->defined();
+  if (weighted)
+    TORCH_CHECK(weights->dim() == 1 && weights->size(0) == self.size(0),
+                "weights should be 1-d and have the same length as input");
+  int64_t length = minlength;
+  if (self.numel() > 0) {
+    at::Tensor extremes = at::stack({self.min(), self.max()}).to(at::kLong).cpu();
+    TORCH_CHECK(extremes[0].item<int64_t>() >= 0, "bincount only supports 1-d non-negative integral inputs.");
+    length = std::max(length, extremes[1].item<int64_t>() + 1);
+  }
+  // The CPU kernel's dtypes: int64 counts, float32 for float32 weights,
+  // float64 for any other weights.
+  at::ScalarType t = !weighted ? at::kLong : weights->scalar_type() == at::kFloat ? at::kFloat : at::kDouble;
+  at::Tensor counts = at::zeros({length}, self.options().dtype(t));
+  if (self.numel() == 0) return counts;
+  at::Tensor added = weighted ? weights->to(t) : at::ones({self.size(0)}, counts.options());
+  return counts.index_add_(0, self, added);
+}
+
+}  // namespace
+}  // namespace etpu
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   using namespace etpu;
   m.impl("histogram.bin_ct", histogram_bin_ct);
@@ -196,4 +228,5 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_histogramdd_bin_edges", histogramdd_bin_edges);
   m.impl("_histogramdd_from_bin_cts", histogramdd_from_bin_cts);
   m.impl("_histogramdd_from_bin_tensors", histogramdd_from_bin_tensors);
+  m.impl("bincount", bincount);
 }

@@ -1,7 +1,7 @@
 """ATen ops made of other tpu kernels (python/csrc/ops_composed.cpp):
 norms, round to decimals, aminmax, renorm, addbmm, angle, scatter with a
 reduce, batch norm with running-stat updates, max unpooling, 2-d NLL loss,
-channel shuffle, masked_scatter and histc, against PyTorch CPU in every
+channel shuffle, masked_scatter, histc, histogram and bincount, against PyTorch CPU in every
 mode, with gradients where PyTorch has them."""
 
 import copy
@@ -195,6 +195,22 @@ def test_histogram_matches_the_cpu():
           torch.tensor([-3.0, -1.0, 0.5, 1.0]))
     with pytest.raises(RuntimeError, match="not finite"):
         torch.histogram(torch.tensor([1.0, float("nan")], device="tpu"), bins=3)
+    next_op_works()
+
+
+def test_bincount_matches_the_cpu():
+    x = torch.randint(0, 12, (200,))
+    check(torch.bincount, x)
+    check(torch.bincount, x.to(torch.int32))
+    check(lambda t: torch.bincount(t, minlength=20), x)
+    check(lambda t: torch.bincount(t, minlength=3), torch.tensor([], dtype=torch.long))
+    for w in [rand(200), rand(200, dtype=torch.float64), rand(200).half(), torch.randint(0, 5, (200,))]:
+        check(torch.bincount, x, w)  # int64 counts; float32 for float32 weights, else float64
+    for bad in [torch.tensor([-1, 2]), torch.tensor([[1]]), torch.tensor([1.0])]:
+        with pytest.raises(RuntimeError, match="1-d non-negative integral"):
+            torch.bincount(bad.to("tpu"))
+    with pytest.raises(RuntimeError, match="same length"):
+        torch.bincount(x.to("tpu"), rand(3).to("tpu"))
     next_op_works()
 
 
