@@ -205,12 +205,43 @@ at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mas
   return out;
 }
 
+// Randomized leaky ReLU (`F.rrelu`), as the CPU kernel: in training, each
+// element at or below 0 is multiplied by a slope drawn uniformly from
+// [lower, upper] (recorded in `noise`, 1 elsewhere, for the backward); in
+// evaluation, leaky ReLU with the mean slope, `noise` untouched.
+at::Tensor& rrelu_with_noise_out(const at::Tensor& self, at::Tensor& noise, const at::Scalar& lower,
+                                 const at::Scalar& upper, bool training, std::optional<at::Generator> generator,
+                                 at::Tensor& out) {
+  if (!training) {
+    double slope = (lower.toDouble() + upper.toDouble()) / 2;
+    return at::leaky_relu_out(out, self, slope);
+  }
+  TORCH_CHECK(noise.sizes() == self.sizes(), "rrelu_with_noise: noise ", noise.sizes(), " for an input ",
+              self.sizes());
+  at::Tensor slopes = at::empty_like(self).uniform_(lower.toDouble(), upper.toDouble(), generator);
+  noise.copy_(at::where(self <= 0, slopes, at::ones_like(slopes)));
+  return at::mul_out(out, self, noise);
+}
+
+at::Tensor rrelu_with_noise(const at::Tensor& self, at::Tensor& noise, const at::Scalar& lower,
+                            const at::Scalar& upper, bool training, std::optional<at::Generator> generator) {
+  at::Tensor out = at::empty_like(self);
+  return rrelu_with_noise_out(self, noise, lower, upper, training, std::move(generator), out);
+}
+
+at::Tensor& rrelu_with_noise_(at::Tensor& self, at::Tensor& noise, const at::Scalar& lower, const at::Scalar& upper,
+                              bool training, std::optional<at::Generator> generator) {
+  return rrelu_with_noise_out(self, noise, lower, upper, training, std::move(generator), self);
+}
+
 }  // namespace
 }  // namespace etpu
 
-
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   using namespace etpu;
+  m.impl("rrelu_with_noise", rrelu_with_noise);
+  m.impl("rrelu_with_noise_", rrelu_with_noise_);
+  m.impl("rrelu_with_noise.out", rrelu_with_noise_out);
   m.impl("uniform_", uniform_);
   m.impl("normal_", normal_);
   m.impl("bernoulli_.float", bernoulli_scalar);

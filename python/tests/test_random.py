@@ -118,6 +118,31 @@ def test_dropout():
     assert torch.equal((x.grad != 0).cpu(), (y != 0).cpu())
 
 
+def test_rrelu_draws_slopes_on_the_device_and_backpropagates_them():
+    x = torch.randn(20_000)
+    negative = x <= 0
+    # Evaluation: leaky ReLU with the mean slope, as on the CPU.
+    for f in [lambda t: nn.functional.rrelu(t, 0.1, 0.3), lambda t: nn.RReLU(0.1, 0.3).eval()(t)]:
+        assert torch.equal(f(x.to("tpu")).cpu(), f(x))
+    # Training: each non-positive element times a slope from U(0.1, 0.3).
+    xt = x.to("tpu").requires_grad_()
+    y = nn.functional.rrelu(xt, 0.1, 0.3, training=True)
+    slopes = (y.detach().cpu() / x)[negative]
+    assert torch.equal(y.detach().cpu()[~negative], x[~negative])
+    assert 0.1 <= slopes.min() and slopes.max() <= 0.3
+    assert abs(slopes.mean() - 0.2) < 0.005 and abs(slopes.var() - 0.2**2 / 12) < 0.001
+    y.sum().backward()
+    grad = xt.grad.cpu()
+    assert torch.equal(grad[~negative], torch.ones(int((~negative).sum())))
+    torch.testing.assert_close(grad[negative], slopes)
+    # In place, and reproducible under a seed.
+    torch.manual_seed(3)
+    a = nn.functional.rrelu_(x.to("tpu"), training=True).cpu()
+    torch.manual_seed(3)
+    b = nn.RReLU(inplace=True).train()(x.to("tpu")).cpu()
+    assert torch.equal(a, b) and torch.equal(a[~negative], x[~negative])
+
+
 def test_nn_init_statistics():
     w = torch.empty(512, 256, device="tpu")
     nn.init.uniform_(w, -0.1, 0.1)
