@@ -185,6 +185,31 @@ etpu_status etpu_event_query(etpu_event event, bool* done);
 etpu_status etpu_event_synchronize(etpu_event event);
 /* Milliseconds from `start` to `end` (both recorded with timing); waits for both. */
 etpu_status etpu_event_elapsed_ms(etpu_event start, etpu_event end, double* ms);
+/* Profiler sessions (torch.profiler, through the backend's Kineto plugin): the runtime's
+   activities with wall-clock spans in ns since the Unix epoch (the clock of PyTorch's profiler
+   events), each blamed on the user's line (`origin`, "" where none is known: a background
+   compile). ETPU_TRACE_EXECUTE spans a program from its launch until the plugin reports its
+   outputs ready; an execution still running when the session stops is left out. */
+enum {
+  ETPU_TRACE_COMPILE = 0,
+  ETPU_TRACE_DISK_LOAD = 1,
+  ETPU_TRACE_EXECUTE = 2,
+  ETPU_TRACE_HOST_READ = 3,
+  ETPU_TRACE_TO_DEVICE = 4
+};
+typedef struct etpu_trace_activity {
+  int32_t kind, device;
+  int64_t start_ns, end_ns;
+  const char* name;   /* "eagertpu::compile", ... */
+  const char* detail; /* "37 ops", "float32[64, 10]", ... */
+  const char* origin; /* "train.py:12" */
+} etpu_trace_activity;
+typedef void (*etpu_trace_each)(void* user, const etpu_trace_activity* activity);
+/* Starts recording (what an earlier session kept is dropped). */
+etpu_status etpu_trace_start(void);
+/* Stops recording; calls each(user, activity) for every activity in the order recorded (its
+   strings valid during the call) and, unless NULL, writes how many did not fit (2^20 kept). */
+etpu_status etpu_trace_stop(void* user, etpu_trace_each each, uint64_t* dropped);
 /* The device's kind and the plugin's platform name, written as eagertpu_metrics_report writes. */
 etpu_status etpu_device_kind(int64_t device, char* buf, size_t capacity, size_t* length);
 etpu_status etpu_platform_name(char* buf, size_t capacity, size_t* length);

@@ -36,6 +36,8 @@ FLAGS = [
     "-I" + os.path.join(ROOT, "include"),
     "-I" + CSRC,
     "-I" + __import__("sysconfig").get_paths()["include"],
+    # Kineto's plugin interface (profiler.cpp), which PyTorch's headers include bare.
+    "-I" + os.path.join(os.path.dirname(torch.__file__), "include", "kineto"),
 ] + ["-I" + p for p in include_paths()]
 
 

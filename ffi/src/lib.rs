@@ -24,6 +24,7 @@ mod op_lists;
 mod ops;
 mod optim;
 mod pointwise;
+mod profiler;
 mod random;
 mod resample;
 mod rnn;
@@ -266,6 +267,7 @@ pub fn all_signatures() -> Vec<Signature> {
     v.extend(conv_pool::signatures());
     v.extend(index::signatures());
     v.extend(linalg::signatures());
+    v.extend(profiler::signatures());
     v.extend(random::signatures());
     v.extend(resample::signatures());
     v.extend(rnn::signatures());

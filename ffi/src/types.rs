@@ -97,6 +97,24 @@ pub type KvGetFn = Option<KvGet>;
 pub type KvTryGetFn = Option<KvTryGet>;
 pub type KvPutFn = Option<KvPut>;
 
+/// One profiler activity (`etpu_trace_activity`): its kind
+/// (`ETPU_TRACE_*`), device, wall-clock span in ns since the Unix epoch, and
+/// its name, detail and user's line as C strings.
+#[repr(C)]
+pub struct TraceActivity {
+    pub kind: i32,
+    pub device: i32,
+    pub start_ns: i64,
+    pub end_ns: i64,
+    pub name: *const c_char,
+    pub detail: *const c_char,
+    pub origin: *const c_char,
+}
+
+/// The function `etpu_trace_stop` hands each activity to.
+pub type TraceEach = unsafe extern "C" fn(user: *mut c_void, activity: *const TraceActivity);
+pub type TraceEachFn = Option<TraceEach>;
+
 /// `etpu_memory_counts` of include/eagertpu.h.
 #[repr(C)]
 pub struct MemoryCounts {
@@ -144,6 +162,8 @@ c_types! {
     KvGetFn => "etpu_kv_get",
     KvTryGetFn => "etpu_kv_try_get",
     KvPutFn => "etpu_kv_put",
+    TraceEachFn => "etpu_trace_each",
+    *mut u64 => "uint64_t*",
     *mut GroupHandle => "etpu_group*",
     ScalarArg => "etpu_scalar",
     *const ScalarArg => "const etpu_scalar*",

@@ -182,6 +182,10 @@ fn the_header_enums_match_the_rust_constants() {
             eagertpu_ffi::ETPU_OPERAND_SCALAR as i64
         )
     );
+    let kinds = ["COMPILE", "DISK_LOAD", "EXECUTE", "HOST_READ", "TO_DEVICE"];
+    for (name, kind) in kinds.iter().zip(eagertpu::trace::Kind::ALL) {
+        assert_eq!(e[&format!("ETPU_TRACE_{name}")], kind as i64, "{kind:?}");
+    }
     let raw = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../include/eagertpu.h"),
     );

@@ -26,6 +26,7 @@ use crate::error::Result;
 use crate::lock;
 use crate::metrics::Counters;
 use crate::pjrt::{Client, CompileOptions, Executable, Placement, XlaOption};
+use crate::trace;
 
 /// A compiled program.
 pub(crate) struct Program {
@@ -246,12 +247,25 @@ impl CompileCache {
         options: &CompileOptions,
         counters: &Counters,
     ) -> Result<Arc<Executable>> {
+        // For the profiler: the user's line whose op needed the program (none
+        // on a background compile thread).
+        let origin = trace::recording().then(crate::origin::foreign).flatten();
+        let detail = || format!("{} lines of StableHLO", text.lines().count());
         if let Some(disk) = &self.disk {
+            let start_ns = trace::recording().then(trace::now_ns);
             match disk.load(key, text, &self.fingerprint) {
                 Lookup::Hit(bytes) => {
                     match Executable::deserialize_and_load(&self.client, &bytes, options) {
                         Ok(exe) => {
                             Counters::add(&counters.disk_hits, 1);
+                            if let Some(start_ns) = start_ns {
+                                trace::record_since(
+                                    trace::Kind::DiskLoad,
+                                    start_ns,
+                                    origin.as_ref(),
+                                    detail(),
+                                );
+                            }
                             return Ok(Arc::new(exe));
                         }
                         Err(e) => {
@@ -266,7 +280,9 @@ impl CompileCache {
         }
         Counters::add(&counters.misses, 1);
         let start = Instant::now();
+        let span = trace::span(trace::Kind::Compile, origin.as_ref(), detail);
         let exe = Executable::compile(&self.client, text, options)?;
+        drop(span);
         Counters::add(&counters.compiles, 1);
         Counters::add(&counters.compile_nanos, start.elapsed().as_nanos() as u64);
         tracing::debug!(

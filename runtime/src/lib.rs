@@ -18,6 +18,7 @@ pub mod storage;
 mod stream;
 mod tensor;
 pub mod timing;
+pub mod trace;
 mod value;
 
 pub use config::Mode;

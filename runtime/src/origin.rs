@@ -61,6 +61,12 @@ pub fn with_origin<R>(origin: &str, f: impl FnOnce() -> R) -> R {
     out
 }
 
+/// The foreign caller's line this thread is working for, if any (none on
+/// the runtime's own threads).
+pub(crate) fn foreign() -> Option<Origin> {
+    FOREIGN.with(|o| o.borrow().clone().map(Origin::Foreign))
+}
+
 /// The origin of an op called from `caller`.
 pub(crate) fn current(caller: &'static Location<'static>) -> Origin {
     FOREIGN.with(|o| match &*o.borrow() {

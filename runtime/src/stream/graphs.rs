@@ -340,6 +340,7 @@ impl Stream {
             .collect();
         let reads: Vec<Arc<Buffer>> = launched.iter().map(|(b, _)| b.clone()).collect();
         let done = Completion::new(event, call.blame.clone(), deps, reads);
+        crate::trace::execution(&done, &call.blame.origin, call.blame.chunk_ops);
         st.outstanding.retain(|c| !c.done_ok());
         st.outstanding.push(done.clone());
         let results: Vec<Arc<Value>> = outputs

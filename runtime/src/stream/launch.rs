@@ -21,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::host;
 use crate::metrics::Counters;
 use crate::pjrt::Buffer;
+use crate::trace;
 use crate::value::Value;
 
 /// What a launch did: `failure`, the first error of a chunk re-run op by op
@@ -172,6 +173,7 @@ impl Stream {
         let reads = params.iter().map(|p| p.buffer.clone()).collect();
         let blamed = last.clone().expect("a chunk has nodes");
         let completion = Completion::new(event, blamed, deps, reads);
+        trace::execution(&completion, &completion.blame().origin, launches.len());
         let exported = launches.iter().filter_map(|l| l.export.as_ref());
         for (value, buffer) in exported.zip(outputs) {
             value.set_ready(buffer, Some(completion.clone()));
@@ -413,7 +415,9 @@ impl Stream {
             return Ok(b.clone());
         }
         let bytes = &bits.to_le_bytes()[..len];
+        let span = trace::to_device(&fusion::TensorType::scalar(dtype));
         let buffer = Arc::new(Buffer::from_host(&self.device, dtype, &[], bytes)?);
+        drop(span);
         Counters::add(&rt.counters.transfers_to_device, 1);
         Counters::add(&rt.counters.bytes_to_device, bytes.len() as u64);
         if !cache {
@@ -467,11 +471,13 @@ impl Stream {
         let blame = |e: Error| node.blame(1).error(e);
         let program = rt.cache.get(&graph, &rt.counters).map_err(blame)?;
         let inputs: Vec<&Buffer> = buffers.iter().map(|b| b.as_ref()).collect();
+        let span = trace::span(trace::Kind::Execute, Some(&node.origin), || "1 op".into());
         let (mut outputs, done) = program.exe.execute(&inputs, &self.device).map_err(blame)?;
         Counters::add(&rt.counters.executions, 1);
         if let Some(done) = done {
             done.wait().map_err(blame)?;
         }
+        drop(span);
         Ok(outputs.remove(0))
     }
 }

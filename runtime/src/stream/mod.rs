@@ -44,6 +44,7 @@ use crate::error::{Error, Result};
 use crate::lock;
 use crate::pjrt::{Buffer, Device};
 use crate::timing::{Stage, timed};
+use crate::trace;
 use crate::value::Value;
 
 pub use crate::origin::Origin;
@@ -273,6 +274,7 @@ impl Stream {
     #[track_caller]
     pub fn read(&self, rt: &Runtime, value: &Value) -> Result<Arc<Buffer>> {
         let site = crate::origin::current(std::panic::Location::caller());
+        let _span = trace::span(trace::Kind::HostRead, Some(&site), || value.ty.to_string());
         let checks = self.prepare_read(rt, value)?;
         rt.counters.host_sync(site);
         let buffer = value.wait()?;
@@ -326,6 +328,7 @@ impl Stream {
         copy: impl FnOnce(&Buffer) -> Result<T>,
     ) -> Result<T> {
         let site = crate::origin::current(std::panic::Location::caller());
+        let _span = trace::span(trace::Kind::HostRead, Some(&site), || value.ty.to_string());
         let checks = self.prepare_read(rt, value)?;
         rt.counters.host_sync(site);
         let (buffer, done) = value

@@ -26,9 +26,11 @@ impl Device {
             .into());
         }
         let rt = context::get()?;
+        let span = crate::trace::to_device(&ty);
         let buffer = T::with_bytes(data, |bytes| {
             Buffer::from_host(&self.stream.device, T::DTYPE, shape, bytes)
         })?;
+        drop(span);
         Counters::add(&rt.counters.transfers_to_device, 1);
         Counters::add(
             &rt.counters.bytes_to_device,
@@ -59,7 +61,9 @@ impl Device {
             .into());
         }
         let rt = context::get()?;
+        let span = crate::trace::to_device(&ty);
         let buffer = Buffer::from_host(&self.stream.device, dtype, shape, bytes)?;
+        drop(span);
         Counters::add(&rt.counters.transfers_to_device, 1);
         Counters::add(&rt.counters.bytes_to_device, bytes.len() as u64);
         Ok(Tensor::new(Value::ready(ty, buffer), self.stream))

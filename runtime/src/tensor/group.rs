@@ -653,6 +653,7 @@ impl ProcessGroup {
                     chunk_ops: 1,
                 };
                 let done = Completion::new(event, blame, deps.clone(), reads.clone());
+                crate::trace::execution(&done, &c.origin, 1);
                 device.stream.track(done.clone());
                 Value::computed(out_ty.clone(), outputs.remove(0), done)
             })
