@@ -897,6 +897,16 @@ fn ldl_matches_sytf2_with_swaps_blocks_and_a_zero_column() {
     );
 }
 
+/// The largest |a x - b| of an n x n `a` and n x k `x` and `b` (the first
+/// elements of each slice).
+fn residual(a: &[f64], x: &[f64], b: &[f64], n: usize, k: usize) -> f64 {
+    let ax = host_matmul(&a[..n * n], &x[..n * k], n, n, k);
+    ax.iter()
+        .zip(b)
+        .map(|(p, q)| (p - q).abs())
+        .fold(0.0, f64::max)
+}
+
 #[test]
 fn ldl_solve_solves_with_the_factors_of_every_batch_element() {
     let (batch, n) = (3, 6);
@@ -905,18 +915,12 @@ fn ldl_solve_solves_with_the_factors_of_every_batch_element() {
     let b = Host::random(DType::F64, &[batch as i64, n as i64, 2], 9);
     let x = Host::of(&factors.ldl_solve(&pivots, &b.tensor()).unwrap());
     for e in 0..batch {
-        let ax = host_matmul(
-            &a.data[e * n * n..(e + 1) * n * n],
-            &x.data[e * n * 2..(e + 1) * n * 2],
-            n,
-            n,
-            2,
+        let (a, x, b) = (
+            &a.data[e * n * n..],
+            &x.data[e * n * 2..],
+            &b.data[e * n * 2..],
         );
-        let worst = ax
-            .iter()
-            .zip(&b.data[e * n * 2..(e + 1) * n * 2])
-            .map(|(p, q)| (p - q).abs())
-            .fold(0.0, f64::max);
+        let worst = residual(a, x, b, n, 2);
         assert!(worst < 1e-9, "batch element {e}: |a x - b| = {worst}");
     }
     // One matrix's factors broadcast over a batch of right-hand sides.
@@ -924,18 +928,7 @@ fn ldl_solve_solves_with_the_factors_of_every_batch_element() {
     let p0 = pivots.narrow(0, 0, 1).unwrap().squeeze(Some(0)).unwrap();
     let x = Host::of(&one.ldl_solve(&p0, &b.tensor()).unwrap());
     for e in 0..batch {
-        let ax = host_matmul(
-            &a.data[..n * n],
-            &x.data[e * n * 2..(e + 1) * n * 2],
-            n,
-            n,
-            2,
-        );
-        let worst = ax
-            .iter()
-            .zip(&b.data[e * n * 2..(e + 1) * n * 2])
-            .map(|(p, q)| (p - q).abs())
-            .fold(0.0, f64::max);
+        let worst = residual(&a.data, &x.data[e * n * 2..], &b.data[e * n * 2..], n, 2);
         assert!(
             worst < 1e-9,
             "broadcast factors, right-hand side {e}: {worst}"

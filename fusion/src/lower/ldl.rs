@@ -92,34 +92,44 @@ impl Grid {
         e.compare(dir, &self.col, &k)
     }
 
-    /// `m` with rows `p` and `q` (per matrix) swapped (only where `within`
-    /// holds, if given).
-    fn swap_rows(&self, e: &mut Emitter, m: &V, p: &V, q: &V, within: Option<&V>) -> V {
-        let (row_p, row_q) = (self.row_of(e, m, p), self.row_of(e, m, q));
-        let (row_p, row_q) = (self.by_col(e, &row_p), self.by_col(e, &row_q));
-        let at_p = self.rows(e, Cmp::Eq, p);
-        let at_q = self.rows(e, Cmp::Eq, q);
-        let (at_p, at_q) = match within {
-            Some(w) => (and(e, &at_p, w), and(e, &at_q, w)),
-            None => (at_p, at_q),
-        };
-        let to_q = e.select(&at_q, &row_p, m);
-        e.select(&at_p, &row_q, &to_q)
+    /// Row (or column) `i` of `m` spread back over the matrices.
+    fn line(&self, e: &mut Emitter, m: &V, axis: Axis, i: &V) -> V {
+        match axis {
+            Axis::Row => {
+                let row = self.row_of(e, m, i);
+                self.by_col(e, &row)
+            }
+            Axis::Col => {
+                let col = self.col_of(e, m, i);
+                self.by_row(e, &col)
+            }
+        }
     }
 
-    /// `m` with columns `p` and `q` swapped (only where `within` holds).
-    fn swap_cols(&self, e: &mut Emitter, m: &V, p: &V, q: &V, within: Option<&V>) -> V {
-        let (col_p, col_q) = (self.col_of(e, m, p), self.col_of(e, m, q));
-        let (col_p, col_q) = (self.by_row(e, &col_p), self.by_row(e, &col_q));
-        let at_p = self.cols(e, Cmp::Eq, p);
-        let at_q = self.cols(e, Cmp::Eq, q);
-        let (at_p, at_q) = match within {
-            Some(w) => (and(e, &at_p, w), and(e, &at_q, w)),
-            None => (at_p, at_q),
+    /// `m` with rows (or columns) `p` and `q` (per matrix) swapped, only
+    /// where `within` holds if given.
+    fn swap(&self, e: &mut Emitter, m: &V, axis: Axis, (p, q): (&V, &V), within: Option<&V>) -> V {
+        let (line_p, line_q) = (self.line(e, m, axis, p), self.line(e, m, axis, q));
+        let mut at = |i: &V| {
+            let on = match axis {
+                Axis::Row => self.rows(e, Cmp::Eq, i),
+                Axis::Col => self.cols(e, Cmp::Eq, i),
+            };
+            match within {
+                Some(w) => and(e, &on, w),
+                None => on,
+            }
         };
-        let to_q = e.select(&at_q, &col_p, m);
-        e.select(&at_p, &col_q, &to_q)
+        let (at_p, at_q) = (at(p), at(q));
+        let to_q = e.select(&at_q, &line_p, m);
+        e.select(&at_p, &line_q, &to_q)
     }
+}
+
+#[derive(Clone, Copy)]
+enum Axis {
+    Row,
+    Col,
 }
 
 fn and(e: &mut Emitter, a: &V, b: &V) -> V {
@@ -256,8 +266,8 @@ pub(super) fn ldl(e: &mut Emitter, a: &V, output: LuOutput) -> V {
             // Swap rows and columns kk and kp of the trailing block.
             let trailing_rows = g.rows(e, Cmp::Ge, k);
             let trailing_cols = g.cols(e, Cmp::Ge, k);
-            let m1 = g.swap_rows(e, m, &kk, &kp, Some(&trailing_cols));
-            let w = g.swap_cols(e, &m1, &kk, &kp, Some(&trailing_rows));
+            let m1 = g.swap(e, m, Axis::Row, (&kk, &kp), Some(&trailing_cols));
+            let w = g.swap(e, &m1, Axis::Col, (&kk, &kp), Some(&trailing_rows));
 
             // A 1x1 pivot: w[i, j] += x[i] * (-d11 * x[j]) for i >= j > k
             // (mirrored above), then column k scaled by d11.
@@ -404,7 +414,7 @@ pub(super) fn ldl_solve(e: &mut Emitter, inputs: &[V]) -> V {
             let k1 = e.add(k, &one);
             let (block, kp) = pivot_at(e, pivots, k);
             let kk = e.select(&block, &k1, k);
-            let x = gb.swap_rows(e, x, &kk, &kp, None);
+            let x = gb.swap(e, x, Axis::Row, (&kk, &kp), None);
             // x[i] -= l[i, k] x[k] (and l[i, k + 1] x[k + 1]) below the step.
             let l0 = ga.col_of(e, a, k);
             let l1 = ga.col_of(e, a, &k1);
@@ -503,7 +513,7 @@ pub(super) fn ldl_solve(e: &mut Emitter, inputs: &[V]) -> V {
             let block_full = spread(e, &block, &b_shape);
             let in_block = and(e, &at_km1, &block_full);
             let updated = e.select(&in_block, &minus_km1, &updated);
-            let swapped = gb.swap_rows(e, &updated, k, &kp, None);
+            let swapped = gb.swap(e, &updated, Axis::Row, (k, &kp), None);
             let active_full = spread(e, &active, &b_shape);
             let x = e.select(&active_full, &swapped, x);
             let two = e.splat(2, k);
