@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-#define EAGERTPU_ABI_VERSION 4
+#define EAGERTPU_ABI_VERSION 5
 
 typedef int32_t etpu_status;
 typedef uint64_t etpu_tensor;
@@ -132,9 +132,10 @@ etpu_status eagertpu_note_fallback(const char* op, bool* first);
 /* ------------------------------------------------------------ tensors ---- */
 
 /* A tensor of `dtype` and shape dims[0..rank] from `nbytes` bytes at `data`
- * (row-major, little-endian; bools 0 or 1) on device `device`. */
+ * (row-major, little-endian; bools 0 or 1) on device `device`; the copy is blamed on
+ * `origin` (the caller's `file:line`; may be NULL) in profiler traces. */
 etpu_status etpu_tensor_from_host(int64_t device, int32_t dtype, const int64_t* dims, size_t rank,
-                                  const void* data, size_t nbytes, etpu_tensor* out);
+                                  const void* data, size_t nbytes, const char* origin, etpu_tensor* out);
 /* Copies the elements to `dst` (exactly the tensor's size), waiting for them: a host sync,
  * counted by call site at `origin` (the caller's `file:line`; may be NULL). */
 etpu_status etpu_tensor_to_host(etpu_tensor t, void* dst, size_t nbytes, const char* origin);

@@ -147,7 +147,8 @@ pub fn live_handles() -> usize {
 c_api! {
     /// A tensor of `dtype` and shape `dims[0..rank]` from `nbytes` bytes at
     /// `data` (row-major, the dtype's size per element; bools 0 or 1), on
-    /// device `device`.
+    /// device `device`; the copy is blamed on `origin` (the caller's
+    /// `file:line`; may be NULL) in profiler traces.
     fn etpu_tensor_from_host(
         device: i64,
         dtype: i32,
@@ -155,6 +156,7 @@ c_api! {
         rank: usize,
         data: *const c_void,
         nbytes: usize,
+        origin: *const c_char,
         out: *mut TensorHandle,
     ) {
         let dtype = dtype_from(dtype)?;
@@ -170,9 +172,11 @@ c_api! {
             unsafe { std::slice::from_raw_parts(data.cast::<u8>(), nbytes) }
         };
         let index = usize::try_from(device).map_err(|_| Failure::invalid(format!("device {device} is negative")))?;
-        let t = Device::get(index)?.tensor_from_bytes(dtype, shape, bytes)?;
-        // SAFETY: `out` is NULL or writable.
-        unsafe { put_tensor(out, t) }
+        // SAFETY: `origin` is NULL or NUL-terminated; `out` NULL or writable.
+        unsafe {
+            let t = at(origin, || Device::get(index)?.tensor_from_bytes(dtype, shape, bytes))?;
+            put_tensor(out, t)
+        }
     }
 
     /// Copies the tensor's elements to `dst` (exactly its size in bytes),

@@ -44,7 +44,7 @@ pub use types::{
 };
 
 /// Version of the C ABI; bumped on any incompatible change to `eagertpu.h`.
-pub const EAGERTPU_ABI_VERSION: u32 = 4;
+pub const EAGERTPU_ABI_VERSION: u32 = 5;
 
 /// Status codes (`etpu_status`).
 pub type Status = i32;

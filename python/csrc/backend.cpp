@@ -352,7 +352,7 @@ Handle upload(const at::Tensor& cpu, int64_t device) {
   at::Tensor c = cpu.contiguous();
   Handle h;
   check(etpu_tensor_from_host(device, dtype_code(c.scalar_type()), c.sizes().data(), c.dim(), c.const_data_ptr(),
-                              c.nbytes(), h.out()));
+                              c.nbytes(), origin(), h.out()));
   return h;
 }
 

@@ -54,12 +54,11 @@ def test_the_runtime_shows_in_the_trace_as_its_metrics_count_it(mode, tmp_path):
     line = lambda text: f"{__file__}:{next(i for i, l in enumerate(open(__file__), 1) if text in l)}"
     assert lines["eagertpu::host_read"] == {line("# the read's line")}
     assert line("# the ops' line") in lines["eagertpu::execute"]
-    # The tensor's copy (under the CPU op aten::_to_copy: the upload names no
-    # line of its own), and the scalar 0.5 as a program parameter (unless an
-    # earlier test left it in the stream's cache), blamed on the op needing it.
+    # The tensor's copy, and the scalar 0.5 as a program parameter (unless an
+    # earlier test left it in the stream's cache), each blamed on its line.
     copies = [(e["args"]["detail"], e["args"].get("origin")) for e in runtime if e["name"] == "eagertpu::to_device"]
-    assert ("float32[48, 48]", None) in copies
-    assert set(copies) <= {("float32[48, 48]", None), ("float32[]", line("# the ops' line"))}, copies
+    assert ("float32[48, 48]", line("# the copy")) in copies
+    assert set(copies) <= {("float32[48, 48]", line("# the copy")), ("float32[]", line("# the ops' line"))}, copies
     # Executions are the device's kernels: PyTorch counts their device time.
     kernels = [e for e in runtime if e["name"] == "eagertpu::execute"]
     assert all(e["cat"] == "kernel" for e in kernels)

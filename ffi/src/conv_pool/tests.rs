@@ -26,6 +26,7 @@ fn upload(v: &[f64], shape: &[i64]) -> TensorHandle {
             shape.len(),
             v.as_ptr().cast::<c_void>(),
             size_of_val(v),
+            std::ptr::null(),
             &mut t,
         )
     });

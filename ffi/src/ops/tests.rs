@@ -38,7 +38,7 @@ fn an_unknown_op_name_is_an_error_listing_the_table() {
     unsafe {
         let (data, bytes) = (v.as_ptr().cast::<c_void>(), size_of_val(&v));
         assert_eq!(
-            etpu_tensor_from_host(0, 9, shape.as_ptr(), 2, data, bytes, &mut x),
+            etpu_tensor_from_host(0, 9, shape.as_ptr(), 2, data, bytes, ORIGIN, &mut x),
             ETPU_OK
         );
         let status = etpu_reduce(op, x, dims.as_ptr(), 1, false, ORIGIN, &mut out);

@@ -34,7 +34,7 @@ static int mode = -1;
 
 static etpu_tensor upload_f32(const float* v, const int64_t* dims, size_t rank, size_t n) {
   etpu_tensor t = 0;
-  OK(etpu_tensor_from_host(0, ETPU_F32, dims, rank, v, n * sizeof(float), &t));
+  OK(etpu_tensor_from_host(0, ETPU_F32, dims, rank, v, n * sizeof(float), "abi.c", &t));
   return t;
 }
 
@@ -105,7 +105,7 @@ static void ops(void) {
   etpu_tensor i8 = 0, i8b = 0;
   int32_t dtype = -1;
   int8_t ib[2];
-  OK(etpu_tensor_from_host(0, ETPU_I8, id, 1, iv, 2, &i8));
+  OK(etpu_tensor_from_host(0, ETPU_I8, id, 1, iv, 2, NULL, &i8));
   OK(etpu_binary_scalar("add", i8, i64(1000), false, "abi.c:ops", &i8b));
   OK(etpu_tensor_dtype(i8b, &dtype));
   OK(etpu_tensor_to_host(i8b, ib, 2, "abi.c"));
