@@ -459,6 +459,16 @@ at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
   return out;
 }
 
+// base ** linspace(start, end, steps), computed in float64 and converted to
+// out's dtype, as the CPU kernel computes it.
+at::Tensor& logspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, double base, at::Tensor& out) {
+  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  at::native::resize_output(out, {steps});
+  if (steps == 0) return out;
+  at::Tensor exponents = at::linspace(start, end, steps, out.options().dtype(at::kDouble));
+  return out.copy_(at::pow(base, exponents));
+}
+
 at::Tensor& eye_out(int64_t n, int64_t m, at::Tensor& out) {
   OpScope s;
   at::native::resize_output(out, {n, m});
@@ -635,6 +645,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("flip", flip_fn);
   m.impl("roll", roll);
   m.impl("linspace.out", linspace_out);
+  m.impl("logspace.out", logspace_out);
   m.impl("eye.m_out", eye_out);
   m.impl("eye.out", eye_n_out);
   m.impl("prod", prod_all);

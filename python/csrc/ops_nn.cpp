@@ -359,9 +359,66 @@ std::tuple<at::Tensor, at::Tensor> prelu_kernel_backward(const at::Tensor& grad_
 }  // namespace
 }  // namespace etpu
 
+namespace etpu {
+namespace {
+
+// Weight normalization (`nn.utils.weight_norm`): w = v * g / ||v||, the norm
+// over every dim but `dim` (the norms keep g's shape), in float32 at least,
+// as the CPU kernel; and its backward, from the saved norms:
+// grad_g = sum(grad_w * v) / n, grad_v = (g / n) * (grad_w - v * grad_g / n).
+std::vector<int64_t> all_but(const at::Tensor& v, int64_t dim) {
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < v.dim(); ++d)
+    if (d != dim) dims.push_back(d);
+  return dims;
+}
+
+at::ScalarType norm_type(const at::Tensor& v) {
+  return at::isReducedFloatingType(v.scalar_type()) ? at::kFloat : v.scalar_type();
+}
+
+std::tuple<at::Tensor, at::Tensor> weight_norm_interface(const at::Tensor& v, const at::Tensor& g, int64_t dim) {
+  dim = at::maybe_wrap_dim(dim, v.dim());
+  at::Tensor v32 = v.to(norm_type(v));
+  at::Tensor norms = at::linalg_vector_norm(v32, 2, all_but(v, dim), /*keepdim=*/true);
+  at::Tensor w = (v32 * (g.to(v32.scalar_type()) / norms)).to(v.scalar_type());
+  return {w, norms};
+}
+
+std::tuple<at::Tensor, at::Tensor> weight_norm_interface_backward(const at::Tensor& grad_w, const at::Tensor& v,
+                                                                  const at::Tensor& g, const at::Tensor& norms,
+                                                                  int64_t dim) {
+  dim = at::maybe_wrap_dim(dim, v.dim());
+  at::ScalarType t = norms.scalar_type();
+  at::Tensor gw = grad_w.to(t), v32 = v.to(t), g32 = g.to(t);
+  at::Tensor grad_g = (gw * v32).sum(all_but(v, dim), /*keepdim=*/true) / norms;
+  at::Tensor grad_v = (g32 / norms) * (gw - v32 * (grad_g / norms));
+  return {grad_v.to(v.scalar_type()), grad_g.to(g.scalar_type())};
+}
+
+// F.embedding's max_norm: each row `indices` names whose p-norm is above
+// max_norm is scaled to max_norm (PyTorch's 1e-7 guard included), in place,
+// with no host read (a mask of the rows named instead of their unique list).
+at::Tensor& embedding_renorm_(at::Tensor& self, const at::Tensor& indices, double max_norm, double norm_type) {
+  TORCH_CHECK(self.dim() == 2, "embedding_renorm_: self must be 2-D, got ", self.dim(), "-D");
+  TORCH_CHECK(indices.scalar_type() == at::kLong || indices.scalar_type() == at::kInt,
+              "embedding_renorm_: expected indices to be Long or Int, got ", indices.scalar_type());
+  at::Tensor named = at::zeros({self.size(0)}, self.options().dtype(at::kBool))
+                         .index_fill_(0, indices.reshape(-1).to(at::kLong), true);
+  at::Tensor norms = at::linalg_vector_norm(self, norm_type, {1}, /*keepdim=*/false);
+  at::Tensor scale = at::where(named & (norms > max_norm), max_norm / (norms + 1e-7), at::ones_like(norms));
+  return self.mul_(scale.unsqueeze(1));
+}
+
+}  // namespace
+}  // namespace etpu
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   using namespace etpu;
   m.impl("glu.out", glu_out);
+  m.impl("_weight_norm_interface", weight_norm_interface);
+  m.impl("_weight_norm_interface_backward", weight_norm_interface_backward);
+  m.impl("embedding_renorm_", embedding_renorm_);
   m.impl("glu_backward", glu_grad);
   m.impl("glu_backward.grad_input", glu_backward_out);
   m.impl("_prelu_kernel", prelu_kernel);

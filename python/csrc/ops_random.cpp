@@ -3,9 +3,11 @@
 // hashes (seed, counter) into a Threefry key, so draws are reproducible, never
 // overlap, and the key reaches the program as a parameter (no recompiles).
 #include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/native/Resize.h>
 #include <c10/core/GeneratorImpl.h>
 #include <torch/library.h>
 
+#include <cmath>
 #include <mutex>
 
 #include "backend.h"
@@ -205,6 +207,37 @@ at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mas
   return out;
 }
 
+// Log-normal, Cauchy and geometric draws as transforms of tpu's normal and
+// uniform draws, the transforms PyTorch's CPU kernels apply to theirs (the
+// numbers differ, as every tpu draw does; the distributions do not).
+at::Tensor& log_normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
+  TORCH_CHECK(std > 0.0, "log_normal_ expects std > 0.0, but found std=", std);
+  return self.normal_(mean, std, std::move(gen)).exp_();
+}
+
+at::Tensor& cauchy_(at::Tensor& self, double median, double sigma, std::optional<at::Generator> gen) {
+  TORCH_CHECK(sigma > 0.0, "cauchy_ expects sigma > 0.0, but found sigma=", sigma);
+  // median + sigma * tan(pi * (u - 1/2)), in float64 so the tails keep their digits.
+  at::Tensor u = at::empty(self.sizes(), self.options().dtype(at::kDouble)).uniform_(0, 1, std::move(gen));
+  return self.copy_(u.sub_(0.5).mul_(M_PI).tan_().mul_(sigma).add_(median));
+}
+
+at::Tensor& geometric_(at::Tensor& self, double p, std::optional<at::Generator> gen) {
+  TORCH_CHECK(0 < p && p < 1, "geometric_ expects p to be in (0, 1), but got p=", p);
+  // The trials until the first success: ceil(log(1 - u) / log(1 - p)), 1 - u in (0, 1].
+  at::Tensor u = at::empty(self.sizes(), self.options().dtype(at::kDouble)).uniform_(0, 1, std::move(gen));
+  return self.copy_(at::log1p(u.neg_()).div_(std::log1p(-p)).ceil_());
+}
+
+// A uniformly random permutation of 0..n-1: the order of n float64 draws.
+at::Tensor& randperm_out(int64_t n, std::optional<at::Generator> gen, at::Tensor& out) {
+  TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
+  at::native::resize_output(out, {n});
+  if (n == 0) return out;
+  at::Tensor keys = at::empty({n}, out.options().dtype(at::kDouble)).uniform_(0, 1, std::move(gen));
+  return out.copy_(keys.argsort());
+}
+
 // Randomized leaky ReLU (`F.rrelu`), as the CPU kernel: in training, each
 // element at or below 0 is multiplied by a slope drawn uniformly from
 // [lower, upper] (recorded in `noise`, 1 elsewhere, for the backward); in
@@ -239,6 +272,10 @@ at::Tensor& rrelu_with_noise_(at::Tensor& self, at::Tensor& noise, const at::Sca
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   using namespace etpu;
+  m.impl("log_normal_", log_normal_);
+  m.impl("cauchy_", cauchy_);
+  m.impl("geometric_", geometric_);
+  m.impl("randperm.generator_out", randperm_out);
   m.impl("rrelu_with_noise", rrelu_with_noise);
   m.impl("rrelu_with_noise_", rrelu_with_noise_);
   m.impl("rrelu_with_noise.out", rrelu_with_noise_out);

@@ -144,6 +144,9 @@ def test_eye_linspace():
     check(lambda d: torch.eye(4, device=d.device), torch.zeros(1))
     check(lambda d: torch.eye(3, 5, dtype=torch.int64, device=d.device), torch.zeros(1))
     check(lambda d: torch.linspace(-1, 2, 7, device=d.device), torch.zeros(1))
+    for kwargs in [dict(), dict(base=2.0), dict(dtype=torch.float64), dict(base=3.0, dtype=torch.int64)]:
+        check(lambda d: torch.logspace(-1, 2, 7, device=d.device, **kwargs), torch.zeros(1))
+    check(lambda d: torch.logspace(0, 1, 0, device=d.device), torch.zeros(1))
     check(lambda d: torch.linspace(0, 10, 1, device=d.device), torch.zeros(1))
     check(lambda d: torch.linspace(5, 0, 6, dtype=torch.float64, device=d.device), torch.zeros(1))
 

@@ -165,3 +165,30 @@ def test_prelu_matches_the_cpu_with_gradients(channels):
     check(F.prelu, rand(2, 3, 4, 4), weight)
     check_grad(F.prelu, rand(2, 3, 4, 4), weight)
     check_grad(lambda x, w: torch.nn.PReLU(3).to(x.device)(x) * w.sum(), rand(2, 3, 5), weight)
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_weight_norm_matches_the_cpu_with_gradients(dim):
+    v, g = rand(4, 6), rand(4, 1) if dim == 0 else rand(1, 6)
+    check(lambda v, g: torch._weight_norm_interface(v, g, dim), v, g)
+    check(lambda v, g: torch._weight_norm_interface(v, g, dim), v.half(), g.half(), rtol=1e-3, atol=1e-3)
+    check_grad(lambda v, g: torch._weight_norm(v, g, dim), v, g, rtol=1e-4, atol=1e-5)
+    # The module API, trained a step.
+    torch.manual_seed(0)
+    cpu = torch.nn.utils.parametrizations.weight_norm(torch.nn.Linear(6, 4), dim=dim)
+    tpu = torch.nn.utils.parametrizations.weight_norm(torch.nn.Linear(6, 4), dim=dim)
+    tpu.load_state_dict(cpu.state_dict())
+    tpu = tpu.to("tpu")
+    x = rand(3, 6)
+    for m, inp in [(cpu, x), (tpu, x.to("tpu"))]:
+        m(inp).square().sum().backward()
+    for (name, a), (_, b) in zip(cpu.named_parameters(), tpu.named_parameters()):
+        torch.testing.assert_close(b.grad.cpu(), a.grad, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_embedding_max_norm_renormalizes_the_rows_used_in_place():
+    weight = rand(10, 4) * 3
+    idx = torch.tensor([[1, 2, 2], [7, 1, 0]])
+    for norm_type in [2.0, 1.0]:
+        check(lambda w, i: F.embedding(i, w, max_norm=1.5, norm_type=norm_type), weight, idx)  # weight compared too
+    check(lambda w, i: torch.embedding_renorm_(w, i, 1.5, 2.0), weight, torch.tensor([3, 3, 9]))

@@ -82,6 +82,41 @@ def test_distributions(dtype):
     assert set(b.unique().tolist()) <= {0.0, 1.0} and abs(b.mean() - 0.3) < 0.01
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_log_normal_cauchy_and_geometric_draws(dtype):
+    n = 200_000
+    ln = torch.empty(n, device="tpu", dtype=dtype).log_normal_(0.5, 0.4).cpu().double().log()
+    assert abs(ln.mean() - 0.5) < 0.01 and abs(ln.std() - 0.4) < 0.01
+    c = torch.empty(n, device="tpu", dtype=dtype).cauchy_(1.0, 2.0).cpu().double().sort().values
+    # median 1, quartiles at 1 -+ 2 (the scale)
+    assert abs(c[n // 2] - 1.0) < 0.05 and abs(c[3 * n // 4] - c[n // 4] - 4.0) < 0.1
+    g = torch.empty(n, device="tpu", dtype=dtype).geometric_(0.25).cpu().double()
+    assert g.min() == 1 and torch.equal(g, g.round())
+    assert abs(g.mean() - 4.0) < 0.05 and abs((g == 1).double().mean() - 0.25) < 0.01  # mean 1/p, P(1) = p
+    ints = torch.empty(1000, device="tpu", dtype=torch.int64).geometric_(0.5).cpu()
+    assert ints.dtype == torch.int64 and ints.min() >= 1
+    for bad, match in [(lambda t: t.log_normal_(0, 0), "std > 0.0"), (lambda t: t.cauchy_(0, -1), "sigma > 0.0"),
+                       (lambda t: t.geometric_(1.5), r"p to be in \(0, 1\)")]:
+        with pytest.raises(RuntimeError, match=match):
+            bad(torch.empty(3, device="tpu", dtype=dtype))
+
+
+def test_randperm_is_a_uniform_permutation_reproducible_under_a_seed():
+    p = torch.randperm(1000, device="tpu")
+    assert p.device.type == "tpu" and p.dtype == torch.int64
+    assert torch.equal(p.cpu().sort().values, torch.arange(1000))
+    torch.manual_seed(7)
+    a = torch.randperm(50, device="tpu").cpu()
+    torch.manual_seed(7)
+    assert torch.equal(a, torch.randperm(50, device="tpu").cpu())
+    assert torch.randperm(0, device="tpu").numel() == 0
+    assert torch.randperm(6, device="tpu", dtype=torch.float32).dtype == torch.float32
+    # Where 0 lands is uniform over the 5 places: 2000 draws, 400 expected each.
+    places = torch.stack([torch.randperm(5, device="tpu") for _ in range(2000)]).cpu().argmin(1)
+    counts = torch.bincount(places, minlength=5).double()
+    assert ((counts - 400) ** 2 / 400).sum() < 25  # chi-square, 4 dof: p ~ 5e-5
+
+
 def test_integers_and_probabilities():
     r = torch.randint(3, 9, (100_000,), device="tpu").cpu()
     assert r.dtype == torch.int64 and r.min() == 3 and r.max() == 8
