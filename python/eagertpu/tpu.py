@@ -159,6 +159,25 @@ def reset_max_memory_allocated(device=None) -> None:
     reset_peak_memory_stats(device)
 
 
+def memory_cached(device=None) -> int:
+    """`memory_reserved` under its old name (torch.cuda keeps it for old
+    callers, DeepSpeed's accelerator among them)."""
+    return memory_reserved(device)
+
+
+def max_memory_cached(device=None) -> int:
+    """`max_memory_reserved` under its old name."""
+    return max_memory_reserved(device)
+
+
+def reset_max_memory_cached(device=None) -> None:
+    """`reset_peak_memory_stats` under its old name."""
+    reset_peak_memory_stats(device)
+
+
+OutOfMemoryError = torch.OutOfMemoryError
+
+
 def reset_accumulated_memory_stats(device=None) -> None:
     """Zeroes the counts of allocations made and freed."""
     _lib.memory_reset(_index(device), 2)
@@ -304,6 +323,62 @@ def default_stream(device=None) -> torch.Stream:
 def set_stream(stream: torch.Stream) -> None:
     """Makes `stream` this thread's current stream of its device."""
     torch.accelerator.set_stream(stream)
+
+
+class device_of(device):
+    """`with torch.tpu.device_of(t):` makes the device of tensor `t` current in
+    the block (no change for a CPU tensor), as `torch.cuda.device_of`."""
+
+    def __init__(self, obj):
+        super().__init__(obj.device if obj.device.type == "tpu" else None)
+
+
+# Named ranges in profiler traces, what torch.cuda.nvtx's range_push/range_pop
+# are on CUDA (DeepSpeed's accelerator calls them around training phases):
+# each is a `torch.profiler.record_function` range on this thread.
+_ranges = __import__("threading").local()
+
+
+def range_push(msg: str) -> int:
+    """Opens a range named `msg` in profiler traces; its nesting depth."""
+    ctx = torch.autograd.profiler.record_function(msg)
+    ctx.__enter__()
+    stack = _ranges.__dict__.setdefault("stack", [])
+    stack.append(ctx)
+    return len(stack) - 1
+
+
+def range_pop() -> int:
+    """Closes the innermost open range of this thread; the depth it was at
+    (-1 when none was open, as nvtx's)."""
+    stack = _ranges.__dict__.setdefault("stack", [])
+    if not stack:
+        return -1
+    stack.pop().__exit__(None, None, None)
+    return len(stack)
+
+
+class _Range:
+    """`with torch.tpu.nvtx.range("phase"):` a range around the block."""
+
+    def __init__(self, msg: str):
+        self.msg = msg
+
+    def __enter__(self):
+        range_push(self.msg)
+
+    def __exit__(self, *exc):
+        range_pop()
+        return False
+
+
+class nvtx:
+    """`torch.tpu.nvtx.range_push/range_pop/range`, where code written for
+    `torch.cuda.nvtx` looks for them."""
+
+    range_push = staticmethod(range_push)
+    range_pop = staticmethod(range_pop)
+    range = _Range
 
 
 class stream:

@@ -67,3 +67,13 @@ def test_a_bad_reset_is_an_error_naming_what_it_takes():
     with pytest.raises(RuntimeError, match="device"):
         eagertpu._lib.memory_usage(99)
     next_op_works()
+
+
+def test_the_old_cached_names_and_the_oom_error_are_torch_cudas():
+    x = torch.ones(MIB, device="tpu")
+    assert torch.tpu.memory_cached() == torch.tpu.memory_reserved() >= x.nbytes
+    assert torch.tpu.max_memory_cached() == torch.tpu.max_memory_reserved()
+    del x
+    torch.tpu.reset_max_memory_cached()
+    assert torch.tpu.max_memory_allocated() == torch.tpu.memory_allocated()
+    assert torch.tpu.OutOfMemoryError is torch.OutOfMemoryError

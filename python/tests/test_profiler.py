@@ -115,3 +115,22 @@ def test_compiles_and_disk_loads_name_the_line_that_needed_the_program(tmp_path)
     loads = [e for e in second_events if e["name"] == "eagertpu::load_from_disk_cache"]
     assert second["compiles"] == 0 and len(loads) == second["disk_hits"] == first["compiles"]
     assert all(e["args"]["origin"] == "<string>:6" for e in loads), loads
+
+
+def test_nvtx_style_ranges_are_profiler_ranges():
+    # torch.cuda.nvtx's calls (DeepSpeed's accelerator makes them around its
+    # phases) as record_function ranges, nested per thread.
+    x = torch.ones(4, device="tpu")
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        assert torch.tpu.nvtx.range_push("step") == 0
+        assert torch.tpu.range_push("forward") == 1
+        (x * 2).sum().item()
+        assert torch.tpu.range_pop() == 1
+        assert torch.tpu.nvtx.range_pop() == 0
+        assert torch.tpu.range_pop() == -1  # none open, as nvtx says
+        with torch.tpu.nvtx.range("optimizer"):
+            x.add_(1)
+    spans = {e.name: e for e in prof.events() if e.name in ("step", "forward", "optimizer")}
+    assert set(spans) == {"step", "forward", "optimizer"}
+    step, forward = spans["step"].time_range, spans["forward"].time_range
+    assert step.start <= forward.start and forward.end <= step.end

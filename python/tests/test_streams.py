@@ -122,3 +122,14 @@ def test_the_current_stream_and_device_are_per_thread():
         assert torch.tpu.default_stream().stream_id == 0
     finally:
         torch.tpu.set_stream(torch.tpu.default_stream())
+
+
+def test_device_of_a_tensor_is_current_in_the_block():
+    before = torch.tpu.current_device()
+    other = torch.tpu.device_count() - 1
+    t = torch.ones(2, device=f"tpu:{other}")
+    with torch.tpu.device_of(t):
+        assert torch.tpu.current_device() == other
+        with torch.tpu.device_of(torch.ones(2)):  # a CPU tensor changes nothing
+            assert torch.tpu.current_device() == other
+    assert torch.tpu.current_device() == before
