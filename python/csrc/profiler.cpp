@@ -16,6 +16,8 @@
 #include <output_base.h>
 #include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
 
+#include <deque>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -83,9 +85,9 @@ class Session : public libkineto::IActivityProfilerSession {
       first = first == 0 ? r.start_ns : std::min(first, r.start_ns);
       last = std::max(last, r.end_ns);
     }
-    span_ = std::make_unique<libkineto::TraceSpan>(first, last, "eagertpu");
+    const libkineto::TraceSpan& span = keep_span(first, last);
     for (const Recorded& r : recorded_) {
-      libkineto::GenericTraceActivity a(*span_, activity_type(r.kind), r.name);
+      libkineto::GenericTraceActivity a(span, activity_type(r.kind), r.name);
       a.startTime = r.start_ns;
       a.endTime = r.end_ns;
       a.device = device_id(r.device);
@@ -115,9 +117,17 @@ class Session : public libkineto::IActivityProfilerSession {
   // The trace's process id for a tpu device: far from real pids.
   static int64_t device_id(int32_t device) { return 0x7470750000 + device; }
 
+  // The span each activity points to, kept for the process: a logger may
+  // keep copies of the activities after Kineto drops this session.
+  static const libkineto::TraceSpan& keep_span(int64_t first, int64_t last) {
+    static std::mutex mutex;
+    static std::deque<libkineto::TraceSpan> spans;
+    std::lock_guard<std::mutex> lock(mutex);
+    return spans.emplace_back(first, last, "eagertpu");
+  }
+
   std::vector<Recorded> recorded_;
   std::vector<std::string> errors_;
-  std::unique_ptr<libkineto::TraceSpan> span_;
 };
 
 class TpuActivityProfiler : public libkineto::IActivityProfiler {

@@ -105,7 +105,7 @@ pub fn start() {
 pub fn stop() -> (Vec<Activity>, u64) {
     let deadline = std::time::Instant::now() + CALLBACK_GRACE;
     while PENDING.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
-        std::thread::yield_now();
+        std::thread::sleep(std::time::Duration::from_micros(100));
     }
     RECORDING.store(false, Ordering::SeqCst);
     let taken = std::mem::take(&mut *ACTIVITIES.lock().unwrap_or_else(PoisonError::into_inner));
