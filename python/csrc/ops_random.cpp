@@ -238,6 +238,47 @@ at::Tensor& randperm_out(int64_t n, std::optional<at::Generator> gen, at::Tensor
   return out.copy_(keys.argsort());
 }
 
+// torch.multinomial, PyTorch's algorithms on tpu's draws: without
+// replacement, the top num_samples of p / Exp(1) (the exponential race, as
+// PyTorch's own kernel); with replacement, each uniform draw's place in the
+// normalized cumulative distribution (the first category whose cumulative
+// probability exceeds it: never one of probability 0). The distribution is
+// checked as PyTorch checks it, with one host read of two flags (the CPU
+// kernel reads every probability; CUDA asserts on the device).
+at::Tensor& multinomial_out(const at::Tensor& self, int64_t n, bool replacement, std::optional<at::Generator> gen,
+                            at::Tensor& out) {
+  TORCH_CHECK(self.dim() > 0 && self.dim() <= 2, "prob_dist must be 1 or 2 dim");
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()),
+              "multinomial only supports floating-point dtypes for input, got: ", self.scalar_type());
+  TORCH_CHECK(n > 0, "cannot sample n_sample <= 0 samples");
+  int64_t categories = self.size(-1);
+  TORCH_CHECK(replacement || n <= categories, "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
+  std::vector<int64_t> shape = self.sizes().vec();
+  shape.back() = n;
+  at::native::resize_output(out, shape);
+  if (self.numel() == 0) return out;
+  at::Tensor p = self.to(at::kDouble);
+  at::Tensor bad = (p < 0).logical_or_(p.isinf()).logical_or_(p.isnan()).any();
+  at::Tensor empty = (p.sum(-1) <= 0).any();
+  at::Tensor flags = at::stack({bad, empty}).cpu();
+  TORCH_CHECK(!flags[0].item<bool>(), "probability tensor contains either `inf`, `nan` or element < 0");
+  TORCH_CHECK(!flags[1].item<bool>(), "invalid multinomial distribution (sum of probabilities <= 0)");
+  if (!replacement) {
+    at::Tensor race = p / at::empty_like(p).exponential_(1, gen);
+    return out.copy_(n == 1 ? race.argmax(-1, /*keepdim=*/true) : std::get<1>(race.topk(n)));
+  }
+  at::Tensor cdf = p.cumsum(-1);
+  cdf = cdf / cdf.narrow(-1, categories - 1, 1);
+  at::Tensor u = at::empty(shape, p.options()).uniform_(0, 1, std::move(gen));
+  at::Tensor picked = at::searchsorted(cdf, u, /*out_int32=*/false, /*right=*/true);
+  return out.copy_(picked.clamp_max_(categories - 1));
+}
+
+at::Tensor multinomial(const at::Tensor& self, int64_t n, bool replacement, std::optional<at::Generator> gen) {
+  at::Tensor out = at::empty({0}, self.options().dtype(at::kLong));
+  return multinomial_out(self, n, replacement, std::move(gen), out);
+}
+
 // Randomized leaky ReLU (`F.rrelu`), as the CPU kernel: in training, each
 // element at or below 0 is multiplied by a slope drawn uniformly from
 // [lower, upper] (recorded in `noise`, 1 elsewhere, for the backward); in
@@ -272,6 +313,8 @@ at::Tensor& rrelu_with_noise_(at::Tensor& self, at::Tensor& noise, const at::Sca
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   using namespace etpu;
+  m.impl("multinomial", multinomial);
+  m.impl("multinomial.out", multinomial_out);
   m.impl("log_normal_", log_normal_);
   m.impl("cauchy_", cauchy_);
   m.impl("geometric_", geometric_);

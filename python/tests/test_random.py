@@ -101,6 +101,39 @@ def test_log_normal_cauchy_and_geometric_draws(dtype):
             bad(torch.empty(3, device="tpu", dtype=dtype))
 
 
+def test_multinomial_samples_the_distribution_with_and_without_replacement():
+    q = torch.tensor([0.1, 0.0, 0.6, 0.3])
+    rows = 50_000
+    p = q.repeat(rows, 1).to("tpu")
+    with_ = torch.multinomial(p, 2, replacement=True).cpu()
+    assert with_.dtype == torch.int64 and with_.shape == (rows, 2)
+    freq = torch.bincount(with_.flatten(), minlength=4).double() / (2 * rows)
+    assert (freq - q.double()).abs().max() < 0.01 and freq[1] == 0  # never a category of probability 0
+    # Without replacement: distinct picks; the first ~ q, the second ~ q_j / (1 - q_i).
+    without = torch.multinomial(p, 2).cpu()
+    assert (without[:, 0] != without[:, 1]).all() and (without != 1).all()
+    pairs = torch.bincount(without[:, 0] * 4 + without[:, 1], minlength=16).double().view(4, 4) / rows
+    expected = torch.tensor([[q[i] * q[j] / (1 - q[i]) if i != j else 0.0 for j in range(4)] for i in range(4)])
+    assert (pairs - expected.double()).abs().max() < 0.01, pairs
+    # Unnormalized weights, one row, one sample, every category of a row once.
+    assert torch.multinomial(torch.tensor([0.0, 0.0, 5.0], device="tpu"), 1).item() == 2
+    assert sorted(torch.multinomial(torch.ones(6, device="tpu"), 6).tolist()) == list(range(6))
+    assert torch.multinomial(torch.ones(0, 3, device="tpu"), 2).shape == (0, 2)
+    torch.manual_seed(5)
+    a = torch.multinomial(p[:8], 3).cpu()
+    torch.manual_seed(5)
+    assert torch.equal(a, torch.multinomial(p[:8], 3).cpu())
+    for bad, match in [([0.5, -0.1], "element < 0"), ([float("nan"), 1.0], "nan"), ([float("inf"), 1.0], "inf"),
+                       ([0.0, 0.0], "sum of probabilities <= 0")]:
+        with pytest.raises(RuntimeError, match=match):
+            torch.multinomial(torch.tensor(bad, device="tpu"), 1)
+    with pytest.raises(RuntimeError, match="without replacement"):
+        torch.multinomial(torch.ones(3, device="tpu"), 4)
+    with pytest.raises(RuntimeError, match="1 or 2 dim"):
+        torch.multinomial(torch.ones(2, 2, 2, device="tpu"), 1)
+    assert torch.multinomial(torch.ones(3, device="tpu"), 1).item() in (0, 1, 2)  # the process goes on
+
+
 def test_randperm_is_a_uniform_permutation_reproducible_under_a_seed():
     p = torch.randperm(1000, device="tpu")
     assert p.device.type == "tpu" and p.dtype == torch.int64
