@@ -54,7 +54,11 @@ demo-rust: build
 
 # Every test: unit, integration (ops vs host references, errors, plugins,
 # leaks), the header layout check and doc tests; then the whole suite once
-# more with the buffer-hazard checker on (EAGERTPU_CHECK_HAZARDS=1).
+# more with the buffer-hazard checker on (EAGERTPU_CHECK_HAZARDS=1), except
+# PyTorch's op_db sweep: it is a coverage check (run in the first pass), and
+# under the checker each of its thousands of programs compiles a second,
+# uncached copy, a quarter of an hour on this machine; the buffer reuse the
+# checker watches is the runtime's, which the rest of the suite exercises.
 # Tests get a fresh on-disk compile cache of their own.
 TEST_CACHE := $(CURDIR)/target/test-cache
 test: setup-test build
@@ -65,7 +69,8 @@ test: setup-test build
 
 test-hazards: setup-test build
 	EAGERTPU_CHECK_HAZARDS=1 EAGERTPU_CACHE_DIR=$(TEST_CACHE) $(CARGO) test --release --workspace
-	EAGERTPU_CHECK_HAZARDS=1 EAGERTPU_CACHE_DIR=$(TEST_CACHE) $(VPY) -m pytest -q python/tests
+	EAGERTPU_CHECK_HAZARDS=1 EAGERTPU_CACHE_DIR=$(TEST_CACHE) $(VPY) -m pytest -q python/tests \
+		--ignore=python/tests/test_op_db.py
 
 test-rust: setup-test
 	EAGERTPU_CACHE_DIR=$(TEST_CACHE) $(CARGO) test --release --workspace
