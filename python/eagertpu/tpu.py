@@ -3,6 +3,7 @@
 streams and events, `amp`)."""
 
 import os
+import threading
 
 import torch
 
@@ -336,7 +337,7 @@ class device_of(device):
 # Named ranges in profiler traces, what torch.cuda.nvtx's range_push/range_pop
 # are on CUDA (DeepSpeed's accelerator calls them around training phases):
 # each is a `torch.profiler.record_function` range on this thread.
-_ranges = __import__("threading").local()
+_ranges = threading.local()
 
 
 def range_push(msg: str) -> int:

@@ -20,7 +20,7 @@
 //!   step's swap, L's column(s) and D's block, then a backward loop with L^T
 //!   and the swaps in reverse. Sums over a column are masked reductions.
 
-use super::linalg::{before, int32, matrix_indices, pick, spread};
+use super::linalg::{at_last, before, int32, matrix_indices, pick, spread};
 use super::{Cmp, Emitter, V};
 use crate::dtype::DType;
 use crate::op::LuOutput;
@@ -146,20 +146,14 @@ fn not(e: &mut Emitter, a: &V) -> V {
 
 /// Element `i` (per matrix, [...]) of vectors `v` [..., n].
 fn element(e: &mut Emitter, v: &V, i: &V) -> V {
-    let r = v.ty.rank();
-    let index = e.iota(v.ty.with_dtype(DType::I32), r - 1);
-    let i = spread(e, i, &v.ty.shape);
-    let mask = e.compare(Cmp::Eq, &index, &i);
-    pick(e, v, &mask, r - 1)
+    let mask = at_last(e, v, i);
+    pick(e, v, &mask, v.ty.rank() - 1)
 }
 
 /// `v` [..., n] with element `i` (per matrix) set to `value` [...] where
 /// `when` [...] holds.
 fn set_element(e: &mut Emitter, v: &V, i: &V, value: &V, when: &V) -> V {
-    let r = v.ty.rank();
-    let index = e.iota(v.ty.with_dtype(DType::I32), r - 1);
-    let i = spread(e, i, &v.ty.shape);
-    let at = e.compare(Cmp::Eq, &index, &i);
+    let at = at_last(e, v, i);
     let when = spread(e, when, &v.ty.shape);
     let at = and(e, &at, &when);
     let value = spread(e, value, &v.ty.shape);

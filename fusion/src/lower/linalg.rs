@@ -90,8 +90,9 @@ pub(super) fn matrix_indices(e: &mut Emitter, a: &V) -> (V, V) {
     (e.iota(index.clone(), r - 2), e.iota(index, r - 1))
 }
 
-/// bool, `v`'s shape: where `v`'s last-dim index is `k` (0-d int32), the
-/// one step of a per-step vector (pivots, tau) a loop reads or writes.
+/// bool, `v`'s shape: where `v`'s last-dim index is `k` (0-d int32, or one
+/// per leading batch element), the one step of a per-step vector (pivots,
+/// tau) a loop reads or writes.
 pub(super) fn at_last(e: &mut Emitter, v: &V, k: &V) -> V {
     let index = e.iota(v.ty.with_dtype(DType::I32), v.ty.rank() - 1);
     let k_full = spread(e, k, &v.ty.shape);
