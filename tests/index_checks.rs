@@ -172,3 +172,100 @@ fn a_step_records_the_same_checks_whether_or_not_the_host_read_before_it() {
     assert!(ops.iter().all(|n| *n == ops[0]), "{line}");
     assert!(line.ends_with("NEW_KEYS 0"), "{line}");
 }
+
+/// A training-like loop that reads a value computed early in each step (a
+/// logged loss), with a checked index op after it: once the period's lead
+/// launches the step's chunk before the read, the read launches nothing,
+/// and an out-of-range index is still reported, by the first read after
+/// its chunk was launched (the next step's), once, naming the op and its
+/// line; a later one is reported too, and good steps read right.
+#[test]
+fn with_the_read_launching_nothing_index_errors_are_reported_by_the_next_read() {
+    let _m = in_mode(Mode::Fused);
+    let rows = Tensor::from_slice(&[0.1f32, 0.2, 0.3, 0.4, 0.5, 0.6], &[3, 2]).unwrap();
+    let mut w = rows.clone();
+    let mut host_w: Vec<f64> = [0.1f32, 0.2, 0.3, 0.4, 0.5, 0.6]
+        .iter()
+        .map(|&v| v as f64)
+        .collect();
+    let step = |w: &mut Tensor, host_w: &mut Vec<f64>, pick: i64| {
+        // The "loss": a few ops in, over rows 0 and 2.
+        let early = Tensor::from_slice(&[0i64, 2], &[2]).unwrap();
+        let loss = w.index_select(0, &early).unwrap().sum(&[], false).unwrap();
+        let want_loss: f64 = [0, 1, 4, 5].iter().map(|&i| host_w[i]).sum();
+        for _ in 0..20 {
+            *w = (&*w * 0.5).unwrap();
+            *w = (&*w + &rows).unwrap();
+            *w = w.tanh().unwrap();
+        }
+        // After the loss: row `pick` added to every row.
+        let late = Tensor::from_slice(&[pick], &[1]).unwrap();
+        let late_line = line!() + 1;
+        let row = w.index_select(0, &late).unwrap();
+        *w = (&*w + &row).unwrap();
+        let base: Vec<f64> = [0.1f32, 0.2, 0.3, 0.4, 0.5, 0.6]
+            .iter()
+            .map(|&v| v as f64)
+            .collect();
+        for _ in 0..20 {
+            for (v, b) in host_w.iter_mut().zip(&base) {
+                *v = (((*v * 0.5) as f32 as f64 + b) as f32 as f64).tanh() as f32 as f64;
+            }
+        }
+        // XLA clamps an out-of-range row to the last one.
+        let r = pick.clamp(0, 2) as usize;
+        let added = [host_w[2 * r], host_w[2 * r + 1]];
+        for (i, v) in host_w.iter_mut().enumerate() {
+            *v = (*v + added[i % 2]) as f32 as f64;
+        }
+        (loss.item::<f32>(), want_loss, late_line)
+    };
+    let check = |(got, want, _): (eagertpu::Result<f32>, f64, u32), at: &str| {
+        let got = got.unwrap_or_else(|e| panic!("{at}: {e}"));
+        assert!(
+            (got as f64 - want).abs() < 1e-4 * want.abs().max(1.0),
+            "{at}: {got} vs {want}"
+        );
+    };
+    for i in 0..8 {
+        check(step(&mut w, &mut host_w, 1), &format!("step {i}"));
+    }
+    eagertpu::wait_for_compiles().unwrap();
+    check(step(&mut w, &mut host_w, 1), "settled");
+    // Settled: one program a step, and the read cuts nothing.
+    let before = eagertpu::metrics().unwrap();
+    check(step(&mut w, &mut host_w, 1), "measured");
+    let after = eagertpu::metrics().unwrap();
+    assert_one_launch_and_no_read_cut(&before, &after);
+    for round in 0..2 {
+        // The bad index: its chunk is launched at the next step's loss, so
+        // the next step's read reports it, and only that read.
+        let (got, _, bad_line) = step(&mut w, &mut host_w, 3);
+        let first = got.map(|_| ());
+        let (got, _, _) = step(&mut w, &mut host_w, 1);
+        let second = got.map(|_| ());
+        let e = match (first, second) {
+            (Err(e), Ok(())) | (Ok(()), Err(e)) => e.to_string(),
+            other => panic!("round {round}: expected one error, got {other:?}"),
+        };
+        assert!(
+            e.contains("index_select") && e.contains("out of range for dim 0 of size 3"),
+            "round {round}: {e}"
+        );
+        assert!(
+            e.contains(&format!("index_checks.rs:{bad_line}")),
+            "round {round}: {e}"
+        );
+        for i in 0..3 {
+            check(
+                step(&mut w, &mut host_w, 1),
+                &format!("round {round}, after it, step {i}"),
+            );
+        }
+    }
+    eagertpu::sync().unwrap();
+    let got_w = w.to_vec::<f32>().unwrap();
+    for (g, h) in got_w.iter().zip(&host_w) {
+        assert!((*g as f64 - h).abs() < 1e-4, "{g} vs {h}");
+    }
+}

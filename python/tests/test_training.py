@@ -187,7 +187,8 @@ def adamw_loop(device, steps, read_every, snapshot_at=None):
     """A 16-32-4 MLP trained with AdamW on `device`, the loss read every
     `read_every` steps. Compiles queued are waited for before the step before
     `snapshot_at` (which then runs the programs ready, leaving replay plans),
-    and the metrics taken before step `snapshot_at` and at the end. Returns
+    and the metrics taken before step `snapshot_at` and after the last step
+    (before the final sync). Returns
     the losses read, the model and the snapshots."""
     torch.manual_seed(0)
     base = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
@@ -207,8 +208,12 @@ def adamw_loop(device, steps, read_every, snapshot_at=None):
         opt.step()
         if i % read_every == read_every - 1:
             logged.append(loss.item())
+    # The last snapshot is what the loop launched: a loop reading its loss
+    # every step is cut where the loss is computed, so the last step's rest
+    # is the final sync's chunk, seen once.
+    end = eagertpu.metrics()
     eagertpu.sync()
-    return logged, model, snapshots + [eagertpu.metrics()]
+    return logged, model, snapshots + [end]
 
 
 def test_adamw_logging_every_10_steps_is_cut_at_its_period_and_settles():

@@ -467,6 +467,21 @@ pub fn assert_updated_in_place(before: &eagertpu::Metrics, after: &eagertpu::Met
     );
 }
 
+/// Asserts that between the metrics `before` and `after` one program ran
+/// and no host read cut the stream: a step whose read found its value
+/// launched by the period's lead.
+pub fn assert_one_launch_and_no_read_cut(before: &eagertpu::Metrics, after: &eagertpu::Metrics) {
+    assert_eq!(
+        (
+            after.executions - before.executions,
+            after.chunks_cut("host_read") - before.chunks_cut("host_read")
+        ),
+        (1, 0),
+        "{}",
+        after.report()
+    );
+}
+
 /// Asserts `r` failed naming `op` and every word of `words`, and that the
 /// next op still works.
 pub fn assert_err<T: std::fmt::Debug>(r: eagertpu::Result<T>, op: &str, words: &[&str]) {

@@ -33,11 +33,14 @@
 //!   Only while the period is young (its first few repetitions): a loop that
 //!   starts reading every step later keeps the chunks it has compiled.
 //! - **Lead.** When such a read reads a value computed well before it (the
-//!   loss of a training step, read at the step's end), a chunk also ends
-//!   where the value is computed: it is launched there and computes while the
-//!   rest of the step records, so the read hardly waits, and the device runs
-//!   the rest of the step while the host records the next. A read every step
-//!   then costs little more than a read every N steps.
+//!   loss of a training step, read at the step's end), the chunk ends where
+//!   the value is computed instead: it is launched there and computes while
+//!   the rest of the step records, so the read finds its value launched,
+//!   launches nothing and hardly waits, and the device runs the rest of the
+//!   step while the host records the next. One launch per step, as with no
+//!   read at all (a period longer than a window keeps its segments and ends
+//!   one at the lead too). A read every step then costs little more than a
+//!   read every N steps.
 //! - **Length.** A period of at least an eighth of the window is a chunk of
 //!   its own; shorter ones are grouped, as many as fit after the last cut
 //!   (cut at a period boundary where the next one would overflow); a longer
@@ -300,9 +303,21 @@ impl Window {
     /// (the read just made).
     fn period_cut_at_read(&self) -> bool {
         self.phase.is_some_and(|phase| {
-            (self.seen - phase.origin).is_multiple_of(phase.period as u64)
+            !self.leads(phase)
+                && (self.seen - phase.origin).is_multiple_of(phase.period as u64)
                 && self.reads_at_origin(phase)
         })
+    }
+
+    /// Whether the period's one cut is its lead: a period that fits in a
+    /// chunk and reads a value computed well before the read is cut where
+    /// the value is computed, not at the read too. Its chunk (from one lead
+    /// to the next) is launched while the rest of the period records, the
+    /// read finds its value launched and launches nothing: one launch per
+    /// period, not two (each costs the host tens of microseconds on the CPU
+    /// plugin).
+    fn leads(&self, phase: Phase) -> bool {
+        phase.lead.is_some() && phase.period <= self.limits.max_ops
     }
 
     /// Whether a read happened at `at`.
@@ -563,6 +578,9 @@ impl Window {
         let r = (self.seen - phase.origin) % p;
         if phase.lead == Some(r) {
             return true;
+        }
+        if self.leads(phase) {
+            return false;
         }
         if r <= 1 && self.reads_at_origin(phase) {
             // The loop reads here every period: the read cuts, after the

@@ -2,10 +2,12 @@
 
 use super::*;
 
-/// Feeds `stream` (signatures), cutting when the policy says and after
-/// every op `i` for which `reads(i)` names an op (a host read of the
-/// value that op computed, or a CPU fallback); returns the chunks as
-/// (start, length, reason).
+/// Feeds `stream` (signatures), cutting when the policy says, and reading
+/// after every op `i` for which `reads(i)` names an op (a host read of the
+/// value that op computed, or a CPU fallback): as the runtime does, the
+/// read cuts if that value is pending (`HostRead`) or if the policy says
+/// the period cuts there (`Period`). Returns the chunks as (start, length,
+/// reason).
 fn cuts_reading(
     limits: WindowLimits,
     stream: &[u64],
@@ -18,8 +20,14 @@ fn cuts_reading(
         let ops = i + 1 - start;
         let mut reason = w.record(s, ops, 0);
         if let Some(k) = reads(i) {
-            w.host_read(Some(k as u64 + 1));
-            reason = reason.or(Some(CutReason::HostRead));
+            let period_cut = w.host_read(Some(k as u64 + 1));
+            if reason.is_none() {
+                if k >= start {
+                    reason = Some(CutReason::HostRead);
+                } else if period_cut {
+                    reason = Some(CutReason::Period);
+                }
+            }
         }
         if let Some(r) = reason {
             out.push((start, ops, r));
@@ -233,11 +241,12 @@ fn given_a_second_loop_reading_every_step_should_align_to_its_own_reads() {
 }
 
 #[test]
-fn given_a_value_read_long_after_it_is_computed_should_end_a_chunk_where_it_is_computed() {
+fn given_a_value_read_long_after_it_is_computed_should_cut_the_step_once_where_it_is_computed() {
     // A 234-op training step computes its loss at op 40 and reads it at
-    // its end, every step: once settled, each step is a 41-op chunk
-    // ending at the loss (launched while the backward pass records) and
-    // a 193-op chunk ending at the read, the same every step.
+    // its end, every step: once settled, each step is one 234-op chunk
+    // from one loss to the next, launched at the loss (it computes while
+    // the backward pass records), and the read, whose value is launched
+    // already, cuts nothing: one launch a step, the same every step.
     let step: Vec<u64> = (0..234).map(sig).collect();
     let stream = loop_stream(37, &step, 30);
     let reads = |i: usize| (i >= 37 && (i - 37) % 234 == 233).then(|| i - 193);
@@ -245,11 +254,7 @@ fn given_a_value_read_long_after_it_is_computed_should_end_a_chunk_where_it_is_c
     let steps = cuts_per_step(&c, 37, 234, 5);
     assert!(steps.len() >= 20, "{c:?}");
     for s in &steps {
-        assert_eq!(
-            s,
-            &vec![(0, 41, CutReason::Period), (41, 193, CutReason::HostRead)],
-            "{c:?}"
-        );
+        assert_eq!(s, &vec![(41, 234, CutReason::Period)], "{c:?}");
     }
 }
 

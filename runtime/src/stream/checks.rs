@@ -55,7 +55,37 @@ impl IndexChecks {
         IndexChecks {
             flag: Some(flag),
             checks,
-            others: Vec::new(),
+            ..IndexChecks::default()
+        }
+    }
+
+    /// Whether the running flag is still to be launched.
+    pub(super) fn pending(&self) -> bool {
+        self.flag.as_ref().is_some_and(|f| f.is_pending())
+    }
+
+    /// The checks a read can take without launching anything, while the
+    /// running flag is pending: the flags merged in (launched), the running
+    /// flag's ops left for a later read.
+    pub(super) fn take_launched(&mut self) -> IndexChecks {
+        IndexChecks {
+            others: std::mem::take(&mut self.others),
+            ..IndexChecks::default()
+        }
+    }
+
+    /// Ends a running flag that was launched: kept with the others to be
+    /// read, and the next check starts a running flag of its own. So a read
+    /// that launches nothing (its value launched by a period's lead) reads
+    /// every launched check, and none of them twice.
+    fn seal_launched(&mut self) {
+        if self.flag.as_ref().is_some_and(|f| !f.is_pending()) {
+            let sealed = IndexChecks {
+                flag: self.flag.take(),
+                checks: std::mem::take(&mut self.checks),
+                others: Vec::new(),
+            };
+            self.others.push(sealed);
         }
     }
 
@@ -128,6 +158,11 @@ impl Stream {
             };
             st.calls = st.calls.wrapping_add(1);
             let call = st.calls;
+            st.trace.index.seal_launched();
+            for old in st.trace.index.take_oldest(UNREAD_FLAGS) {
+                // A loop that never reads: its oldest flags, long done.
+                self.take_index_error(rt, old)?;
+            }
             let number = st.trace.index.checks.len().min(MAX_CHECKS - 1) as i64 + 1;
             let previous = st.trace.index.flag.clone();
             let fed = st.compares_plans(rt).then_some(from);

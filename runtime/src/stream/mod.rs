@@ -290,15 +290,19 @@ impl Stream {
         lock(&self.state).outstanding.retain(|c| !c.done_ok());
     }
 
-    /// Launches `value`'s chunk if it is pending (and any pending index
-    /// check); takes the index checks to read with it.
+    /// Launches `value`'s chunk if it is pending; takes the index checks to
+    /// read with it: those launched, the running flag's pending ops left for
+    /// a later read. So a read of a value a period's lead launched launches
+    /// nothing: an index error is reported by the first read after the
+    /// chunk that had it was launched, as CUDA reports a device-side assert.
     fn prepare_read(&self, rt: &Runtime, value: &Value) -> Result<checks::IndexChecks> {
         let mut st = lock(&self.state);
         st.activate(this_thread_trace());
         // Where the loop reads is part of its stream: a read that recurs every
         // period moves the period's cuts onto it (`fusion::policy`).
         // The period may cut here even when the value read is no longer
-        // pending (launched by a lead): the policy waits for the read to cut.
+        // pending: the policy waits for the read to cut (unless the period
+        // has a lead, whose cut is the period's only one).
         let mut period_cut = false;
         if rt.effective_mode() == Mode::Fused {
             let computed_at = (value.trace == st.active).then_some(value.computed_at);
@@ -308,12 +312,16 @@ impl Stream {
         if value.trace != st.active && value.is_pending() {
             index = self.flush_trace(rt, &mut st, value.trace, CutReason::HostRead)?;
         }
-        if value.is_pending() || !st.trace.index.is_empty() {
+        if value.is_pending() {
             self.flush(rt, &mut st, CutReason::HostRead, false)?;
         } else if period_cut {
             self.flush(rt, &mut st, CutReason::Period, false)?;
         }
-        index.merge(std::mem::take(&mut st.trace.index));
+        if st.trace.index.pending() {
+            index.merge(st.trace.index.take_launched());
+        } else {
+            index.merge(std::mem::take(&mut st.trace.index));
+        }
         Ok(index)
     }
 
