@@ -182,12 +182,11 @@ fn a_step_records_the_same_checks_whether_or_not_the_host_read_before_it() {
 #[test]
 fn with_the_read_launching_nothing_index_errors_are_reported_by_the_next_read() {
     let _m = in_mode(Mode::Fused);
-    let rows = Tensor::from_slice(&[0.1f32, 0.2, 0.3, 0.4, 0.5, 0.6], &[3, 2]).unwrap();
+    const ROWS: [f32; 6] = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6];
+    let base: Vec<f64> = ROWS.iter().map(|&v| v as f64).collect();
+    let rows = Tensor::from_slice(&ROWS, &[3, 2]).unwrap();
     let mut w = rows.clone();
-    let mut host_w: Vec<f64> = [0.1f32, 0.2, 0.3, 0.4, 0.5, 0.6]
-        .iter()
-        .map(|&v| v as f64)
-        .collect();
+    let mut host_w = base.clone();
     let step = |w: &mut Tensor, host_w: &mut Vec<f64>, pick: i64| {
         // The "loss": a few ops in, over rows 0 and 2.
         let early = Tensor::from_slice(&[0i64, 2], &[2]).unwrap();
@@ -203,10 +202,6 @@ fn with_the_read_launching_nothing_index_errors_are_reported_by_the_next_read() 
         let late_line = line!() + 1;
         let row = w.index_select(0, &late).unwrap();
         *w = (&*w + &row).unwrap();
-        let base: Vec<f64> = [0.1f32, 0.2, 0.3, 0.4, 0.5, 0.6]
-            .iter()
-            .map(|&v| v as f64)
-            .collect();
         for _ in 0..20 {
             for (v, b) in host_w.iter_mut().zip(&base) {
                 *v = (((*v * 0.5) as f32 as f64 + b) as f32 as f64).tanh() as f32 as f64;

@@ -55,22 +55,21 @@ impl IndexChecks {
         IndexChecks {
             flag: Some(flag),
             checks,
-            ..IndexChecks::default()
+            others: Vec::new(),
         }
     }
 
-    /// Whether the running flag is still to be launched.
-    pub(super) fn pending(&self) -> bool {
-        self.flag.as_ref().is_some_and(|f| f.is_pending())
-    }
-
-    /// The checks a read can take without launching anything, while the
-    /// running flag is pending: the flags merged in (launched), the running
-    /// flag's ops left for a later read.
-    pub(super) fn take_launched(&mut self) -> IndexChecks {
-        IndexChecks {
-            others: std::mem::take(&mut self.others),
-            ..IndexChecks::default()
+    /// The checks a read can take without launching anything: all of them,
+    /// unless the running flag is pending, whose ops are then left for a
+    /// later read (the flags merged in are launched).
+    pub(super) fn take_readable(&mut self) -> IndexChecks {
+        if self.flag.as_ref().is_some_and(|f| f.is_pending()) {
+            IndexChecks {
+                others: std::mem::take(&mut self.others),
+                ..IndexChecks::default()
+            }
+        } else {
+            std::mem::take(self)
         }
     }
 
@@ -79,13 +78,9 @@ impl IndexChecks {
     /// that launches nothing (its value launched by a period's lead) reads
     /// every launched check, and none of them twice.
     fn seal_launched(&mut self) {
-        if self.flag.as_ref().is_some_and(|f| !f.is_pending()) {
-            let sealed = IndexChecks {
-                flag: self.flag.take(),
-                checks: std::mem::take(&mut self.checks),
-                others: Vec::new(),
-            };
-            self.others.push(sealed);
+        if let Some(flag) = self.flag.take_if(|f| !f.is_pending()) {
+            let checks = std::mem::take(&mut self.checks);
+            self.others.push(IndexChecks::of(flag, checks));
         }
     }
 

@@ -317,11 +317,7 @@ impl Stream {
         } else if period_cut {
             self.flush(rt, &mut st, CutReason::Period, false)?;
         }
-        if st.trace.index.pending() {
-            index.merge(st.trace.index.take_launched());
-        } else {
-            index.merge(std::mem::take(&mut st.trace.index));
-        }
+        index.merge(st.trace.index.take_readable());
         Ok(index)
     }
 
