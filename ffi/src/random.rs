@@ -42,8 +42,11 @@ c_api! {
     /// `distribution` keyed by (`key0`, `key1`), converted to its dtype:
     /// "uniform" (from, to), "normal" (mean, std), "integers" (from[, to]:
     /// [from, to), or the dtype's range), "exponential" (lambda), "bernoulli"
-    /// (p: a scalar, or a tensor of probabilities shaped as `out`). `args`
-    /// are scalar operands, or the one tensor of "bernoulli".
+    /// (p: a scalar, or a tensor of probabilities shaped as `out`), "gamma"
+    /// (a float tensor of shapes: a standard gamma sample per element) and
+    /// "poisson" (a float tensor of rates: a count per element). `args` are
+    /// scalar operands, or the one tensor of "bernoulli", "gamma" or
+    /// "poisson".
     fn etpu_sample(
         device_index: i64,
         distribution: *const c_char,
@@ -73,6 +76,8 @@ c_api! {
                 let key = (key0, key1);
                 let sample = match (name, values.as_slice()) {
                     ("bernoulli", [Value::Tensor(p)]) => p.bernoulli(key)?,
+                    ("gamma", [Value::Tensor(alpha)]) => alpha.standard_gamma(key)?,
+                    ("poisson", [Value::Tensor(rate)]) => rate.poisson(key)?,
                     _ => {
                         let mut params: SmallVec<[Scalar; 4]> = SmallVec::new();
                         for v in &values {
@@ -81,7 +86,8 @@ c_api! {
                                 Value::Tensor(t) => {
                                     return Err(Failure::invalid(format!(
                                         "sample: {name} got a tensor {} among its parameters; expected numbers \
-                                         (a tensor only as bernoulli's probabilities)",
+                                         (a tensor only as bernoulli's probabilities, gamma's shapes or \
+                                         poisson's rates)",
                                         t.ty()
                                     )));
                                 }
@@ -90,7 +96,7 @@ c_api! {
                         let d = Distribution::from_name(name, &params).ok_or_else(|| {
                             Failure::invalid(format!(
                                 "sample: unknown distribution \"{name}\" (expected uniform, normal, integers, \
-                                 exponential or bernoulli)"
+                                 exponential, bernoulli, or gamma or poisson of a tensor)"
                             ))
                         })??;
                         dev.sample(key, out.sizes, out.dtype, d)?

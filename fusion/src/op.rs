@@ -226,6 +226,19 @@ pub enum Op {
     /// (key0, key1): equal keys give equal samples in every mode. The keys are
     /// operands, not attributes, so a new key never compiles a new program.
     RandUniform { shape: Shape, dtype: DType },
+    /// (alpha: float, key0, key1) a sample of the standard gamma distribution
+    /// of shape `alpha` per element (`torch._standard_gamma`): Marsaglia and
+    /// Tsang's rejection method in a loop that runs until every element is
+    /// accepted, each round drawing from the Threefry state the keys start.
+    /// Never below the dtype's smallest normal (as the CPU); NaN where
+    /// `alpha` is negative or NaN.
+    RandGamma,
+    /// (rate: float, key0, key1) a Poisson sample per element
+    /// (`torch.poisson`), in the rate's dtype: Knuth's product of uniforms
+    /// below rate 10, Hoermann's transformed rejection (PTRS) from 10 on, as
+    /// the CPU kernel; 0 for rate 0; NaN where the rate is negative, NaN or
+    /// infinite.
+    RandPoisson,
 
     // ------------------------------------------------------------ elementwise
     /// (x)
@@ -448,12 +461,23 @@ pub enum Op {
 }
 
 impl Op {
+    /// Whether the op draws random numbers from keys among its operands
+    /// (the last two).
+    pub fn draws(&self) -> bool {
+        matches!(
+            self,
+            Op::RandUniform { .. } | Op::RandGamma | Op::RandPoisson
+        )
+    }
+
     /// PyTorch's name for the op, used in error messages.
     pub fn name(&self) -> &'static str {
         match self {
             Op::Full { .. } => "full",
             Op::Arange { .. } => "arange",
             Op::RandUniform { .. } => "rand",
+            Op::RandGamma => "_standard_gamma",
+            Op::RandPoisson => "poisson",
             Op::Unary(u) => u.name(),
             Op::Binary(b) => b.name(),
             Op::Where => "where",

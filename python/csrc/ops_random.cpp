@@ -308,12 +308,63 @@ at::Tensor& rrelu_with_noise_(at::Tensor& self, at::Tensor& noise, const at::Sca
   return rrelu_with_noise_out(self, noise, lower, upper, training, std::move(generator), self);
 }
 
+// Samplers with a parameter per element, each the runtime's rejection loop
+// (fusion/src/lower/random.rs): torch._standard_gamma (what Gamma, Beta,
+// Chi2 and Dirichlet sample through) and torch.poisson. Float16 and bfloat16
+// are drawn in float32 (the CPU has no gamma for them).
+at::Tensor standard_gamma(const at::Tensor& self, std::optional<at::Generator> gen) {
+  OpScope s;
+  at::Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
+  sample("gamma", {self}, next_key(self, gen), out);
+  return out;
+}
+
+// A Dirichlet sample per row (the last dim): gamma samples normalized to sum
+// to 1, as the CPU (each at least the smallest normal, so a row of zeros
+// gives equal shares).
+at::Tensor sample_dirichlet(const at::Tensor& self, std::optional<at::Generator> gen) {
+  OpScope s;
+  at::Tensor gamma = standard_gamma(self, std::move(gen));
+  return gamma / gamma.sum(-1, /*keepdim=*/true);
+}
+
+// As the CPU, a negative or NaN rate is an error: one host read of a flag
+// (CUDA asserts on the device). An infinite rate gives NaN (the CPU gives
+// int64's minimum).
+at::Tensor poisson(const at::Tensor& self, std::optional<at::Generator> gen) {
+  OpScope s;
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "poisson: expected a floating-point rate tensor, got ",
+              self.scalar_type());
+  if (self.numel() > 0) {
+    bool bad = (self < 0).logical_or_(self.isnan()).any().item<bool>();
+    TORCH_CHECK(!bad, "invalid Poisson rate, expected rate to be non-negative");
+  }
+  at::Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
+  sample("poisson", {self}, next_key(self, gen), out);
+  return out;
+}
+
+// The out= forms of the three: the sample, then copied into `out` (resized
+// as PyTorch resizes outputs).
+template <at::Tensor (*Sampler)(const at::Tensor&, std::optional<at::Generator>)>
+at::Tensor& sampled_out(const at::Tensor& self, std::optional<at::Generator> gen, at::Tensor& out) {
+  at::Tensor result = Sampler(self, std::move(gen));
+  at::native::resize_output(out, result.sizes());
+  return out.copy_(result);
+}
+
 }  // namespace
 }  // namespace etpu
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   using namespace etpu;
   m.impl("multinomial", multinomial);
+  m.impl("_standard_gamma", standard_gamma);
+  m.impl("_standard_gamma.out", sampled_out<standard_gamma>);
+  m.impl("_sample_dirichlet", sample_dirichlet);
+  m.impl("_sample_dirichlet.out", sampled_out<sample_dirichlet>);
+  m.impl("poisson", poisson);
+  m.impl("poisson.out", sampled_out<poisson>);
   m.impl("multinomial.out", multinomial_out);
   m.impl("log_normal_", log_normal_);
   m.impl("cauchy_", cauchy_);

@@ -13,7 +13,29 @@ pub(super) fn rand_uniform(
     inputs: &[TensorType],
 ) -> Result<TensorType> {
     arity(op, inputs, 2)?;
-    for (name, k) in ["key0", "key1"].iter().zip(inputs) {
+    keys(op, inputs)?;
+    if !dtype.is_float() {
+        return Err(unsupported(op, dtype, "a floating-point dtype"));
+    }
+    check_shape(op, shape)?;
+    Ok(TensorType::new(dtype, shape))
+}
+
+/// (parameter: float, key0, key1) -> the parameter's type: the samplers
+/// that loop until every element is accepted (gamma, Poisson).
+pub(super) fn rand_loop(op: &'static str, inputs: &[TensorType]) -> Result<TensorType> {
+    arity(op, inputs, 3)?;
+    keys(op, &inputs[1..])?;
+    let parameter = &inputs[0];
+    if !parameter.dtype.is_float() {
+        return Err(unsupported(op, parameter.dtype, "a floating-point dtype"));
+    }
+    Ok(parameter.clone())
+}
+
+/// Both keys 0-d int64.
+fn keys(op: &'static str, keys: &[TensorType]) -> Result<()> {
+    for (name, k) in ["key0", "key1"].iter().zip(keys) {
         if k.dtype != DType::I64 || k.rank() != 0 {
             return Err(Error::ShapeMismatch {
                 op,
@@ -22,11 +44,7 @@ pub(super) fn rand_uniform(
             });
         }
     }
-    if !dtype.is_float() {
-        return Err(unsupported(op, dtype, "a floating-point dtype"));
-    }
-    check_shape(op, shape)?;
-    Ok(TensorType::new(dtype, shape))
+    Ok(())
 }
 
 #[cfg(test)]
@@ -62,5 +80,31 @@ mod tests {
         );
         let e = op(DType::F32).infer(&[key]).unwrap_err().to_string();
         assert!(e.contains("got 1 inputs, expected 2"), "{e}");
+    }
+
+    #[test]
+    fn samplers_take_a_float_parameter_and_two_keys_and_keep_its_type() {
+        let key = TensorType::scalar(DType::I64);
+        let alpha = TensorType::new(DType::BF16, &[4, 3]);
+        for op in [Op::RandGamma, Op::RandPoisson] {
+            let ok = op
+                .infer(&[alpha.clone(), key.clone(), key.clone()])
+                .unwrap();
+            assert_eq!(ok, alpha);
+            let e = op
+                .infer(&[TensorType::new(DType::I32, &[4]), key.clone(), key.clone()])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(op.name()) && e.contains("int32") && e.contains("floating"),
+                "{e}"
+            );
+            let e = op
+                .infer(&[alpha.clone(), key.clone(), TensorType::scalar(DType::I32)])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("key1 int32[]") && e.contains("0-d int64"), "{e}");
+            assert!(op.infer(&[alpha.clone(), key.clone()]).is_err());
+        }
     }
 }

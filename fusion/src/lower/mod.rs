@@ -832,6 +832,8 @@ fn lower_op(e: &mut Emitter, op: &Op, inputs: &[V], out: TensorType) -> V {
             nn::cross_entropy(e, &inputs[0], &inputs[1], *reduction, out)
         }
         Op::RandUniform { .. } => random::rand_uniform(e, &inputs[0], &inputs[1], out),
+        Op::RandGamma => random::gamma(e, &inputs[0], &inputs[1], &inputs[2]),
+        Op::RandPoisson => random::poisson(e, &inputs[0], &inputs[1], &inputs[2]),
         Op::Conv(spec) => conv::conv(e, &inputs[0], &inputs[1], spec, out),
         Op::ConvBackwardInput { spec, .. } => {
             conv::backward_input(e, &inputs[0], &inputs[1], spec, out)

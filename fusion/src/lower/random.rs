@@ -8,10 +8,16 @@
 //! `[1, 2)`, minus 1. Every value is a multiple of 2^-23 (f32) or 2^-52 (f64)
 //! and all are equally likely.
 
-use super::{Emitter, V};
+use super::{Cmp, Emitter, V};
 use crate::dtype::DType;
 use crate::scalar::Scalar;
 use crate::shape::TensorType;
+
+/// Most rounds of a rejection loop. Gamma accepts over 95% of its candidates
+/// a round and Poisson's PTRS about 90%; Knuth's loop (rates below 10) needs
+/// about rate + 1 rounds. An element still pending after this many rounds
+/// (a parameter no valid input reaches) is NaN rather than a hang.
+const MAX_ROUNDS: i64 = 1000;
 
 /// The largest value of a 16-bit float `dtype` below 1.
 fn below_one(dtype: DType) -> f64 {
@@ -21,28 +27,35 @@ fn below_one(dtype: DType) -> f64 {
     }
 }
 
-pub(super) fn rand_uniform(e: &mut Emitter, key0: &V, key1: &V, out: TensorType) -> V {
-    // (bits dtype, float of that width, mantissa shift, the bits of 1.0)
-    let (bits_dtype, float, shift, one) = if out.dtype == DType::F64 {
-        (DType::I64, DType::F64, 12, 0x3FF0_0000_0000_0000_i64)
-    } else {
-        (DType::I32, DType::F32, 9, 0x3F80_0000_i64)
-    };
+/// The generator's state (int64[2]) from the two keys.
+fn initial_state(e: &mut Emitter, key0: &V, key1: &V) -> V {
     let k0 = e.reshape(key0, &[1]);
     let k1 = e.reshape(key1, &[1]);
-    let state = e.op(
+    e.op(
         "stablehlo.concatenate",
         &[&k0, &k1],
         "dimension = 0 : i64",
         TensorType::new(DType::I64, &[2]),
-    );
-    let state = e.to_unsigned(&state);
+    )
+}
+
+/// Uniform samples in `[0, 1)` of `shape` as `float` (f32 or f64) from the
+/// generator at `state`, and the state after them.
+fn draw(e: &mut Emitter, state: &V, shape: &[i64], float: DType) -> (V, V) {
+    // (bits dtype, mantissa shift, the bits of 1.0)
+    let (bits_dtype, shift, one) = if float == DType::F64 {
+        (DType::I64, 12, 0x3FF0_0000_0000_0000_i64)
+    } else {
+        (DType::I32, 9, 0x3F80_0000_i64)
+    };
+    let state = e.to_unsigned(state);
     let generated = e.unsigned_op(
         "stablehlo.rng_bit_generator",
         &[&state],
         "rng_algorithm = #stablehlo<rng_algorithm THREE_FRY>",
-        &[state.signed.clone(), out.with_dtype(bits_dtype)],
+        &[state.signed.clone(), TensorType::new(bits_dtype, shape)],
     );
+    let next = e.from_unsigned(&generated[0]);
     let bits = e.from_unsigned(&generated[1]);
     let mantissa = e.binary_const("stablehlo.shift_right_logical", &bits, shift);
     let in_one_two = e.binary_const("stablehlo.or", &mantissa, Scalar::Int(one));
@@ -50,15 +63,277 @@ pub(super) fn rand_uniform(e: &mut Emitter, key0: &V, key1: &V, out: TensorType)
         "stablehlo.bitcast_convert",
         &[&in_one_two],
         "",
-        out.with_dtype(float),
+        TensorType::new(float, shape),
     );
-    let u = e.binary_const("stablehlo.subtract", &f, 1.0);
+    (next, e.binary_const("stablehlo.subtract", &f, 1.0))
+}
+
+/// The float type a sampler computes in: f64 for f64, else f32.
+fn working_float(dtype: DType) -> DType {
+    if dtype == DType::F64 {
+        DType::F64
+    } else {
+        DType::F32
+    }
+}
+
+pub(super) fn rand_uniform(e: &mut Emitter, key0: &V, key1: &V, out: TensorType) -> V {
+    let float = working_float(out.dtype);
+    let state = initial_state(e, key0, key1);
+    let (_, u) = draw(e, &state, &out.shape, float);
     if out.dtype == float {
         return u;
     }
     // 16-bit floats: rounding can reach 1.0; keep the result below it.
     let narrow = e.convert(&u, out.dtype);
     e.binary_const("stablehlo.minimum", &narrow, below_one(out.dtype))
+}
+
+/// A standard normal sample from two uniform ones (Box-Muller).
+fn normal(e: &mut Emitter, u1: &V, u2: &V) -> V {
+    let one_minus = flip(e, u1);
+    let log = e.unary("stablehlo.log", &one_minus);
+    let radius = e.binary_const("stablehlo.multiply", &log, -2.0);
+    let radius = e.unary("stablehlo.sqrt", &radius);
+    let angle = e.binary_const("stablehlo.multiply", u2, 2.0 * std::f64::consts::PI);
+    let cos = e.unary("stablehlo.cosine", &angle);
+    e.mul(&radius, &cos)
+}
+
+/// `1 - u`: a uniform sample in `(0, 1]`, whose log is finite.
+fn flip(e: &mut Emitter, u: &V) -> V {
+    let one = e.splat(1.0, u);
+    e.sub(&one, u)
+}
+
+/// Runs a rejection sampler: `round(e, state, result, done)` draws from
+/// `state` and returns the new state, each element's candidate and whether
+/// it is accepted; an element keeps the first candidate accepted. Stops when
+/// every element is done or after `MAX_ROUNDS` (pending elements are then
+/// NaN). `extra` values are carried from round to round (after the four
+/// fixed ones) and handed to `round`, which returns their next values. The
+/// state after the loop comes first in the result.
+fn rejection_loop(
+    e: &mut Emitter,
+    state: &V,
+    result: &V,
+    done: &V,
+    extra: &[&V],
+    round: impl FnOnce(&mut Emitter, &V, &[V]) -> (V, V, V, Vec<V>),
+) -> (V, V) {
+    let rank = result.ty.rank();
+    let dims: Vec<usize> = (0..rank).collect();
+    let limit = e.scalar(MAX_ROUNDS, DType::I64);
+    let first = e.scalar(0i64, DType::I64);
+    let mut init: Vec<&V> = vec![state, &first, result, done];
+    init.extend_from_slice(extra);
+    let out = e.while_op(
+        &init,
+        |e, s| {
+            let within = e.compare(Cmp::Lt, &s[1], &limit);
+            let pending = e.unary("stablehlo.not", &s[3]);
+            let any = e.reduce(&pending, Scalar::Bool(false), "stablehlo.or", &dims);
+            e.binary("stablehlo.and", &within, &any)
+        },
+        |e, s| {
+            let (state, candidate, accept, carried) = round(e, &s[0], &s[4..]);
+            let pending = e.unary("stablehlo.not", &s[3]);
+            let newly = e.binary("stablehlo.and", &accept, &pending);
+            let result = e.select(&newly, &candidate, &s[2]);
+            let done = e.binary("stablehlo.or", &s[3], &accept);
+            let next = e.binary_const("stablehlo.add", &s[1], 1i64);
+            let mut out = vec![state, next, result, done];
+            out.extend(carried);
+            out
+        },
+    );
+    let nan = e.splat(f64::NAN, &out[2]);
+    let result = e.select(&out[3], &out[2], &nan);
+    (out[0].clone(), result)
+}
+
+/// The smallest positive normal value of a float dtype (what the CPU's
+/// gamma sampler never goes below).
+fn smallest_normal(dtype: DType) -> f64 {
+    match dtype {
+        DType::F16 => half::f16::MIN_POSITIVE.to_f64(),
+        DType::BF16 => half::bf16::MIN_POSITIVE.to_f64(),
+        DType::F64 => f64::MIN_POSITIVE,
+        _ => f32::MIN_POSITIVE as f64,
+    }
+}
+
+/// `torch._standard_gamma`: Marsaglia and Tsang's method, as the CPU kernel
+/// (shape below 1 boosted: a sample of shape + 1 times `u^(1/shape)`).
+pub(super) fn gamma(e: &mut Emitter, alpha: &V, key0: &V, key1: &V) -> V {
+    let out_dtype = alpha.ty.dtype;
+    let float = working_float(out_dtype);
+    let shape: Vec<i64> = alpha.ty.shape.to_vec();
+    let alpha = e.convert(alpha, float);
+    let one = e.splat(1.0, &alpha);
+    let zero = e.splat(0.0, &alpha);
+    let small = e.compare(Cmp::Lt, &alpha, &one);
+    let boosted_alpha = e.add(&alpha, &one);
+    let a = e.select(&small, &boosted_alpha, &alpha);
+    let d = e.binary_const("stablehlo.subtract", &a, 1.0 / 3.0);
+    let nine_d = e.binary_const("stablehlo.multiply", &d, 9.0);
+    let c = e.unary("stablehlo.rsqrt", &nine_d);
+    // Shape 0 gives 0 (then the smallest normal); a negative or NaN shape NaN.
+    let positive = e.compare(Cmp::Gt, &alpha, &zero);
+    let valid = e.compare(Cmp::Ge, &alpha, &zero);
+    let nan = e.splat(f64::NAN, &alpha);
+    let result = e.select(&valid, &zero, &nan);
+    let done = e.unary("stablehlo.not", &positive);
+    let state = initial_state(e, key0, key1);
+    let (state, result) = rejection_loop(e, &state, &result, &done, &[], |e, state, _| {
+        let (state, u1) = draw(e, state, &shape, float);
+        let (state, u2) = draw(e, &state, &shape, float);
+        let (state, u3) = draw(e, &state, &shape, float);
+        let x = normal(e, &u1, &u2);
+        let cx = e.mul(&c, &x);
+        let t = e.binary_const("stablehlo.add", &cx, 1.0);
+        let tt = e.mul(&t, &t);
+        let v = e.mul(&tt, &t);
+        let t_positive = e.compare(Cmp::Gt, &t, &zero);
+        let u = flip(e, &u3);
+        let xx = e.mul(&x, &x);
+        // The squeeze: u < 1 - 0.0331 x^4.
+        let x4 = e.mul(&xx, &xx);
+        let scaled = e.binary_const("stablehlo.multiply", &x4, 0.0331);
+        let squeeze_bound = e.sub(&one, &scaled);
+        let squeeze = e.compare(Cmp::Lt, &u, &squeeze_bound);
+        // The full test: log u < x^2 / 2 + d (1 - v + log v).
+        let safe_v = e.select(&t_positive, &v, &one);
+        let log_v = e.unary("stablehlo.log", &safe_v);
+        let one_minus_v = e.sub(&one, &v);
+        let inner = e.add(&one_minus_v, &log_v);
+        let d_inner = e.mul(&d, &inner);
+        let half_xx = e.binary_const("stablehlo.multiply", &xx, 0.5);
+        let bound = e.add(&half_xx, &d_inner);
+        let log_u = e.unary("stablehlo.log", &u);
+        let full = e.compare(Cmp::Lt, &log_u, &bound);
+        let either = e.binary("stablehlo.or", &squeeze, &full);
+        let accept = e.binary("stablehlo.and", &t_positive, &either);
+        let candidate = e.mul(&d, &v);
+        (state, candidate, accept, vec![])
+    });
+    // The boost of shapes in (0, 1): times u^(1/shape), u in (0, 1].
+    let (_, ub) = draw(e, &state, &shape, float);
+    let u = flip(e, &ub);
+    let log_u = e.unary("stablehlo.log", &u);
+    let exponent = e.div(&log_u, &alpha);
+    let boost = e.unary("stablehlo.exponential", &exponent);
+    let boosted = e.mul(&result, &boost);
+    let boosting = e.binary("stablehlo.and", &small, &positive);
+    let result = e.select(&boosting, &boosted, &result);
+    let result = e.convert(&result, out_dtype);
+    let floor = e.splat(smallest_normal(out_dtype), &result);
+    e.maximum(&result, &floor)
+}
+
+/// `torch.poisson`, as the CPU kernel: Knuth's product of uniforms below rate
+/// 10 (count the factors until the product falls to `exp(-rate)`), from 10
+/// on Hoermann's transformed rejection with squeeze (PTRS).
+pub(super) fn poisson(e: &mut Emitter, rate: &V, key0: &V, key1: &V) -> V {
+    let out_dtype = rate.ty.dtype;
+    let float = working_float(out_dtype);
+    let shape: Vec<i64> = rate.ty.shape.to_vec();
+    let lam = e.convert(rate, float);
+    let zero = e.splat(0.0, &lam);
+    let one = e.splat(1.0, &lam);
+    let nonnegative = e.compare(Cmp::Ge, &lam, &zero);
+    let finite = e.is_finite(&lam);
+    let valid = e.binary("stablehlo.and", &nonnegative, &finite);
+    let positive = e.compare(Cmp::Gt, &lam, &zero);
+    let pending = e.binary("stablehlo.and", &valid, &positive);
+    let done = e.unary("stablehlo.not", &pending);
+    let nan = e.splat(f64::NAN, &lam);
+    let result = e.select(&valid, &zero, &nan);
+    let ten = e.splat(10.0, &lam);
+    let large = e.compare(Cmp::Ge, &lam, &ten);
+    // Knuth's bound.
+    let neg_lam = e.unary("stablehlo.negate", &lam);
+    let enlam = e.unary("stablehlo.exponential", &neg_lam);
+    // PTRS's constants: b = 0.931 + 2.53 sqrt(rate), a = -0.059 + 0.02483 b,
+    // 1 / alpha = 1.1239 + 1.1328 / (b - 3.4), v_r = 0.9277 - 3.6224 / (b - 2).
+    let slam = e.unary("stablehlo.sqrt", &lam);
+    let loglam = e.unary("stablehlo.log", &lam);
+    let b_slope = e.binary_const("stablehlo.multiply", &slam, 2.53);
+    let b = e.binary_const("stablehlo.add", &b_slope, 0.931);
+    let a_slope = e.binary_const("stablehlo.multiply", &b, 0.02483);
+    let a = e.binary_const("stablehlo.add", &a_slope, -0.059);
+    let b_less_3_4 = e.binary_const("stablehlo.subtract", &b, 3.4);
+    let inv_alpha_numerator = e.splat(1.1328, &lam);
+    let inv_alpha_term = e.div(&inv_alpha_numerator, &b_less_3_4);
+    let invalpha = e.binary_const("stablehlo.add", &inv_alpha_term, 1.1239);
+    let log_invalpha = e.unary("stablehlo.log", &invalpha);
+    let b_less_2 = e.binary_const("stablehlo.subtract", &b, 2.0);
+    let vr_numerator = e.splat(3.6224, &lam);
+    let vr_term = e.div(&vr_numerator, &b_less_2);
+    let vr_base = e.splat(0.9277, &lam);
+    let vr = e.sub(&vr_base, &vr_term);
+    let two_a = e.binary_const("stablehlo.multiply", &a, 2.0);
+    let state = initial_state(e, key0, key1);
+    let (_, result) = rejection_loop(
+        e,
+        &state,
+        &result,
+        &done,
+        &[&zero, &one],
+        |e, state, carried| {
+            let (count, product) = (&carried[0], &carried[1]);
+            let (state, u) = draw(e, state, &shape, float);
+            let (state, v) = draw(e, &state, &shape, float);
+            // Knuth: the count so far is the sample once the product is at
+            // or below exp(-rate).
+            let product = e.mul(product, &u);
+            let going = e.compare(Cmp::Gt, &product, &enlam);
+            let knuth_accept = e.unary("stablehlo.not", &going);
+            let counted = e.add(count, &one);
+            let next_count = e.select(&going, &counted, count);
+            // PTRS.
+            let centered = e.binary_const("stablehlo.subtract", &u, 0.5);
+            let distance = e.unary("stablehlo.abs", &centered);
+            let half = e.splat(0.5, &lam);
+            let us = e.sub(&half, &distance);
+            let spread = e.div(&two_a, &us);
+            let spread = e.add(&spread, &b);
+            let spread = e.mul(&spread, &centered);
+            let shifted = e.add(&spread, &lam);
+            let shifted = e.binary_const("stablehlo.add", &shifted, 0.43);
+            let k = e.unary("stablehlo.floor", &shifted);
+            let wide_bound = e.splat(0.07, &lam);
+            let us_wide = e.compare(Cmp::Ge, &us, &wide_bound);
+            let v_low = e.compare(Cmp::Le, &v, &vr);
+            let quick = e.binary("stablehlo.and", &us_wide, &v_low);
+            let k_negative = e.compare(Cmp::Lt, &k, &zero);
+            let narrow_bound = e.splat(0.013, &lam);
+            let us_narrow = e.compare(Cmp::Lt, &us, &narrow_bound);
+            let v_above = e.compare(Cmp::Gt, &v, &us);
+            let narrow_reject = e.binary("stablehlo.and", &us_narrow, &v_above);
+            let reject = e.binary("stablehlo.or", &k_negative, &narrow_reject);
+            let log_v = e.unary("stablehlo.log", &v);
+            let us_squared = e.mul(&us, &us);
+            let hat = e.div(&a, &us_squared);
+            let hat = e.add(&hat, &b);
+            let log_hat = e.unary("stablehlo.log", &hat);
+            let lhs = e.add(&log_v, &log_invalpha);
+            let lhs = e.sub(&lhs, &log_hat);
+            let k_loglam = e.mul(&k, &loglam);
+            let rhs = e.sub(&k_loglam, &lam);
+            let k_plus = e.add(&k, &one);
+            let lgamma = e.unary("chlo.lgamma", &k_plus);
+            let rhs = e.sub(&rhs, &lgamma);
+            let slow = e.compare(Cmp::Le, &lhs, &rhs);
+            let kept = e.unary("stablehlo.not", &reject);
+            let slow = e.binary("stablehlo.and", &kept, &slow);
+            let ptrs_accept = e.binary("stablehlo.or", &quick, &slow);
+            let accept = e.select(&large, &ptrs_accept, &knuth_accept);
+            let candidate = e.select(&large, &k, count);
+            (state, candidate, accept, vec![next_count, product])
+        },
+    );
+    e.convert(&result, out_dtype)
 }
 
 #[cfg(test)]

@@ -32,7 +32,7 @@
 use std::sync::Arc;
 
 use fusion::policy::CutReason;
-use fusion::{DType, Graph, Op, Scalar, TensorType};
+use fusion::{DType, Graph, Scalar, TensorType};
 
 use super::checks::{IndexCheck, IndexChecks, UNREAD_FLAGS};
 use super::launch::Param;
@@ -399,7 +399,7 @@ impl Stream {
         // in the chunk's order.
         let mut read_by_draw = vec![false; launches.len()];
         for l in launches {
-            if matches!(l.node.op, Op::RandUniform { .. }) {
+            if l.node.op.draws() {
                 for &k in l.from.iter().flatten() {
                     read_by_draw[k as usize] = true;
                 }

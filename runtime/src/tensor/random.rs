@@ -251,6 +251,35 @@ impl Tensor {
         u.lt(self)?.to_dtype(self.dtype())
     }
 
+    /// A standard gamma sample of shape `self` per element, keyed by `key`
+    /// (`torch._standard_gamma`; `torch.distributions.Gamma`, `Beta` and
+    /// `Dirichlet` sample through it). In `self`'s float dtype, never below
+    /// its smallest normal value (as the CPU); NaN where the shape is
+    /// negative or NaN.
+    #[track_caller]
+    pub fn standard_gamma(&self, key: (u64, u64)) -> Result<Tensor> {
+        self.draw_per_element(Op::RandGamma, key, "floating-point shapes (alpha)")
+    }
+
+    /// A Poisson sample of rate `self` per element, keyed by `key`
+    /// (`torch.poisson`), in `self`'s float dtype; NaN where the rate is
+    /// negative, NaN or infinite.
+    #[track_caller]
+    pub fn poisson(&self, key: (u64, u64)) -> Result<Tensor> {
+        self.draw_per_element(Op::RandPoisson, key, "floating-point rates")
+    }
+
+    /// Records `op`, a sampler with one parameter per element (`self`).
+    #[track_caller]
+    fn draw_per_element(&self, op: Op, key: (u64, u64), expected: &'static str) -> Result<Tensor> {
+        self.expect_float(op.name(), expected)?;
+        self.record(op.name(), &[], |r| {
+            let k0 = r.key(key.0 as i64)?;
+            let k1 = r.key(key.1 as i64)?;
+            r.node(op, &[&self.value, &k0, &k1])
+        })
+    }
+
     /// `where(mask, self, 0) * scale`: dropout's output from its keep mask,
     /// and its gradient (PyTorch's `_masked_scale`).
     #[track_caller]

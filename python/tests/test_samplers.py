@@ -1,0 +1,140 @@
+"""Samplers with a parameter per element on the device: torch._standard_gamma
+(torch.distributions.Gamma, Beta, Chi2, Dirichlet), torch._sample_dirichlet and
+torch.poisson. Samples are checked against the exact distribution computed on
+the CPU (the gamma CDF through torch.special.gammainc, Poisson probabilities
+through log_prob), in every mode and with no fallback."""
+
+import math
+
+import pytest
+import torch
+from torch import distributions as D
+
+import eagertpu
+
+pytestmark = pytest.mark.usefixtures("mode", "no_fallbacks")
+
+N = 20_000
+
+
+def ks_bound(n):
+    """Kolmogorov-Smirnov distance a correct sample of n exceeds with
+    probability 1e-6 (the samples are fixed by the seed: no flakes)."""
+    return math.sqrt(-math.log(0.5e-6) / (2 * n))
+
+
+def ks_distance(samples, cdf):
+    """Largest distance between the empirical CDF of sorted `samples` and the
+    exact `cdf` at them (float64 CPU tensors)."""
+    x, _ = samples.sort()
+    n = x.numel()
+    f = cdf(x)
+    upper = torch.arange(1, n + 1, dtype=torch.float64) / n - f
+    lower = f - torch.arange(0, n, dtype=torch.float64) / n
+    return max(upper.max().item(), lower.max().item())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("concentration,rate", [(0.1, 1.0), (0.7, 2.0), (1.0, 0.5), (4.5, 3.0), (60.0, 1.0)])
+def test_gamma_samples_follow_the_gamma_cdf(dtype, concentration, rate):
+    torch.manual_seed(0)
+    a = torch.tensor(concentration, dtype=dtype, device="tpu")
+    b = torch.tensor(rate, dtype=dtype, device="tpu")
+    x = D.Gamma(a, b).sample((N,))
+    assert x.device.type == "tpu" and x.dtype == dtype and x.shape == (N,)
+    x = x.cpu().double()
+    assert bool((x > 0).all()) and bool(x.isfinite().all())
+    d = ks_distance(x, lambda t: torch.special.gammainc(torch.tensor(concentration, dtype=torch.float64), t * rate))
+    assert d < ks_bound(N), f"KS distance {d:.4f}"
+
+
+def test_dirichlet_and_beta_samples_have_their_means_and_sum_to_one():
+    torch.manual_seed(1)
+    alpha = torch.tensor([0.5, 2.0, 7.5], device="tpu")
+    x = D.Dirichlet(alpha).sample((N,))
+    assert x.device.type == "tpu" and x.shape == (N, 3)
+    x = x.cpu().double()
+    assert torch.allclose(x.sum(-1), torch.ones(N, dtype=torch.float64), atol=1e-5)
+    mean = alpha.cpu().double() / alpha.sum().item()
+    # Each share is Beta(a_i, sum - a_i): standard error of its mean below 0.004.
+    assert torch.allclose(x.mean(0), mean, atol=0.012), x.mean(0)
+    beta = D.Beta(torch.tensor(2.0, device="tpu"), torch.tensor(5.0, device="tpu")).sample((N,)).cpu().double()
+    assert bool(((beta > 0) & (beta < 1)).all())
+    # The Beta(2, 5) CDF in closed form: 1 - (1 - t)^5 (1 + 5t).
+    d = ks_distance(beta, lambda t: 1 - (1 - t) ** 5 * (1 + 5 * t))
+    assert d < ks_bound(N), f"Beta(2, 5) KS distance {d:.4f}"
+
+
+def test_sample_dirichlet_of_a_zero_row_gives_equal_shares_as_the_cpu():
+    rows = torch.tensor([[0.0, 0.0], [0.0, 0.0]])
+    got = torch._sample_dirichlet(rows.to("tpu")).cpu()
+    assert torch.equal(got, torch._sample_dirichlet(rows))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("rate", [0.2, 3.0, 9.9, 10.0, 47.0, 400.0])
+def test_poisson_samples_have_the_poisson_probabilities(dtype, rate):
+    torch.manual_seed(2)
+    rates = torch.full((N,), rate, dtype=dtype, device="tpu")
+    x = torch.poisson(rates)
+    assert x.device.type == "tpu" and x.dtype == dtype
+    x = x.cpu().double()
+    assert bool((x >= 0).all()) and bool((x == x.round()).all())
+    # Pearson's chi-square over the counts expected at least 20 times, the
+    # tails pooled, against the CPU's exact log-probabilities.
+    counts = torch.arange(0, int(rate + 10 * math.sqrt(rate) + 10), dtype=torch.float64)
+    p = D.Poisson(torch.tensor(rate, dtype=torch.float64)).log_prob(counts).exp()
+    observed = torch.bincount(x.long().clamp(max=counts.numel() - 1), minlength=counts.numel()).double()
+    p[-1] = 1 - p[:-1].sum()
+    chi2, cells, pooled_p, pooled_o = 0.0, 0, 0.0, 0.0
+    for pk, ok in zip(p.tolist(), observed.tolist()):
+        pooled_p, pooled_o = pooled_p + pk, pooled_o + ok
+        if pooled_p * N >= 20:
+            chi2 += (pooled_o - pooled_p * N) ** 2 / (pooled_p * N)
+            cells, pooled_p, pooled_o = cells + 1, 0.0, 0.0
+    dof = cells - 1
+    assert chi2 < dof + 6 * math.sqrt(2 * dof), f"chi-square {chi2:.1f} over {cells} cells"
+
+
+def test_seeds_reproduce_samples_and_rate_zero_is_zero():
+    def draw():
+        a = torch.tensor([0.3, 1.0, 5.0] * 100, device="tpu")
+        return torch._standard_gamma(a).cpu(), torch.poisson(a * 4).cpu()
+
+    torch.manual_seed(7)
+    first = draw()
+    torch.manual_seed(7)
+    again = draw()
+    torch.manual_seed(8)
+    other = draw()
+    for x, y, z in zip(first, again, other):
+        assert torch.equal(x, y) and not torch.equal(x, z)
+    assert torch.equal(torch.poisson(torch.zeros(5, device="tpu")).cpu(), torch.zeros(5))
+    assert torch._standard_gamma(torch.zeros(2, device="tpu")).cpu().tolist() == [torch.finfo(torch.float32).tiny] * 2
+
+
+def test_out_forms_and_sixteen_bit_floats():
+    a = torch.full((1000,), 2.0, device="tpu")
+    out = torch.empty(0, device="tpu")
+    torch.ops.aten._standard_gamma.out(a, out=out)
+    assert out.shape == (1000,) and bool((out > 0).all().cpu())
+    counts = torch.empty(0, device="tpu")
+    torch.ops.aten.poisson.out(a, out=counts)
+    assert counts.shape == (1000,) and abs(counts.mean().item() - 2.0) < 0.3
+    half = torch._standard_gamma(torch.full((N,), 3.0, dtype=torch.bfloat16, device="tpu"))
+    assert half.dtype == torch.bfloat16 and abs(half.float().mean().item() - 3.0) < 0.1
+
+
+def test_bad_rates_and_shapes_are_named_and_the_next_call_works():
+    with pytest.raises(RuntimeError, match="invalid Poisson rate, expected rate to be non-negative"):
+        torch.poisson(torch.tensor([1.0, -1.0], device="tpu"))
+    with pytest.raises(RuntimeError, match="invalid Poisson rate"):
+        torch.poisson(torch.tensor([float("nan")], device="tpu"))
+    with pytest.raises(RuntimeError, match="poisson: expected a floating-point rate tensor"):
+        torch.poisson(torch.tensor([1, 2], device="tpu"))
+    with pytest.raises(RuntimeError, match=r"_standard_gamma.*int64.*floating-point"):
+        torch._standard_gamma(torch.tensor([1, 2], device="tpu"))
+    # A negative shape: NaN (the CPU loops forever), never a hang.
+    assert torch._standard_gamma(torch.tensor([-1.0], device="tpu")).isnan().item()
+    assert torch.poisson(torch.tensor([3.0], device="tpu")).item() >= 0
+    eagertpu.sync()
