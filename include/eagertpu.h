@@ -788,10 +788,11 @@ etpu_status etpu_rand_uniform(int64_t device, uint64_t key0, uint64_t key1, cons
  * "bernoulli" (p: a number, or a tensor of probabilities shaped as `out`), "gamma" (a float
  * tensor of shapes shaped as `out`: a standard gamma sample per element, never below the dtype's
  * smallest normal, NaN for a negative or NaN shape) and "poisson" (a float tensor of rates: a
- * count per element, NaN for a negative or non-finite rate). args[0..nargs] are the parameters
- * (scalar operands), or the one tensor operand of bernoulli, gamma or poisson. Bad parameters
- * (from > to, std < 0, p outside [0, 1], a non-float dtype for uniform, normal, exponential,
- * gamma, poisson) are errors. */
+ * count per element, NaN for a negative or non-finite rate) and "binomial" (float tensors of
+ * counts and probabilities of one dtype, broadcast together). args[0..nargs] are the parameters
+ * (scalar operands), or the tensor operands of bernoulli, gamma, poisson or binomial. Bad
+ * parameters (from > to, std < 0, p outside [0, 1], a non-float dtype for uniform, normal,
+ * exponential, gamma, poisson, binomial) are errors. */
 etpu_status etpu_sample(int64_t device, const char* distribution, const etpu_operand* args, size_t nargs,
                         uint64_t key0, uint64_t key1, const int64_t* out, const char* origin);
 /* conv{1,2,3}d without bias: x [N, C, *spatial] or [C, *spatial],

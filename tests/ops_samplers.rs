@@ -1,7 +1,8 @@
 //! The samplers that loop until every element is accepted: standard gamma
-//! (Marsaglia and Tsang) and Poisson (Knuth below rate 10, PTRS from 10 on).
-//! Each element's sample has its distribution's moments and, for Poisson,
-//! its exact probabilities; a key gives the same samples in every mode; the
+//! (Marsaglia and Tsang), Poisson (Knuth below rate 10, PTRS from 10 on) and
+//! binomial (inversion, or BTRS from n q = 10). Each element's sample has its
+//! distribution's moments and, for Poisson and binomial, its exact
+//! probabilities; a key gives the same samples in every mode; the
 //! edges (shape or rate 0, negative, NaN) are as the CPU's or NaN, never a
 //! hang.
 
@@ -83,13 +84,59 @@ all_modes! {
     }
 }
 
-/// `Poisson(lam)`'s probabilities of 0..k, in float64.
+/// `Poisson(lam)`'s probabilities of 0..k, then the rest in one cell.
 fn poisson_pmf(lam: f64, k: usize) -> Vec<f64> {
     let mut p = vec![(-lam).exp()];
     for i in 1..k {
         p.push(p[i - 1] * lam / i as f64);
     }
+    p.push((1.0 - p.iter().sum::<f64>()).max(0.0));
     p
+}
+
+/// `Binomial(n, p)`'s probabilities of 0..=n, in float64: ratios of
+/// neighbours from the mode outward, normalized (`(1 - p)^n` alone
+/// underflows for large n).
+fn binomial_pmf(n: usize, p: f64) -> Vec<f64> {
+    let mode = ((n + 1) as f64 * p).floor().min(n as f64) as usize;
+    let odds = p / (1.0 - p);
+    let mut w = vec![0.0; n + 1];
+    w[mode] = 1.0;
+    for k in mode..n {
+        w[k + 1] = w[k] * (n - k) as f64 / (k + 1) as f64 * odds;
+    }
+    for k in (1..=mode).rev() {
+        w[k - 1] = w[k] * k as f64 / (n - k + 1) as f64 / odds;
+    }
+    let total: f64 = w.iter().sum();
+    w.iter().map(|x| x / total).collect()
+}
+
+/// Asserts Pearson's chi-square of `samples` (counts, the last cell taking
+/// every larger one) against `pmf`, over cells expected at least 20 times
+/// (neighbours pooled), below its mean plus six standard deviations (with
+/// `cells - 1` degrees of freedom: p < 1e-6).
+fn assert_chi_square(what: &str, samples: &[f64], pmf: &[f64]) {
+    let n = samples.len() as f64;
+    let mut observed = vec![0.0; pmf.len()];
+    for x in samples {
+        observed[(*x as usize).min(pmf.len() - 1)] += 1.0;
+    }
+    let (mut chi2, mut cells, mut pooled_p, mut pooled_o) = (0.0, 0, 0.0, 0.0);
+    for (p, o) in pmf.iter().zip(&observed) {
+        pooled_p += p;
+        pooled_o += o;
+        if pooled_p * n >= 20.0 {
+            chi2 += (pooled_o - pooled_p * n).powi(2) / (pooled_p * n);
+            cells += 1;
+            (pooled_p, pooled_o) = (0.0, 0.0);
+        }
+    }
+    let dof = (cells - 1) as f64;
+    assert!(
+        chi2 < dof + 6.0 * (2.0 * dof).sqrt(),
+        "{what}: chi-square {chi2:.1} over {cells} cells"
+    );
 }
 
 all_modes! {
@@ -100,37 +147,41 @@ all_modes! {
         for dtype in [DType::F32, DType::F64] {
             let samples = rows(&rates, N, dtype, |r| r.poisson((11, 4)));
             for (lam, v) in rates.iter().zip(&samples) {
-                assert!(v.iter().all(|x| *x >= 0.0 && x.fract() == 0.0), "{dtype} rate {lam}: not a count");
+                let what = format!("{dtype} rate {lam}");
+                assert!(v.iter().all(|x| *x >= 0.0 && x.fract() == 0.0), "{what}: not a count");
                 let n = N as f64;
                 let (mean, var, _) = moments(v);
-                near(&format!("{dtype} rate {lam}: mean"), mean, *lam, (lam / n).sqrt());
-                near(&format!("{dtype} rate {lam}: variance"), var, *lam, ((lam + 2.0 * lam * lam) / n).sqrt());
-                // Pearson's chi-square against the exact probabilities, over
-                // counts expected at least 20 times (the rest pooled).
+                near(&format!("{what}: mean"), mean, *lam, (lam / n).sqrt());
+                near(&format!("{what}: variance"), var, *lam, ((lam + 2.0 * lam * lam) / n).sqrt());
                 let top = (lam + 8.0 * lam.sqrt() + 10.0) as usize;
-                let pmf = poisson_pmf(*lam, top);
-                let mut observed = vec![0.0; top + 1];
-                for x in v {
-                    observed[(*x as usize).min(top)] += 1.0;
-                }
-                let (mut chi2, mut cells, mut pooled_p, mut pooled_o) = (0.0, 0, 0.0, 0.0);
-                for k in 0..=top {
-                    let p = if k < top { pmf[k] } else { (1.0 - pmf.iter().sum::<f64>()).max(0.0) };
-                    pooled_p += p;
-                    pooled_o += observed[k];
-                    if pooled_p * n >= 20.0 {
-                        chi2 += (pooled_o - pooled_p * n).powi(2) / (pooled_p * n);
-                        cells += 1;
-                        (pooled_p, pooled_o) = (0.0, 0.0);
-                    }
-                }
-                // Chi-square with `cells - 1` degrees of freedom: mean d,
-                // standard deviation sqrt(2d); six of them is p < 1e-6.
-                let dof = (cells - 1) as f64;
+                assert_chi_square(&what, v, &poisson_pmf(*lam, top));
+            }
+        }
+    }
+}
+
+all_modes! {
+    fn binomial_samples_have_the_binomial_probabilities() {
+        const N: usize = 40_000;
+        // Inversion (n q < 10) and BTRS, each with p below and above 1/2.
+        let cases = [(12.0, 0.3), (12.0, 0.8), (60.0, 0.1), (200.0, 0.35), (200.0, 0.9), (3000.0, 0.5)];
+        for dtype in [DType::F32, DType::F64] {
+            let counts: Vec<f64> = cases.iter().map(|c| c.0).collect();
+            // One probability per row, broadcast along it.
+            let probs = Host::new(dtype, &[cases.len() as i64, 1], cases.iter().map(|c| c.1).collect());
+            let samples = rows(&counts, N, dtype, |n| n.binomial(&probs.tensor(), (21, 3)));
+            for ((n, p), v) in cases.iter().zip(&samples) {
+                let what = format!("{dtype} n {n} p {p}");
                 assert!(
-                    chi2 < dof + 6.0 * (2.0 * dof).sqrt(),
-                    "{dtype} rate {lam}: chi-square {chi2:.1} over {cells} cells"
+                    v.iter().all(|x| (0.0..=*n).contains(x) && x.fract() == 0.0),
+                    "{what}: not a count in [0, n]"
                 );
+                let (mean, var, _) = moments(v);
+                let (m, s2) = (n * p, n * p * (1.0 - p));
+                near(&format!("{what}: mean"), mean, m, (s2 / N as f64).sqrt());
+                // The variance's standard error is about s2 sqrt(2 / N).
+                near(&format!("{what}: variance"), var, s2, s2 * (3.0 / N as f64).sqrt());
+                assert_chi_square(&what, v, &binomial_pmf(*n as usize, *p));
             }
         }
     }
@@ -155,12 +206,19 @@ all_modes! {
             assert_eq!(counts[0], 0.0, "{dtype}");
             assert!(counts[1..4].iter().all(|x| x.is_nan()), "{dtype}: {counts:?}");
             assert!(counts[4] >= 0.0 && counts[4].fract() == 0.0, "{dtype}: {counts:?}");
+            // Binomial: a count or p at or below 0 gives 0, p at or above 1
+            // the count (5.5 stays 5.5, as the CPU), a NaN count or p NaN.
+            let n = Host::new(dtype, &[6], vec![-1.0, 4.0, 5.5, 7.0, f64::NAN, 3.0]);
+            let p = Host::new(dtype, &[6], vec![0.5, 0.0, 1.0, 1.5, 0.5, f64::NAN]);
+            let got = Host::of(&n.tensor().binomial(&p.tensor(), (5, 5)).unwrap()).data;
+            assert_eq!(&got[..4], &[0.0, 0.0, 5.5, 7.0], "{dtype}");
+            assert!(got[4].is_nan() && got[5].is_nan(), "{dtype}: {got:?}");
         }
     }
 }
 
 #[test]
-fn integer_parameters_are_refused_naming_the_op() {
+fn bad_parameters_are_refused_naming_the_op() {
     let ints = Host::new(DType::I64, &[3], vec![1.0, 2.0, 3.0]).tensor();
     check_err(
         ints.standard_gamma((1, 1)),
@@ -170,4 +228,16 @@ fn integer_parameters_are_refused_naming_the_op() {
         ints.poisson((1, 1)),
         &["poisson", "int64", "floating-point"],
     );
+    check_err(
+        ints.binomial(&ints, (1, 1)),
+        &["binomial", "int64", "floating-point"],
+    );
+    let counts = Host::new(DType::F32, &[3], vec![1.0, 2.0, 3.0]).tensor();
+    let probs = Host::new(DType::F64, &[3], vec![0.5; 3]).tensor();
+    check_err(
+        counts.binomial(&probs, (1, 1)),
+        &["binomial", "float32[3]", "float64[3]", "one float dtype"],
+    );
+    let probs = Host::new(DType::F32, &[2], vec![0.5; 2]).tensor();
+    check_err(counts.binomial(&probs, (1, 1)), &["binomial", "[3]", "[2]"]);
 }

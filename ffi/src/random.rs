@@ -44,9 +44,10 @@ c_api! {
     /// [from, to), or the dtype's range), "exponential" (lambda), "bernoulli"
     /// (p: a scalar, or a tensor of probabilities shaped as `out`), "gamma"
     /// (a float tensor of shapes: a standard gamma sample per element) and
-    /// "poisson" (a float tensor of rates: a count per element). `args` are
-    /// scalar operands, or the one tensor of "bernoulli", "gamma" or
-    /// "poisson".
+    /// "poisson" (a float tensor of rates: a count per element) and
+    /// "binomial" (float tensors of counts and probabilities, one dtype,
+    /// broadcast). `args` are scalar operands, or the tensors of "bernoulli",
+    /// "gamma", "poisson" or "binomial".
     fn etpu_sample(
         device_index: i64,
         distribution: *const c_char,
@@ -78,6 +79,9 @@ c_api! {
                     ("bernoulli", [Value::Tensor(p)]) => p.bernoulli(key)?,
                     ("gamma", [Value::Tensor(alpha)]) => alpha.standard_gamma(key)?,
                     ("poisson", [Value::Tensor(rate)]) => rate.poisson(key)?,
+                    ("binomial", [Value::Tensor(count), Value::Tensor(prob)]) => {
+                        count.binomial(prob, key)?
+                    }
                     _ => {
                         let mut params: SmallVec<[Scalar; 4]> = SmallVec::new();
                         for v in &values {
@@ -86,8 +90,8 @@ c_api! {
                                 Value::Tensor(t) => {
                                     return Err(Failure::invalid(format!(
                                         "sample: {name} got a tensor {} among its parameters; expected numbers \
-                                         (a tensor only as bernoulli's probabilities, gamma's shapes or \
-                                         poisson's rates)",
+                                         (a tensor only as bernoulli's probabilities, gamma's shapes, \
+                                         poisson's rates or binomial's counts and probabilities)",
                                         t.ty()
                                     )));
                                 }
@@ -96,7 +100,7 @@ c_api! {
                         let d = Distribution::from_name(name, &params).ok_or_else(|| {
                             Failure::invalid(format!(
                                 "sample: unknown distribution \"{name}\" (expected uniform, normal, integers, \
-                                 exponential, bernoulli, or gamma or poisson of a tensor)"
+                                 exponential, bernoulli, or gamma, poisson or binomial of tensors)"
                             ))
                         })??;
                         dev.sample(key, out.sizes, out.dtype, d)?

@@ -239,6 +239,12 @@ pub enum Op {
     /// the CPU kernel; 0 for rate 0; NaN where the rate is negative, NaN or
     /// infinite.
     RandPoisson,
+    /// (count: float, prob: float, key0, key1) a binomial sample per element
+    /// (`torch.binomial`), count and prob of one type: inversion below
+    /// `count q` 10 (q the smaller of p and 1 - p), Hoermann's BTRS from 10
+    /// on, as the CPU kernel; 0 for a count or p at or below 0, the count for
+    /// p at or above 1, NaN for a NaN count or p.
+    RandBinomial,
 
     // ------------------------------------------------------------ elementwise
     /// (x)
@@ -466,7 +472,7 @@ impl Op {
     pub fn draws(&self) -> bool {
         matches!(
             self,
-            Op::RandUniform { .. } | Op::RandGamma | Op::RandPoisson
+            Op::RandUniform { .. } | Op::RandGamma | Op::RandPoisson | Op::RandBinomial
         )
     }
 
@@ -478,6 +484,7 @@ impl Op {
             Op::RandUniform { .. } => "rand",
             Op::RandGamma => "_standard_gamma",
             Op::RandPoisson => "poisson",
+            Op::RandBinomial => "binomial",
             Op::Unary(u) => u.name(),
             Op::Binary(b) => b.name(),
             Op::Where => "where",

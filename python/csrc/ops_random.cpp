@@ -308,9 +308,9 @@ at::Tensor& rrelu_with_noise_(at::Tensor& self, at::Tensor& noise, const at::Sca
   return rrelu_with_noise_out(self, noise, lower, upper, training, std::move(generator), self);
 }
 
-// Samplers with a parameter per element, each the runtime's rejection loop
+// Samplers with parameters per element, each the runtime's rejection loop
 // (fusion/src/lower/random.rs): torch._standard_gamma (what Gamma, Beta,
-// Chi2 and Dirichlet sample through) and torch.poisson. Float16 and bfloat16
+// Chi2 and Dirichlet sample through), torch.poisson and torch.binomial. Float16 and bfloat16
 // are drawn in float32 (the CPU has no gamma for them).
 at::Tensor standard_gamma(const at::Tensor& self, std::optional<at::Generator> gen) {
   OpScope s;
@@ -344,6 +344,26 @@ at::Tensor poisson(const at::Tensor& self, std::optional<at::Generator> gen) {
   return out;
 }
 
+// Binomial samples: float counts and probabilities of one dtype, broadcast
+// (as the CPU). A NaN count gives NaN (the CPU loops forever).
+at::Tensor binomial_sample(const at::Tensor& count, const at::Tensor& prob, std::optional<at::Generator> gen) {
+  OpScope s;
+  TORCH_CHECK(at::isFloatingType(count.scalar_type()), "binomial only supports floating-point dtypes for count, got: ",
+              count.scalar_type());
+  TORCH_CHECK(prob.scalar_type() == count.scalar_type(), "binomial: found dtype ", prob.scalar_type(),
+              " for prob but expected ", count.scalar_type(), " (count's)");
+  at::Tensor out = at::empty(at::infer_size(count.sizes(), prob.sizes()), count.options());
+  sample("binomial", {count, prob}, next_key(count, gen), out);
+  return out;
+}
+
+at::Tensor& binomial_out(const at::Tensor& count, const at::Tensor& prob, std::optional<at::Generator> gen,
+                         at::Tensor& out) {
+  at::Tensor result = binomial_sample(count, prob, std::move(gen));
+  at::native::resize_output(out, result.sizes());
+  return out.copy_(result);
+}
+
 // The out= forms of the three: the sample, then copied into `out` (resized
 // as PyTorch resizes outputs).
 template <at::Tensor (*Sampler)(const at::Tensor&, std::optional<at::Generator>)>
@@ -365,6 +385,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_sample_dirichlet.out", sampled_out<sample_dirichlet>);
   m.impl("poisson", poisson);
   m.impl("poisson.out", sampled_out<poisson>);
+  m.impl("binomial", binomial_sample);
+  m.impl("binomial.out", binomial_out);
   m.impl("multinomial.out", multinomial_out);
   m.impl("log_normal_", log_normal_);
   m.impl("cauchy_", cauchy_);

@@ -1,8 +1,9 @@
-"""Samplers with a parameter per element on the device: torch._standard_gamma
-(torch.distributions.Gamma, Beta, Chi2, Dirichlet), torch._sample_dirichlet and
-torch.poisson. Samples are checked against the exact distribution computed on
-the CPU (the gamma CDF through torch.special.gammainc, Poisson probabilities
-through log_prob), in every mode and with no fallback."""
+"""Samplers with parameters per element on the device: torch._standard_gamma
+(torch.distributions.Gamma, Beta, Chi2, Dirichlet), torch._sample_dirichlet,
+torch.poisson and torch.binomial. Samples are checked against the exact
+distribution computed on the CPU (the gamma CDF through
+torch.special.gammainc, Poisson and binomial probabilities through
+log_prob), in every mode and with no fallback."""
 
 import math
 
@@ -80,20 +81,56 @@ def test_poisson_samples_have_the_poisson_probabilities(dtype, rate):
     assert x.device.type == "tpu" and x.dtype == dtype
     x = x.cpu().double()
     assert bool((x >= 0).all()) and bool((x == x.round()).all())
-    # Pearson's chi-square over the counts expected at least 20 times, the
-    # tails pooled, against the CPU's exact log-probabilities.
     counts = torch.arange(0, int(rate + 10 * math.sqrt(rate) + 10), dtype=torch.float64)
-    p = D.Poisson(torch.tensor(rate, dtype=torch.float64)).log_prob(counts).exp()
-    observed = torch.bincount(x.long().clamp(max=counts.numel() - 1), minlength=counts.numel()).double()
+    assert_chi_square(x, D.Poisson(torch.tensor(rate, dtype=torch.float64)).log_prob(counts).exp())
+
+
+def assert_chi_square(samples, p):
+    """Pearson's chi-square of `samples` (counts) against the probabilities
+    `p` of 0, 1, ... (the last cell taking the rest), over cells expected at
+    least 20 times (neighbours pooled): below its mean plus six standard
+    deviations (p < 1e-6)."""
+    n = samples.numel()
+    p = p.clone()
     p[-1] = 1 - p[:-1].sum()
+    observed = torch.bincount(samples.long().clamp(max=p.numel() - 1), minlength=p.numel()).double()
     chi2, cells, pooled_p, pooled_o = 0.0, 0, 0.0, 0.0
     for pk, ok in zip(p.tolist(), observed.tolist()):
         pooled_p, pooled_o = pooled_p + pk, pooled_o + ok
-        if pooled_p * N >= 20:
-            chi2 += (pooled_o - pooled_p * N) ** 2 / (pooled_p * N)
+        if pooled_p * n >= 20:
+            chi2 += (pooled_o - pooled_p * n) ** 2 / (pooled_p * n)
             cells, pooled_p, pooled_o = cells + 1, 0.0, 0.0
     dof = cells - 1
     assert chi2 < dof + 6 * math.sqrt(2 * dof), f"chi-square {chi2:.1f} over {cells} cells"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("count,prob", [(15.0, 0.2), (15.0, 0.7), (80.0, 0.15), (500.0, 0.5), (500.0, 0.93)])
+def test_binomial_samples_have_the_binomial_probabilities(dtype, count, prob):
+    torch.manual_seed(3)
+    n = torch.full((N,), count, dtype=dtype, device="tpu")
+    p = torch.tensor(prob, dtype=dtype, device="tpu").expand(N)
+    x = torch.binomial(n, p)
+    assert x.device.type == "tpu" and x.dtype == dtype
+    x = x.cpu().double()
+    assert bool(((x >= 0) & (x <= count) & (x == x.round())).all())
+    ks = torch.arange(0, int(count) + 1, dtype=torch.float64)
+    assert_chi_square(x, D.Binomial(count, torch.tensor(prob, dtype=torch.float64)).log_prob(ks).exp())
+
+
+def test_binomial_broadcasts_matches_the_cpu_at_the_edges_and_names_bad_dtypes():
+    torch.manual_seed(4)
+    got = D.Binomial(torch.tensor([[10.0], [20.0]], device="tpu"), torch.tensor([0.0, 0.5, 1.0], device="tpu")).sample()
+    assert got.shape == (2, 3)
+    got = got.cpu()
+    assert got[:, 0].tolist() == [0.0, 0.0] and got[:, 2].tolist() == [10.0, 20.0]
+    edges = (torch.tensor([-1.0, 5.5, 4.0]), torch.tensor([0.5, 1.0, 0.0]))
+    assert torch.equal(torch.binomial(*(t.to("tpu") for t in edges)).cpu(), torch.binomial(*edges))
+    with pytest.raises(RuntimeError, match="binomial only supports floating-point dtypes for count"):
+        torch.binomial(torch.tensor([10, 10], device="tpu"), torch.tensor([0.5, 0.5], device="tpu"))
+    with pytest.raises(RuntimeError, match="binomial: found dtype Double for prob but expected Float"):
+        torch.binomial(torch.tensor([10.0], device="tpu"), torch.tensor([0.5], dtype=torch.float64, device="tpu"))
+    assert torch.binomial(torch.tensor([10.0], device="tpu"), torch.tensor([0.5], device="tpu")).item() <= 10
 
 
 def test_seeds_reproduce_samples_and_rate_zero_is_zero():

@@ -40,7 +40,8 @@ impl Op {
                 Ok(TensorType::new(*dtype, &[*len]))
             }
             Op::RandUniform { shape, dtype } => random::rand_uniform(op, shape, *dtype, inputs),
-            Op::RandGamma | Op::RandPoisson => random::rand_loop(op, inputs),
+            Op::RandGamma | Op::RandPoisson => random::rand_loop(op, 1, inputs),
+            Op::RandBinomial => random::rand_loop(op, 2, inputs),
             Op::Unary(u) => elementwise::unary(op, *u, inputs),
             Op::Binary(b) => elementwise::binary(op, *b, inputs),
             Op::Where => elementwise::where_(op, inputs),

@@ -21,16 +21,28 @@ pub(super) fn rand_uniform(
     Ok(TensorType::new(dtype, shape))
 }
 
-/// (parameter: float, key0, key1) -> the parameter's type: the samplers
-/// that loop until every element is accepted (gamma, Poisson).
-pub(super) fn rand_loop(op: &'static str, inputs: &[TensorType]) -> Result<TensorType> {
-    arity(op, inputs, 3)?;
-    keys(op, &inputs[1..])?;
-    let parameter = &inputs[0];
-    if !parameter.dtype.is_float() {
-        return Err(unsupported(op, parameter.dtype, "a floating-point dtype"));
+/// (`parameters` float tensors of one type, key0, key1) -> that type: the
+/// samplers that loop until every element is accepted (gamma and Poisson
+/// take one parameter, binomial two).
+pub(super) fn rand_loop(
+    op: &'static str,
+    parameters: usize,
+    inputs: &[TensorType],
+) -> Result<TensorType> {
+    arity(op, inputs, parameters + 2)?;
+    keys(op, &inputs[parameters..])?;
+    let first = &inputs[0];
+    if !first.dtype.is_float() {
+        return Err(unsupported(op, first.dtype, "a floating-point dtype"));
     }
-    Ok(parameter.clone())
+    if let Some(other) = inputs[1..parameters].iter().find(|t| *t != first) {
+        return Err(Error::ShapeMismatch {
+            op,
+            got: format!("{first} and {other}"),
+            expected: "parameters of one type and shape".into(),
+        });
+    }
+    Ok(first.clone())
 }
 
 /// Both keys 0-d int64.

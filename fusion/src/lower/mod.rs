@@ -834,6 +834,7 @@ fn lower_op(e: &mut Emitter, op: &Op, inputs: &[V], out: TensorType) -> V {
         Op::RandUniform { .. } => random::rand_uniform(e, &inputs[0], &inputs[1], out),
         Op::RandGamma => random::gamma(e, &inputs[0], &inputs[1], &inputs[2]),
         Op::RandPoisson => random::poisson(e, &inputs[0], &inputs[1], &inputs[2]),
+        Op::RandBinomial => random::binomial(e, &inputs[0], &inputs[1], &inputs[2], &inputs[3]),
         Op::Conv(spec) => conv::conv(e, &inputs[0], &inputs[1], spec, out),
         Op::ConvBackwardInput { spec, .. } => {
             conv::backward_input(e, &inputs[0], &inputs[1], spec, out)

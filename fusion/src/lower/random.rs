@@ -336,6 +336,191 @@ pub(super) fn poisson(e: &mut Emitter, rate: &V, key0: &V, key1: &V) -> V {
     e.convert(&result, out_dtype)
 }
 
+/// The remainder of Stirling's formula for `ln k!`:
+/// `ln k! - ((k + 1/2) ln(k + 1) - (k + 1) + ln(2 pi) / 2)`; through `lgamma`
+/// up to 9, its asymptotic series beyond (where the difference of two large
+/// logs would lose it to rounding).
+fn stirling_tail(e: &mut Emitter, k: &V) -> V {
+    let k1 = e.binary_const("stablehlo.add", k, 1.0);
+    let lgamma = e.unary("chlo.lgamma", &k1);
+    let log_k1 = e.unary("stablehlo.log", &k1);
+    let half_k = e.binary_const("stablehlo.add", k, 0.5);
+    let main = e.mul(&half_k, &log_k1);
+    let main = e.sub(&main, &k1);
+    let main = e.binary_const(
+        "stablehlo.add",
+        &main,
+        0.5 * (2.0 * std::f64::consts::PI).ln(),
+    );
+    let exact = e.sub(&lgamma, &main);
+    // 1/(12 n) - 1/(360 n^3) + 1/(1260 n^5), n = k + 1.
+    let one = e.splat(1.0, k);
+    let inv = e.div(&one, &k1);
+    let inv2 = e.mul(&inv, &inv);
+    let inner = e.binary_const("stablehlo.multiply", &inv2, 1.0 / 1260.0);
+    let inner = e.binary_const("stablehlo.subtract", &inner, 1.0 / 360.0);
+    let inner = e.mul(&inner, &inv2);
+    let inner = e.binary_const("stablehlo.add", &inner, 1.0 / 12.0);
+    let series = e.mul(&inner, &inv);
+    let nine = e.splat(9.0, k);
+    let small = e.compare(Cmp::Le, k, &nine);
+    e.select(&small, &exact, &series)
+}
+
+/// `torch.binomial`, as the CPU kernel: with `q` the smaller of `p` and
+/// `1 - p` (counting failures when `p > 1/2`), inversion (geometric waiting
+/// times) while `count q < 10`, else Hoermann's BTRS.
+pub(super) fn binomial(e: &mut Emitter, count: &V, prob: &V, key0: &V, key1: &V) -> V {
+    let out_dtype = count.ty.dtype;
+    let float = working_float(out_dtype);
+    let shape: Vec<i64> = count.ty.shape.to_vec();
+    let n = e.convert(count, float);
+    let p = e.convert(prob, float);
+    let zero = e.splat(0.0, &n);
+    let one = e.splat(1.0, &n);
+    // Count <= 0 or p <= 0: 0; p >= 1: the count; NaN anywhere: NaN.
+    let no_count = e.compare(Cmp::Le, &n, &zero);
+    let never = e.compare(Cmp::Le, &p, &zero);
+    let zero_result = e.binary("stablehlo.or", &no_count, &never);
+    let always = e.compare(Cmp::Ge, &p, &one);
+    let n_nan = e.is_nan(&n);
+    let p_nan = e.is_nan(&p);
+    let nan_input = e.binary("stablehlo.or", &n_nan, &p_nan);
+    let nan = e.splat(f64::NAN, &n);
+    let result = e.select(&always, &n, &zero);
+    let result = e.select(&zero_result, &zero, &result);
+    let result = e.select(&nan_input, &nan, &result);
+    let settled = e.binary("stablehlo.or", &zero_result, &always);
+    let done = e.binary("stablehlo.or", &settled, &nan_input);
+    let half = e.splat(0.5, &n);
+    let flip = e.compare(Cmp::Gt, &p, &half);
+    let one_minus_p = e.sub(&one, &p);
+    let q = e.select(&flip, &one_minus_p, &p);
+    let nq = e.mul(&n, &q);
+    let ten = e.splat(10.0, &n);
+    let btrs = e.compare(Cmp::Ge, &nq, &ten);
+    // Inversion: waiting times ceil(log u / log(1 - q)) until they pass n.
+    let neg_q = e.unary("stablehlo.negate", &q);
+    let log_fail = e.unary("stablehlo.log_plus_one", &neg_q);
+    // BTRS's constants: spq = sqrt(n q (1 - q)), b = 1.15 + 2.53 spq,
+    // a = -0.0873 + 0.0248 b + 0.01 q, c = n q + 1/2, v_r = 0.92 - 4.2 / b,
+    // r = q / (1 - q), alpha = (2.83 + 5.1 / b) spq, m = floor((n + 1) q).
+    let one_minus_q = e.sub(&one, &q);
+    let variance = e.mul(&nq, &one_minus_q);
+    let spq = e.unary("stablehlo.sqrt", &variance);
+    let b_slope = e.binary_const("stablehlo.multiply", &spq, 2.53);
+    let b = e.binary_const("stablehlo.add", &b_slope, 1.15);
+    let a_b = e.binary_const("stablehlo.multiply", &b, 0.0248);
+    let a_q = e.binary_const("stablehlo.multiply", &q, 0.01);
+    let a = e.add(&a_b, &a_q);
+    let a = e.binary_const("stablehlo.add", &a, -0.0873);
+    let c = e.binary_const("stablehlo.add", &nq, 0.5);
+    let vr_numerator = e.splat(4.2, &n);
+    let vr_term = e.div(&vr_numerator, &b);
+    let vr_base = e.splat(0.92, &n);
+    let vr = e.sub(&vr_base, &vr_term);
+    let r = e.div(&q, &one_minus_q);
+    let alpha_numerator = e.splat(5.1, &n);
+    let alpha_term = e.div(&alpha_numerator, &b);
+    let alpha_factor = e.binary_const("stablehlo.add", &alpha_term, 2.83);
+    let alpha = e.mul(&alpha_factor, &spq);
+    let n1 = e.binary_const("stablehlo.add", &n, 1.0);
+    let n1q = e.mul(&n1, &q);
+    let m = e.unary("stablehlo.floor", &n1q);
+    // The k-free part of the bound: (m + 1/2) ln((m + 1) / (r (n - m + 1)))
+    // + tail(m) + tail(n - m).
+    let m1 = e.binary_const("stablehlo.add", &m, 1.0);
+    let n_less_m = e.sub(&n, &m);
+    let n_less_m1 = e.binary_const("stablehlo.add", &n_less_m, 1.0);
+    let m_ratio_den = e.mul(&r, &n_less_m1);
+    let m_ratio = e.div(&m1, &m_ratio_den);
+    let m_log = e.unary("stablehlo.log", &m_ratio);
+    let m_half = e.binary_const("stablehlo.add", &m, 0.5);
+    let fixed = e.mul(&m_half, &m_log);
+    let tail_m = stirling_tail(e, &m);
+    let tail_rest = stirling_tail(e, &n_less_m);
+    let fixed = e.add(&fixed, &tail_m);
+    let fixed = e.add(&fixed, &tail_rest);
+    let two_a = e.binary_const("stablehlo.multiply", &a, 2.0);
+    let state = initial_state(e, key0, key1);
+    let (_, sample) = rejection_loop(
+        e,
+        &state,
+        &result,
+        &done,
+        &[&zero, &zero],
+        |e, state, carried| {
+            let (waited, successes) = (&carried[0], &carried[1]);
+            let (state, u) = draw(e, state, &shape, float);
+            let (state, v) = draw(e, &state, &shape, float);
+            // Inversion.
+            let log_u = e.unary("stablehlo.log", &u);
+            let wait = e.div(&log_u, &log_fail);
+            let wait = e.unary("stablehlo.ceil", &wait);
+            let waited = e.add(waited, &wait);
+            let passed = e.compare(Cmp::Gt, &waited, &n);
+            let counted = e.add(successes, &one);
+            let next_successes = e.select(&passed, successes, &counted);
+            // BTRS.
+            let centered = e.binary_const("stablehlo.subtract", &u, 0.5);
+            let distance = e.unary("stablehlo.abs", &centered);
+            let us = e.sub(&half, &distance);
+            let spread = e.div(&two_a, &us);
+            let spread = e.add(&spread, &b);
+            let spread = e.mul(&spread, &centered);
+            let shifted = e.add(&spread, &c);
+            let k = e.unary("stablehlo.floor", &shifted);
+            let k_negative = e.compare(Cmp::Lt, &k, &zero);
+            let k_over = e.compare(Cmp::Gt, &k, &n);
+            let outside = e.binary("stablehlo.or", &k_negative, &k_over);
+            let wide_bound = e.splat(0.07, &n);
+            let us_wide = e.compare(Cmp::Ge, &us, &wide_bound);
+            let v_low = e.compare(Cmp::Le, &v, &vr);
+            let quick = e.binary("stablehlo.and", &us_wide, &v_low);
+            // log(v alpha / (a / us^2 + b)) against the bound at k.
+            let us_squared = e.mul(&us, &us);
+            let hat = e.div(&a, &us_squared);
+            let hat = e.add(&hat, &b);
+            let v_alpha = e.mul(&v, &alpha);
+            let lhs = e.div(&v_alpha, &hat);
+            let lhs = e.unary("stablehlo.log", &lhs);
+            // (n + 1) ln((n - m + 1) / (n - k + 1)) + (k + 1/2) ln(r (n - k + 1) / (k + 1))
+            // - tail(k) - tail(n - k).
+            let n_less_k = e.sub(&n, &k);
+            let n_less_k1 = e.binary_const("stablehlo.add", &n_less_k, 1.0);
+            let n_ratio = e.div(&n_less_m1, &n_less_k1);
+            let n_log = e.unary("stablehlo.log", &n_ratio);
+            let n_term = e.mul(&n1, &n_log);
+            let k1 = e.binary_const("stablehlo.add", &k, 1.0);
+            let k_ratio = e.mul(&r, &n_less_k1);
+            let k_ratio = e.div(&k_ratio, &k1);
+            let k_log = e.unary("stablehlo.log", &k_ratio);
+            let k_half = e.binary_const("stablehlo.add", &k, 0.5);
+            let k_term = e.mul(&k_half, &k_log);
+            let tail_k = stirling_tail(e, &k);
+            let tail_n_k = stirling_tail(e, &n_less_k);
+            let bound = e.add(&fixed, &n_term);
+            let bound = e.add(&bound, &k_term);
+            let bound = e.sub(&bound, &tail_k);
+            let bound = e.sub(&bound, &tail_n_k);
+            let slow = e.compare(Cmp::Le, &lhs, &bound);
+            let inside = e.unary("stablehlo.not", &outside);
+            let either = e.binary("stablehlo.or", &quick, &slow);
+            let btrs_accept = e.binary("stablehlo.and", &inside, &either);
+            let accept = e.select(&btrs, &btrs_accept, &passed);
+            let candidate = e.select(&btrs, &k, successes);
+            (state, candidate, accept, vec![waited, next_successes])
+        },
+    );
+    // Failures counted when p > 1/2: successes are the rest. Elements settled
+    // before the loop keep their value.
+    let failures_flipped = e.sub(&n, &sample);
+    let looped = e.unary("stablehlo.not", &done);
+    let flipped = e.binary("stablehlo.and", &flip, &looped);
+    let sample = e.select(&flipped, &failures_flipped, &sample);
+    e.convert(&sample, out_dtype)
+}
+
 #[cfg(test)]
 mod tests {
     use super::below_one;

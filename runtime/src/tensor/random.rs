@@ -258,7 +258,7 @@ impl Tensor {
     /// negative or NaN.
     #[track_caller]
     pub fn standard_gamma(&self, key: (u64, u64)) -> Result<Tensor> {
-        self.draw_per_element(Op::RandGamma, key, "floating-point shapes (alpha)")
+        self.draw_per_element(Op::RandGamma, &[], key, "floating-point shapes (alpha)")
     }
 
     /// A Poisson sample of rate `self` per element, keyed by `key`
@@ -266,17 +266,52 @@ impl Tensor {
     /// negative, NaN or infinite.
     #[track_caller]
     pub fn poisson(&self, key: (u64, u64)) -> Result<Tensor> {
-        self.draw_per_element(Op::RandPoisson, key, "floating-point rates")
+        self.draw_per_element(Op::RandPoisson, &[], key, "floating-point rates")
     }
 
-    /// Records `op`, a sampler with one parameter per element (`self`).
+    /// A binomial sample of `self` trials of probability `prob` per element,
+    /// keyed by `key` (`torch.binomial`); both float tensors of one dtype,
+    /// broadcast together. 0 for a count or probability at or below 0, the
+    /// count for a probability at or above 1, NaN for a NaN count or
+    /// probability.
     #[track_caller]
-    fn draw_per_element(&self, op: Op, key: (u64, u64), expected: &'static str) -> Result<Tensor> {
+    pub fn binomial(&self, prob: &Tensor, key: (u64, u64)) -> Result<Tensor> {
+        let op = Op::RandBinomial;
+        self.expect_float(op.name(), "floating-point counts")?;
+        if prob.dtype() != self.dtype() {
+            return Err(invalid(
+                op.name(),
+                format!(
+                    "got counts {} and probabilities {}, expected one float dtype",
+                    self.ty(),
+                    prob.ty()
+                ),
+            ));
+        }
+        let shape = fusion::shape::broadcast_shapes(op.name(), self.shape(), prob.shape())?;
+        let count = self.broadcast_to(&shape)?;
+        let prob = prob.broadcast_to(&shape)?;
+        count.draw_per_element(op, &[&prob], key, "floating-point counts")
+    }
+
+    /// Records `op`, a sampler with parameters per element (`self`, then
+    /// `others`).
+    #[track_caller]
+    fn draw_per_element(
+        &self,
+        op: Op,
+        others: &[&Tensor],
+        key: (u64, u64),
+        expected: &'static str,
+    ) -> Result<Tensor> {
         self.expect_float(op.name(), expected)?;
-        self.record(op.name(), &[], |r| {
+        self.record(op.name(), others, |r| {
             let k0 = r.key(key.0 as i64)?;
             let k1 = r.key(key.1 as i64)?;
-            r.node(op, &[&self.value, &k0, &k1])
+            let mut inputs = vec![&self.value];
+            inputs.extend(others.iter().map(|t| &t.value));
+            inputs.extend([&k0, &k1]);
+            r.node(op, &inputs)
         })
     }
 
