@@ -460,7 +460,8 @@ etpu_status etpu_check_distributed_store(int64_t timeout_ms);
   X(special_zeta, FLOAT, out, none) \
   X(igamma, FLOAT, out, none) \
   X(igammac, FLOAT, out, none) \
-  X(nextafter, FLOAT_OPERANDS, out, none)
+  X(nextafter, FLOAT_OPERANDS, out, none) \
+  X(_standard_gamma_grad, FLOAT, out, none)
 /* END elementwise op lists */
 
 /* op: a name of ETPU_UNARY_OPS. */

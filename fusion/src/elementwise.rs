@@ -202,6 +202,9 @@ macro_rules! for_each_binary_op {
             Igammac igammac Float out none,
             /// The next float after the first operand towards the second.
             Nextafter nextafter FloatOperands out none,
+            /// `d x / d a` of a standard gamma sample `x` of shape `a` (the
+            /// operands in that order): `rsample()`'s backward.
+            StandardGammaGrad _standard_gamma_grad Float out none,
         }
     };
 }

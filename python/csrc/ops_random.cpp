@@ -8,6 +8,7 @@
 #include <torch/library.h>
 
 #include <cmath>
+#include <limits>
 #include <mutex>
 
 #include "backend.h"
@@ -320,12 +321,32 @@ at::Tensor standard_gamma(const at::Tensor& self, std::optional<at::Generator> g
 }
 
 // A Dirichlet sample per row (the last dim): gamma samples normalized to sum
-// to 1, as the CPU (each at least the smallest normal, so a row of zeros
-// gives equal shares).
+// to 1, each share kept in [smallest normal, largest value below 1], as the
+// CPU (gammas are at least the smallest normal, so a row of zeros gives equal
+// shares).
 at::Tensor sample_dirichlet(const at::Tensor& self, std::optional<at::Generator> gen) {
   OpScope s;
   at::Tensor gamma = standard_gamma(self, std::move(gen));
-  return gamma / gamma.sum(-1, /*keepdim=*/true);
+  at::Tensor shares = gamma / gamma.sum(-1, /*keepdim=*/true);
+  double smallest = 0, below_one = 1;
+  switch (self.scalar_type()) {
+    case at::kDouble:
+      smallest = std::numeric_limits<double>::min();
+      below_one = std::nextafter(1.0, 0.0);
+      break;
+    case at::kHalf:
+      smallest = static_cast<double>(std::numeric_limits<c10::Half>::min());
+      below_one = 1 - std::ldexp(1.0, -11);
+      break;
+    case at::kBFloat16:
+      smallest = static_cast<double>(std::numeric_limits<c10::BFloat16>::min());
+      below_one = 1 - std::ldexp(1.0, -8);
+      break;
+    default:
+      smallest = std::numeric_limits<float>::min();
+      below_one = std::nextafter(1.0f, 0.0f);
+  }
+  return shares.clamp_(smallest, below_one);
 }
 
 // As the CPU, a negative or NaN rate is an error: one host read of a flag
@@ -341,6 +362,15 @@ at::Tensor poisson(const at::Tensor& self, std::optional<at::Generator> gen) {
   }
   at::Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
   sample("poisson", {self}, next_key(self, gen), out);
+  return out;
+}
+
+// rsample()'s backward through a gamma sample (Gamma, Beta, Chi2): the op
+// table's `_standard_gamma_grad` (its out= form registered with the tables).
+at::Tensor standard_gamma_grad(const at::Tensor& self, const at::Tensor& output) {
+  OpScope s;
+  at::Tensor out = at::empty(at::infer_size(self.sizes(), output.sizes()), self.options());
+  pointwise("_standard_gamma_grad", {self, output}, out);
   return out;
 }
 
@@ -386,6 +416,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("poisson", poisson);
   m.impl("poisson.out", sampled_out<poisson>);
   m.impl("binomial", binomial_sample);
+  m.impl("_standard_gamma_grad", standard_gamma_grad);
   m.impl("binomial.out", binomial_out);
   m.impl("multinomial.out", multinomial_out);
   m.impl("log_normal_", log_normal_);

@@ -1,7 +1,7 @@
 //! Elementwise ops: operands are converted to the compute dtype and broadcast
 //! to the output shape first.
 
-use super::{Cmp, Emitter, V, special};
+use super::{Cmp, Emitter, V, reparameterized, special};
 use crate::dtype::DType;
 use crate::infer::binary_compute_dtype;
 use crate::op::{BinaryOp, UnaryOp};
@@ -114,7 +114,7 @@ fn wide_unary(e: &mut Emitter, name: &str, x: &V) -> V {
 
 /// `chlo.digamma`, with PyTorch's values at zero: -inf at +0, +inf at -0
 /// (CHLO gives NaN at every non-positive integer).
-fn digamma(e: &mut Emitter, x: &V) -> V {
+pub(super) fn digamma(e: &mut Emitter, x: &V) -> V {
     let psi = wide_unary(e, "chlo.digamma", x);
     let zero = e.splat(0, x);
     let at_zero = e.compare(Cmp::Eq, x, &zero);
@@ -137,7 +137,7 @@ fn operand(e: &mut Emitter, x: &V, dtype: DType, shape: &[i64]) -> V {
 pub(super) fn binary(e: &mut Emitter, b: BinaryOp, l: &V, r: &V, out: TensorType) -> V {
     use BinaryOp::*;
     let compute = match b {
-        Div | Atan2 | Polygamma | SpecialZeta | Igamma | Igammac => out.dtype,
+        Div | Atan2 | Polygamma | SpecialZeta | Igamma | Igammac | StandardGammaGrad => out.dtype,
         LogicalAnd | LogicalOr | LogicalXor => DType::Bool,
         _ => binary_compute_dtype(&l.ty, &r.ty),
     };
@@ -174,6 +174,7 @@ pub(super) fn binary(e: &mut Emitter, b: BinaryOp, l: &V, r: &V, out: TensorType
         Nextafter => e.binary("chlo.next_after", &a, &c),
         Igamma => special::igamma(e, &a, &c, false),
         Igammac => special::igamma(e, &a, &c, true),
+        StandardGammaGrad => reparameterized::standard_gamma_grad(e, &a, &c),
         ShiftLeft => e.binary("stablehlo.shift_left", &a, &c),
         ShiftRight if compute == DType::U8 => e.binary("stablehlo.shift_right_logical", &a, &c),
         ShiftRight => e.binary("stablehlo.shift_right_arithmetic", &a, &c),

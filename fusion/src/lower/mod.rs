@@ -23,6 +23,7 @@ mod polynomial;
 mod pool;
 mod random;
 mod reduce;
+mod reparameterized;
 mod scan;
 mod special;
 mod view;
