@@ -6,10 +6,8 @@
 // shuffle, masked_scatter, histc, cdist and pdist with their gradients,
 // nonzero_static, the multi-class and multi-label margin losses with their
 // gradients, frexp, the CPU's flash attention entry, segment_reduce,
-// embedding_bag with its gradients, GroupNorm's and Tensor.unfold's
-// backwards, and unique
-// and unique_consecutive (one host read of the number of distinct values,
-// as on CUDA).
+// embedding_bag with its gradients, and GroupNorm's and Tensor.unfold's
+// backwards. Unique is in ops_unique.cpp.
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
 #include <ATen/native/Resize.h>
@@ -502,68 +500,6 @@ at::Tensor& multilabel_margin_loss_backward_out(const at::Tensor& grad_output, c
   return grad_input.copy_(g);
 }
 
-// ---------------------------------------------------------------- unique ----
-
-// `values` [n] grouped where `is_new` starts a group: (distinct values,
-// each element's group, counts), the group count read on the host. `order`
-// maps the grouped positions back to the input's (nullopt: the identity).
-std::tuple<at::Tensor, at::Tensor, at::Tensor> grouped(const at::Tensor& values, const at::Tensor& is_new,
-                                                       const std::optional<at::Tensor>& order, bool return_inverse,
-                                                       bool return_counts, at::IntArrayRef input_shape) {
-  at::Tensor group = at::cumsum(is_new, 0) - 1;
-  int64_t k = group[-1].item<int64_t>() + 1;
-  at::Tensor distinct = at::empty({k}, values.options()).scatter(0, group, values);
-  at::Tensor inverse = at::empty({0}, group.options()), counts = at::empty({0}, group.options());
-  if (return_inverse) {
-    inverse = order.has_value() ? at::empty_like(group).scatter(0, *order, group) : group;
-    inverse = inverse.reshape(input_shape);
-  }
-  if (return_counts) counts = at::zeros({k}, group.options()).scatter_add(0, group, at::ones_like(group));
-  return {distinct, inverse, counts};
-}
-
-// Where each element differs from the one before it (the first always).
-at::Tensor starts(const at::Tensor& flat) {
-  at::Tensor first = at::ones({1}, flat.options().dtype(at::kBool));
-  return at::cat({first, flat.narrow(0, 1, flat.numel() - 1) != flat.narrow(0, 0, flat.numel() - 1)});
-}
-
-std::tuple<at::Tensor, at::Tensor, at::Tensor> empty_unique(const at::Tensor& self, bool return_inverse) {
-  at::Tensor none = at::empty({0}, self.options().dtype(at::kLong));
-  return {at::empty({0}, self.options()), return_inverse ? at::empty(self.sizes(), none.options()) : none, none};
-}
-
-// Sorted distinct values (also for sorted=False, as PyTorch's CPU kernel).
-std::tuple<at::Tensor, at::Tensor, at::Tensor> unique2(const at::Tensor& self, bool /*sorted*/, bool return_inverse,
-                                                       bool return_counts) {
-  if (self.numel() == 0) return empty_unique(self, return_inverse);
-  auto [values, order] = at::sort(self.reshape({-1}), /*stable=*/true, 0, /*descending=*/false);
-  return grouped(values, starts(values), order, return_inverse, return_counts, self.sizes());
-}
-
-std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_consecutive(const at::Tensor& self, bool return_inverse,
-                                                                  bool return_counts, std::optional<int64_t> dim) {
-  if (dim.has_value()) {
-    // Slices along dim compared whole: the first of each run kept.
-    int64_t d = at::maybe_wrap_dim(*dim, self.dim());
-    int64_t length = self.size(d);
-    TORCH_CHECK(length > 0 || self.numel() == 0, "unique_consecutive: dim ", d, " of ", self.sizes(), " is empty");
-    at::Tensor none = at::empty({0}, self.options().dtype(at::kLong));
-    if (length == 0) return {self.clone(), return_inverse ? at::empty({0}, none.options()) : none, none};
-    at::Tensor rows = self.movedim(d, 0).reshape({length, -1});
-    at::Tensor differs = (rows.narrow(0, 1, length - 1) != rows.narrow(0, 0, length - 1)).any(1);
-    at::Tensor is_new = at::cat({at::ones({1}, differs.options()), differs});
-    at::Tensor group = at::cumsum(is_new, 0) - 1;
-    at::Tensor kept = at::nonzero(is_new).reshape({-1});
-    at::Tensor counts = return_counts ? at::zeros({kept.size(0)}, group.options()).scatter_add(0, group, at::ones_like(group))
-                                      : none;
-    return {self.index_select(d, kept), return_inverse ? group : none, counts};
-  }
-  if (self.numel() == 0) return empty_unique(self, return_inverse);
-  at::Tensor flat = self.reshape({-1});
-  return grouped(flat, starts(flat), std::nullopt, return_inverse, return_counts, self.sizes());
-}
-
 // 2^k for integral-valued float k in the dtype's normal range, exactly: its
 // bits, (k + bias) << mantissa bits, built as an integer.
 at::Tensor power_of_two(const at::Tensor& k) {
@@ -996,13 +932,6 @@ at::Tensor efficient_zero_tensor(c10::SymIntArrayRef size, std::optional<at::Sca
                    at::TensorOptions().dtype(dtype).layout(layout).device(device).pinned_memory(pin_memory));
 }
 
-// The older `_unique` (what index_fill's gradient and some old code call):
-// `_unique2` without the counts.
-std::tuple<at::Tensor, at::Tensor> unique_without_counts(const at::Tensor& self, bool sorted, bool return_inverse) {
-  auto [values, inverse, counts] = at::_unique2(self, sorted, return_inverse, /*return_counts=*/false);
-  return {values, inverse};
-}
-
 }  // namespace
 }  // namespace etpu
 
@@ -1013,7 +942,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("segment_reduce", segment_reduce);
   m.impl("native_group_norm_backward", native_group_norm_backward);
   m.impl("unfold_backward", unfold_backward);
-  m.impl("_unique", unique_without_counts);
   m.impl("_efficientzerotensor", efficient_zero_tensor);
   m.impl("_embedding_bag", embedding_bag);
   m.impl("_embedding_bag_forward_only", embedding_bag);
@@ -1060,6 +988,4 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("multilabel_margin_loss_forward.output", multilabel_margin_loss_forward_out);
   m.impl("multilabel_margin_loss_backward", etpu::multilabel_margin_loss_backward);
   m.impl("multilabel_margin_loss_backward.grad_input", multilabel_margin_loss_backward_out);
-  m.impl("_unique2", unique2);
-  m.impl("unique_consecutive", etpu::unique_consecutive);
 }

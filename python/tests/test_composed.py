@@ -158,6 +158,26 @@ def test_unique_and_unique_consecutive(dtype):
     check(lambda x: torch.unique_consecutive(x, return_counts=True, dim=1), rows.t())
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+def test_unique_along_a_dim_sorts_slices_lexicographically(dtype):
+    g = torch.Generator().manual_seed(3)
+    x = torch.randint(0, 3, (40, 3, 2), generator=g).to(dtype)
+    for dim in [0, 1, -1]:
+        check(lambda x: torch.unique(x, dim=dim), x)
+        check(lambda x: torch.unique(x, dim=dim, return_inverse=True, return_counts=True), x)
+    # Edge lists, the common case: distinct (src, dst) pairs.
+    edges = torch.tensor([[2, 0], [1, 5], [2, 0], [0, 7], [1, 5], [1, 4]]).to(dtype)
+    check(lambda x: torch.unique(x, dim=0, return_inverse=True, return_counts=True), edges)
+    check(lambda x: torch.unique(x, dim=0, return_counts=True), torch.empty(0, 3, dtype=dtype))
+
+
+def test_unique_along_a_dim_names_empty_dims_as_the_cpu():
+    for shape, words in [((3, 0), "aren't selected"), ((0, 0), "more than one")]:
+        with pytest.raises(RuntimeError, match=words):
+            torch.unique(torch.empty(shape, device="tpu"), dim=0)
+    next_op_works()
+
+
 def test_unique_of_bools_and_nans():
     check(lambda x: torch.unique(x, return_inverse=True, return_counts=True), torch.tensor([True, False, True]))
     # NaNs are each their own value, as on the CPU.
