@@ -231,6 +231,54 @@ pub(super) fn gamma(e: &mut Emitter, alpha: &V, key0: &V, key1: &V) -> V {
     e.maximum(&result, &floor)
 }
 
+/// A candidate of Hoermann's transformed rejection with squeeze (PTRS,
+/// BTRS) from uniforms `u` and `v`: with U = u - 1/2 and us = 1/2 - |U|, the
+/// candidate `k = floor((2a / us + b) U + shift)`; `quick`, the squeeze's
+/// acceptance (us >= 0.07 and v <= v_r); `log_ratio`, `ln(v scale / (a / us^2
+/// + b))`, which the full test compares with the log-probability ratio at k.
+struct Proposal {
+    k: V,
+    us: V,
+    quick: V,
+    log_ratio: V,
+}
+
+/// [`Proposal`] with `[a, b, shift, v_r, ln(scale)]`.
+fn transformed_proposal(
+    e: &mut Emitter,
+    u: &V,
+    v: &V,
+    [a, b, shift, vr, log_scale]: [&V; 5],
+) -> Proposal {
+    let centered = e.binary_const("stablehlo.subtract", u, 0.5);
+    let distance = e.unary("stablehlo.abs", &centered);
+    let half = e.splat(0.5, u);
+    let us = e.sub(&half, &distance);
+    let two_a = e.binary_const("stablehlo.multiply", a, 2.0);
+    let spread = e.div(&two_a, &us);
+    let spread = e.add(&spread, b);
+    let spread = e.mul(&spread, &centered);
+    let shifted = e.add(&spread, shift);
+    let k = e.unary("stablehlo.floor", &shifted);
+    let wide_bound = e.splat(0.07, u);
+    let us_wide = e.compare(Cmp::Ge, &us, &wide_bound);
+    let v_low = e.compare(Cmp::Le, v, vr);
+    let quick = e.binary("stablehlo.and", &us_wide, &v_low);
+    let us_squared = e.mul(&us, &us);
+    let hat = e.div(a, &us_squared);
+    let hat = e.add(&hat, b);
+    let log_v = e.unary("stablehlo.log", v);
+    let log_hat = e.unary("stablehlo.log", &hat);
+    let log_ratio = e.add(&log_v, log_scale);
+    let log_ratio = e.sub(&log_ratio, &log_hat);
+    Proposal {
+        k,
+        us,
+        quick,
+        log_ratio,
+    }
+}
+
 /// `torch.poisson`, as the CPU kernel: Knuth's product of uniforms below rate
 /// 10 (count the factors until the product falls to `exp(-rate)`), from 10
 /// on Hoermann's transformed rejection with squeeze (PTRS).
@@ -272,7 +320,7 @@ pub(super) fn poisson(e: &mut Emitter, rate: &V, key0: &V, key1: &V) -> V {
     let vr_term = e.div(&vr_numerator, &b_less_2);
     let vr_base = e.splat(0.9277, &lam);
     let vr = e.sub(&vr_base, &vr_term);
-    let two_a = e.binary_const("stablehlo.multiply", &a, 2.0);
+    let shift = e.binary_const("stablehlo.add", &lam, 0.43);
     let state = initial_state(e, key0, key1);
     let (_, result) = rejection_loop(
         e,
@@ -292,44 +340,26 @@ pub(super) fn poisson(e: &mut Emitter, rate: &V, key0: &V, key1: &V) -> V {
             let counted = e.add(count, &one);
             let next_count = e.select(&going, &counted, count);
             // PTRS.
-            let centered = e.binary_const("stablehlo.subtract", &u, 0.5);
-            let distance = e.unary("stablehlo.abs", &centered);
-            let half = e.splat(0.5, &lam);
-            let us = e.sub(&half, &distance);
-            let spread = e.div(&two_a, &us);
-            let spread = e.add(&spread, &b);
-            let spread = e.mul(&spread, &centered);
-            let shifted = e.add(&spread, &lam);
-            let shifted = e.binary_const("stablehlo.add", &shifted, 0.43);
-            let k = e.unary("stablehlo.floor", &shifted);
-            let wide_bound = e.splat(0.07, &lam);
-            let us_wide = e.compare(Cmp::Ge, &us, &wide_bound);
-            let v_low = e.compare(Cmp::Le, &v, &vr);
-            let quick = e.binary("stablehlo.and", &us_wide, &v_low);
-            let k_negative = e.compare(Cmp::Lt, &k, &zero);
+            let p = transformed_proposal(e, &u, &v, [&a, &b, &shift, &vr, &log_invalpha]);
+            let (k, us, quick) = (&p.k, &p.us, &p.quick);
+            let k_negative = e.compare(Cmp::Lt, k, &zero);
             let narrow_bound = e.splat(0.013, &lam);
-            let us_narrow = e.compare(Cmp::Lt, &us, &narrow_bound);
-            let v_above = e.compare(Cmp::Gt, &v, &us);
+            let us_narrow = e.compare(Cmp::Lt, us, &narrow_bound);
+            let v_above = e.compare(Cmp::Gt, &v, us);
             let narrow_reject = e.binary("stablehlo.and", &us_narrow, &v_above);
             let reject = e.binary("stablehlo.or", &k_negative, &narrow_reject);
-            let log_v = e.unary("stablehlo.log", &v);
-            let us_squared = e.mul(&us, &us);
-            let hat = e.div(&a, &us_squared);
-            let hat = e.add(&hat, &b);
-            let log_hat = e.unary("stablehlo.log", &hat);
-            let lhs = e.add(&log_v, &log_invalpha);
-            let lhs = e.sub(&lhs, &log_hat);
-            let k_loglam = e.mul(&k, &loglam);
+            // The log-probability ratio at k: k ln(rate) - rate - ln(k!).
+            let k_loglam = e.mul(k, &loglam);
             let rhs = e.sub(&k_loglam, &lam);
-            let k_plus = e.add(&k, &one);
+            let k_plus = e.add(k, &one);
             let lgamma = e.unary("chlo.lgamma", &k_plus);
             let rhs = e.sub(&rhs, &lgamma);
-            let slow = e.compare(Cmp::Le, &lhs, &rhs);
+            let slow = e.compare(Cmp::Le, &p.log_ratio, &rhs);
             let kept = e.unary("stablehlo.not", &reject);
             let slow = e.binary("stablehlo.and", &kept, &slow);
-            let ptrs_accept = e.binary("stablehlo.or", &quick, &slow);
+            let ptrs_accept = e.binary("stablehlo.or", quick, &slow);
             let accept = e.select(&large, &ptrs_accept, &knuth_accept);
-            let candidate = e.select(&large, &k, count);
+            let candidate = e.select(&large, k, count);
             (state, candidate, accept, vec![next_count, product])
         },
     );
@@ -424,6 +454,7 @@ pub(super) fn binomial(e: &mut Emitter, count: &V, prob: &V, key0: &V, key1: &V)
     let alpha_term = e.div(&alpha_numerator, &b);
     let alpha_factor = e.binary_const("stablehlo.add", &alpha_term, 2.83);
     let alpha = e.mul(&alpha_factor, &spq);
+    let log_alpha = e.unary("stablehlo.log", &alpha);
     let n1 = e.binary_const("stablehlo.add", &n, 1.0);
     let n1q = e.mul(&n1, &q);
     let m = e.unary("stablehlo.floor", &n1q);
@@ -441,7 +472,6 @@ pub(super) fn binomial(e: &mut Emitter, count: &V, prob: &V, key0: &V, key1: &V)
     let tail_rest = stirling_tail(e, &n_less_m);
     let fixed = e.add(&fixed, &tail_m);
     let fixed = e.add(&fixed, &tail_rest);
-    let two_a = e.binary_const("stablehlo.multiply", &a, 2.0);
     let state = initial_state(e, key0, key1);
     let (_, sample) = rejection_loop(
         e,
@@ -462,53 +492,36 @@ pub(super) fn binomial(e: &mut Emitter, count: &V, prob: &V, key0: &V, key1: &V)
             let counted = e.add(successes, &one);
             let next_successes = e.select(&passed, successes, &counted);
             // BTRS.
-            let centered = e.binary_const("stablehlo.subtract", &u, 0.5);
-            let distance = e.unary("stablehlo.abs", &centered);
-            let us = e.sub(&half, &distance);
-            let spread = e.div(&two_a, &us);
-            let spread = e.add(&spread, &b);
-            let spread = e.mul(&spread, &centered);
-            let shifted = e.add(&spread, &c);
-            let k = e.unary("stablehlo.floor", &shifted);
-            let k_negative = e.compare(Cmp::Lt, &k, &zero);
-            let k_over = e.compare(Cmp::Gt, &k, &n);
+            let p = transformed_proposal(e, &u, &v, [&a, &b, &c, &vr, &log_alpha]);
+            let (k, quick) = (&p.k, &p.quick);
+            let k_negative = e.compare(Cmp::Lt, k, &zero);
+            let k_over = e.compare(Cmp::Gt, k, &n);
             let outside = e.binary("stablehlo.or", &k_negative, &k_over);
-            let wide_bound = e.splat(0.07, &n);
-            let us_wide = e.compare(Cmp::Ge, &us, &wide_bound);
-            let v_low = e.compare(Cmp::Le, &v, &vr);
-            let quick = e.binary("stablehlo.and", &us_wide, &v_low);
-            // log(v alpha / (a / us^2 + b)) against the bound at k.
-            let us_squared = e.mul(&us, &us);
-            let hat = e.div(&a, &us_squared);
-            let hat = e.add(&hat, &b);
-            let v_alpha = e.mul(&v, &alpha);
-            let lhs = e.div(&v_alpha, &hat);
-            let lhs = e.unary("stablehlo.log", &lhs);
             // (n + 1) ln((n - m + 1) / (n - k + 1)) + (k + 1/2) ln(r (n - k + 1) / (k + 1))
             // - tail(k) - tail(n - k).
-            let n_less_k = e.sub(&n, &k);
+            let n_less_k = e.sub(&n, k);
             let n_less_k1 = e.binary_const("stablehlo.add", &n_less_k, 1.0);
             let n_ratio = e.div(&n_less_m1, &n_less_k1);
             let n_log = e.unary("stablehlo.log", &n_ratio);
             let n_term = e.mul(&n1, &n_log);
-            let k1 = e.binary_const("stablehlo.add", &k, 1.0);
+            let k1 = e.binary_const("stablehlo.add", k, 1.0);
             let k_ratio = e.mul(&r, &n_less_k1);
             let k_ratio = e.div(&k_ratio, &k1);
             let k_log = e.unary("stablehlo.log", &k_ratio);
-            let k_half = e.binary_const("stablehlo.add", &k, 0.5);
+            let k_half = e.binary_const("stablehlo.add", k, 0.5);
             let k_term = e.mul(&k_half, &k_log);
-            let tail_k = stirling_tail(e, &k);
+            let tail_k = stirling_tail(e, k);
             let tail_n_k = stirling_tail(e, &n_less_k);
             let bound = e.add(&fixed, &n_term);
             let bound = e.add(&bound, &k_term);
             let bound = e.sub(&bound, &tail_k);
             let bound = e.sub(&bound, &tail_n_k);
-            let slow = e.compare(Cmp::Le, &lhs, &bound);
+            let slow = e.compare(Cmp::Le, &p.log_ratio, &bound);
             let inside = e.unary("stablehlo.not", &outside);
-            let either = e.binary("stablehlo.or", &quick, &slow);
+            let either = e.binary("stablehlo.or", quick, &slow);
             let btrs_accept = e.binary("stablehlo.and", &inside, &either);
             let accept = e.select(&btrs, &btrs_accept, &passed);
-            let candidate = e.select(&btrs, &k, successes);
+            let candidate = e.select(&btrs, k, successes);
             (state, candidate, accept, vec![waited, next_successes])
         },
     );
