@@ -149,7 +149,7 @@ pub(crate) fn read(arg: Arg) -> eagertpu::Result<Value> {
 const SIGNATURES: &str = "a unary op (x), a binary op (a, b: one may be a scalar), \
     add and sub with alpha (a, b, alpha: a scalar; b may be a scalar), \
     where (condition, x, y), addcmul and addcdiv (self, t1, t2, value: a scalar), lerp (self, end, weight), \
-    masked_scale (x, bool mask, scale), isinf isposinf isneginf (x), \
+    masked_scale (x, bool mask, scale), _dirichlet_grad (x, alpha, total), isinf isposinf isneginf (x), \
     hypot, xlogy, xlog1py, copysign, heaviside, fmod, div_trunc, logaddexp, logaddexp2, isin and isin_invert \
     (a, b: b may be a scalar), \
     searchsorted and searchsorted_right (sorted sequence, values: a tensor or a scalar), \
@@ -179,6 +179,8 @@ enum Pointwise {
     Addcdiv,
     Lerp,
     MaskedScale,
+    /// `_dirichlet_grad`: (x, alpha, total).
+    DirichletGrad,
     /// A unary op the runtime composes (isinf, isposinf, isneginf): (x).
     ComposedUnary(fn(&Tensor) -> eagertpu::Result<Tensor>),
     /// A binary op the runtime composes (hypot, xlogy, xlog1py, copysign,
@@ -201,6 +203,7 @@ static BY_NAME: LazyLock<HashMap<&'static str, Pointwise, FxBuild>> = LazyLock::
         ("addcdiv", Pointwise::Addcdiv),
         ("lerp", Pointwise::Lerp),
         ("masked_scale", Pointwise::MaskedScale),
+        ("_dirichlet_grad", Pointwise::DirichletGrad),
         ("hypot", Pointwise::Composed(|a, b| a.hypot(b))),
         ("xlogy", Pointwise::Composed(|a, b| a.xlogy(b))),
         ("fmod", Pointwise::Composed(|a, b| a.fmod(b))),
@@ -309,6 +312,7 @@ fn run(op: &str, args: &[Value]) -> eagertpu::Result<Tensor> {
         (Pointwise::Addcdiv, [T(s), T(t1), T(t2), S(v)]) => s.addcdiv(t1, t2, *v),
         (Pointwise::Lerp, [T(s), T(e), w]) => s.lerp(e, w.operand()),
         (Pointwise::MaskedScale, [T(x), T(mask), S(scale)]) => x.masked_scale(mask, scale.as_f64()),
+        (Pointwise::DirichletGrad, [T(x), T(alpha), T(total)]) => x.dirichlet_grad(alpha, total),
         (Pointwise::ComposedUnary(f), [T(x)]) => f(x),
         (Pointwise::Composed(f), [T(a), b]) => f(a, b.operand()),
         // A number first: a 0-d tensor of the dtype it promotes to with `b`.

@@ -245,6 +245,12 @@ pub enum Op {
     /// on, as the CPU kernel; 0 for a count or p at or below 0, the count for
     /// p at or above 1, NaN for a NaN count or p.
     RandBinomial,
+    /// (x, alpha, total: float, one type and shape) the scaled
+    /// reparameterized gradient `-(dF/dalpha) / f / (1 - x)` of a
+    /// Beta(alpha, beta = total - alpha) sample `x`, beta held fixed
+    /// (`torch._dirichlet_grad`, which Dirichlet's and Beta's `rsample()`
+    /// backward combines).
+    DirichletGrad,
 
     // ------------------------------------------------------------ elementwise
     /// (x)
@@ -485,6 +491,7 @@ impl Op {
             Op::RandGamma => "_standard_gamma",
             Op::RandPoisson => "poisson",
             Op::RandBinomial => "binomial",
+            Op::DirichletGrad => "_dirichlet_grad",
             Op::Unary(u) => u.name(),
             Op::Binary(b) => b.name(),
             Op::Where => "where",

@@ -374,6 +374,23 @@ at::Tensor standard_gamma_grad(const at::Tensor& self, const at::Tensor& output)
   return out;
 }
 
+// What Dirichlet's and Beta's rsample() backward combines: the scaled
+// reparameterized gradient of Beta(alpha, total - alpha) samples (the
+// runtime's op).
+at::Tensor dirichlet_grad(const at::Tensor& x, const at::Tensor& alpha, const at::Tensor& total) {
+  OpScope s;
+  at::Tensor out = at::empty(x.sizes(), x.options());
+  pointwise("_dirichlet_grad", {x, alpha, total}, out);
+  return out;
+}
+
+at::Tensor& dirichlet_grad_out(const at::Tensor& x, const at::Tensor& alpha, const at::Tensor& total,
+                               at::Tensor& out) {
+  at::Tensor g = dirichlet_grad(x, alpha, total);
+  at::native::resize_output(out, g.sizes());
+  return out.copy_(g);
+}
+
 // Binomial samples: float counts and probabilities of one dtype, broadcast
 // (as the CPU). A NaN count gives NaN (the CPU loops forever).
 at::Tensor binomial_sample(const at::Tensor& count, const at::Tensor& prob, std::optional<at::Generator> gen) {
@@ -417,6 +434,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("poisson.out", sampled_out<poisson>);
   m.impl("binomial", binomial_sample);
   m.impl("_standard_gamma_grad", standard_gamma_grad);
+  m.impl("_dirichlet_grad", dirichlet_grad);
+  m.impl("_dirichlet_grad.out", dirichlet_grad_out);
   m.impl("binomial.out", binomial_out);
   m.impl("multinomial.out", multinomial_out);
   m.impl("log_normal_", log_normal_);

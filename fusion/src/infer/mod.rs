@@ -42,6 +42,7 @@ impl Op {
             Op::RandUniform { shape, dtype } => random::rand_uniform(op, shape, *dtype, inputs),
             Op::RandGamma | Op::RandPoisson => random::rand_loop(op, 1, inputs),
             Op::RandBinomial => random::rand_loop(op, 2, inputs),
+            Op::DirichletGrad => random::same_floats(op, 3, inputs),
             Op::Unary(u) => elementwise::unary(op, *u, inputs),
             Op::Binary(b) => elementwise::binary(op, *b, inputs),
             Op::Where => elementwise::where_(op, inputs),

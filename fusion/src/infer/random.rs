@@ -31,15 +31,21 @@ pub(super) fn rand_loop(
 ) -> Result<TensorType> {
     arity(op, inputs, parameters + 2)?;
     keys(op, &inputs[parameters..])?;
+    same_floats(op, parameters, &inputs[..parameters])
+}
+
+/// (`n` float tensors of one type and shape) -> that type.
+pub(super) fn same_floats(op: &'static str, n: usize, inputs: &[TensorType]) -> Result<TensorType> {
+    arity(op, inputs, n)?;
     let first = &inputs[0];
     if !first.dtype.is_float() {
         return Err(unsupported(op, first.dtype, "a floating-point dtype"));
     }
-    if let Some(other) = inputs[1..parameters].iter().find(|t| *t != first) {
+    if let Some(other) = inputs[1..].iter().find(|t| *t != first) {
         return Err(Error::ShapeMismatch {
             op,
             got: format!("{first} and {other}"),
-            expected: "parameters of one type and shape".into(),
+            expected: "operands of one type and shape".into(),
         });
     }
     Ok(first.clone())

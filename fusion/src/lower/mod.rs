@@ -836,6 +836,7 @@ fn lower_op(e: &mut Emitter, op: &Op, inputs: &[V], out: TensorType) -> V {
         Op::RandGamma => random::gamma(e, &inputs[0], &inputs[1], &inputs[2]),
         Op::RandPoisson => random::poisson(e, &inputs[0], &inputs[1], &inputs[2]),
         Op::RandBinomial => random::binomial(e, &inputs[0], &inputs[1], &inputs[2], &inputs[3]),
+        Op::DirichletGrad => reparameterized::dirichlet_grad(e, &inputs[0], &inputs[1], &inputs[2]),
         Op::Conv(spec) => conv::conv(e, &inputs[0], &inputs[1], spec, out),
         Op::ConvBackwardInput { spec, .. } => {
             conv::backward_input(e, &inputs[0], &inputs[1], spec, out)

@@ -294,6 +294,31 @@ impl Tensor {
         count.draw_per_element(op, &[&prob], key, "floating-point counts")
     }
 
+    /// The scaled reparameterized gradient `-(dF/dalpha) / f / (1 - x)` of
+    /// Beta(alpha, beta = total - alpha) samples `self` (x), beta held fixed
+    /// (`torch._dirichlet_grad`, which Dirichlet's and Beta's `rsample()`
+    /// backward combines). `alpha` and `total` broadcast to `self`'s shape;
+    /// all three of one float dtype.
+    #[track_caller]
+    pub fn dirichlet_grad(&self, alpha: &Tensor, total: &Tensor) -> Result<Tensor> {
+        let op = Op::DirichletGrad;
+        if alpha.dtype() != self.dtype() || total.dtype() != self.dtype() {
+            return Err(invalid(
+                op.name(),
+                format!(
+                    "got x {}, alpha {} and total {}, expected one float dtype",
+                    self.ty(),
+                    alpha.ty(),
+                    total.ty()
+                ),
+            ));
+        }
+        self.expect_float(op.name(), "floating-point samples")?;
+        let alpha = alpha.broadcast_to(self.shape())?;
+        let total = total.broadcast_to(self.shape())?;
+        self.op(op, &[&alpha, &total])
+    }
+
     /// Records `op`, a sampler with parameters per element (`self`, then
     /// `others`).
     #[track_caller]
