@@ -15,9 +15,10 @@ from helpers import next_op_works, run_python
 HERE = os.path.abspath(__file__)
 
 
-def fractional_max_pool(x):
-    """An op with no tpu kernel: it runs through the CPU fallback."""
-    return torch.nn.functional.fractional_max_pool2d(x, 2, output_size=2)
+def fake_quantize(x):
+    """An op with no tpu kernel yet (quantization-aware training's fake
+    quantization): it runs through the CPU fallback."""
+    return torch.fake_quantize_per_tensor_affine(x, 0.1, 0, 0, 255)
 
 
 def test_shape_mismatch(mode):
@@ -36,7 +37,7 @@ def test_device_mix_raises_as_on_cuda(mode):
     with pytest.raises(RuntimeError, match="same device"):
         torch.mm(t.view(3, 1), c.view(1, 3))
     with pytest.raises(RuntimeError, match="same device"):
-        fractional_max_pool(torch.ones(1, 1, 4, 4, device="tpu")).flatten()[:3] + c  # through the CPU fallback as well
+        fake_quantize(torch.ones(3, device="tpu")) + c  # through the CPU fallback as well
     assert_same_scalar = (t * torch.tensor(2.0)).sum().item()  # a CPU 0-d tensor is fine, as on CUDA
     assert assert_same_scalar == 6.0
     next_op_works()
@@ -155,23 +156,21 @@ def test_fallback_is_counted_warned_once_and_correct():
     r = run_python(
         """
         import warnings, torch, eagertpu
-        # Fractional max pooling has no tpu kernel yet: it runs on the CPU
-        # (its random samples given, so that the CPU can check it).
-        x = torch.arange(16.0).view(1, 1, 4, 4) * torch.tensor([1.0, -1.0, 2.0, 0.5])
-        samples = torch.tensor([[[0.3, 0.7]]])
-        pool = lambda t: torch.nn.functional.fractional_max_pool2d(
-            t, 2, output_size=2, _random_samples=samples.to(t.device))
+        # Fake quantization has no tpu kernel yet: it runs on the CPU.
+        x = torch.arange(16.0).view(4, 4) * torch.tensor([1.0, -1.0, 2.0, 0.5])
+        quantize = lambda t: torch.fake_quantize_per_tensor_affine(t, 0.1, 0, 0, 255)
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
             for _ in range(3):
-                y = pool(x.to("tpu"))
+                y = quantize(x.to("tpu"))
         assert y.device.type == "tpu", y.device
-        torch.testing.assert_close(y.cpu(), pool(x))
+        torch.testing.assert_close(y.cpu(), quantize(x))
+        name = "fake_quantize_per_tensor_affine_cachemask"
         fb = eagertpu.fallbacks()
-        assert fb == {"aten::fractional_max_pool2d.output": 3}, fb
+        assert fb == {"aten::" + name: 3}, fb
         msgs = [str(m.message) for m in w if "no tpu kernel" in str(m.message)]
-        assert len(msgs) == 1 and "fractional_max_pool2d" in msgs[0], msgs
-        assert "fractional_max_pool2d" in eagertpu.metrics_report()
+        assert len(msgs) == 1 and name in msgs[0], msgs
+        assert name in eagertpu.metrics_report()
         print("ok")
         """
     )
@@ -184,9 +183,9 @@ def test_fallback_is_an_error_when_asked():
         import torch, eagertpu
         x = torch.ones(3, device="tpu")
         try:
-            torch.nn.functional.fractional_max_pool2d(torch.ones(1, 1, 4, 4, device="tpu"), 2, output_size=2)
+            torch.fake_quantize_per_tensor_affine(torch.ones(4, device="tpu"), 0.1, 0, 0, 255)
         except RuntimeError as e:
-            assert "fractional_max_pool2d" in str(e) and "EAGERTPU_FALLBACK" in str(e), e
+            assert "fake_quantize_per_tensor_affine" in str(e) and "EAGERTPU_FALLBACK" in str(e), e
             print("raised")
         assert (x + 1).sum().item() == 6.0  # the process keeps working
         """,
