@@ -311,8 +311,8 @@ at::Tensor& rrelu_with_noise_(at::Tensor& self, at::Tensor& noise, const at::Sca
 
 // Samplers with parameters per element, each the runtime's rejection loop
 // (fusion/src/lower/random.rs): torch._standard_gamma (what Gamma, Beta,
-// Chi2 and Dirichlet sample through), torch.poisson and torch.binomial. Float16 and bfloat16
-// are drawn in float32 (the CPU has no gamma for them).
+// Chi2 and Dirichlet sample through), torch.poisson and torch.binomial.
+// Float16 and bfloat16 are drawn in float32 (the CPU has no gamma for them).
 at::Tensor standard_gamma(const at::Tensor& self, std::optional<at::Generator> gen) {
   OpScope s;
   at::Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
@@ -411,8 +411,8 @@ at::Tensor& binomial_out(const at::Tensor& count, const at::Tensor& prob, std::o
   return out.copy_(result);
 }
 
-// The out= forms of the three: the sample, then copied into `out` (resized
-// as PyTorch resizes outputs).
+// The out= forms of gamma, Dirichlet and Poisson: the sample, then copied
+// into `out` (resized as PyTorch resizes outputs).
 template <at::Tensor (*Sampler)(const at::Tensor&, std::optional<at::Generator>)>
 at::Tensor& sampled_out(const at::Tensor& self, std::optional<at::Generator> gen, at::Tensor& out) {
   at::Tensor result = Sampler(self, std::move(gen));

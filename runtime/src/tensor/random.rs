@@ -277,7 +277,6 @@ impl Tensor {
     #[track_caller]
     pub fn binomial(&self, prob: &Tensor, key: (u64, u64)) -> Result<Tensor> {
         let op = Op::RandBinomial;
-        self.expect_float(op.name(), "floating-point counts")?;
         if prob.dtype() != self.dtype() {
             return Err(invalid(
                 op.name(),
