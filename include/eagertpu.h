@@ -52,7 +52,9 @@ enum {
   ETPU_F16 = 6,
   ETPU_BF16 = 7,
   ETPU_F32 = 8,
-  ETPU_F64 = 9
+  ETPU_F64 = 9,
+  ETPU_C64 = 10, /* complex64: two f32s, real then imaginary */
+  ETPU_C128 = 11 /* complex128: two f64s */
 };
 
 /* etpu_scalar kinds */
@@ -428,7 +430,12 @@ etpu_status etpu_check_distributed_store(int64_t timeout_ms);
   X(special_bessel_y0, FLOAT, out) \
   X(special_bessel_y1, FLOAT, out) \
   X(special_airy_ai, FLOAT, out) \
-  X(special_spherical_bessel_j0, FLOAT, out)
+  X(special_spherical_bessel_j0, FLOAT, out) \
+  X(real, PART, none) \
+  X(imag, PART, none) \
+  X(conj_physical, SAME, out) \
+  X(angle, FLOAT, none) \
+  X(sgn, SAME, out)
 #define ETPU_BINARY_OPS(X) \
   X(add, PROMOTED, none, none) \
   X(sub, PROMOTED_NUMERIC, none, none) \
@@ -461,7 +468,9 @@ etpu_status etpu_check_distributed_store(int64_t timeout_ms);
   X(igamma, FLOAT, out, none) \
   X(igammac, FLOAT, out, none) \
   X(nextafter, FLOAT_OPERANDS, out, none) \
-  X(_standard_gamma_grad, FLOAT, out, none)
+  X(_standard_gamma_grad, FLOAT, out, none) \
+  X(complex, COMPLEX_OF_FLOATS, out, none) \
+  X(polar, COMPLEX_OF_FLOATS, out, none)
 /* END elementwise op lists */
 
 /* op: a name of ETPU_UNARY_OPS. */
@@ -645,6 +654,13 @@ etpu_status etpu_extreme_dim(const char* op, etpu_tensor x, int64_t dim, bool ke
  * (floats only). */
 etpu_status etpu_cumulative(const char* op, etpu_tensor x, int64_t dim, const char* origin,
                             etpu_tensor* out);
+/* The discrete Fourier transform of `x` over dims[0..ndims] (ATen's kernels):
+ * `kind` 0 complex to complex (`arg` 1 forward, 0 inverse), 1 real to complex
+ * (`arg` 1 for the one-sided half along the last of `dims`), 2 complex to real
+ * (`arg` the last of `dims`' output size); `normalization` 0 none, 1 by
+ * 1/sqrt(n), 2 by 1/n, n the signal's size (ATen's fft_norm_mode). */
+etpu_status etpu_fft(etpu_tensor x, int32_t kind, const int64_t* dims, size_t ndims, int64_t normalization,
+                     int64_t arg, const char* origin, etpu_tensor* out);
 /* The Cholesky factor of `a`, square float32/float64 matrices [..., n, n]
  * (lower-triangular l with l l^T = a, or with `upper` u with u^T u = a; only
  * that triangle of `a` read, zeros in the other) to `factor` and, unless

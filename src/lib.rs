@@ -23,14 +23,14 @@ pub use runtime::pjrt::MemoryStats;
 /// PyTorch backend's `tpu` memory).
 pub use runtime::storage;
 pub use runtime::{
-    Activation, Adam, AdamParam, AdamUpdate, ArgReduce, BatchNormOutput, Cumulative, Device,
-    Distribution, Element, Error, Extreme, GradScaling, GruCellGrad, Interpolation, KeyValueStore,
-    KvFailure, LstmCell, LstmCellGrad, Manifest, Marker, Metrics, Mode, ModeGuard, Operand,
-    OrderStatistic, OrderStatisticKind, PadMode, PointwiseLoss, PointwiseLossKind, ProcessGroup,
-    Reduce, Result, ScatterReduction, Sgd, SgdParam, SgdUpdate, Subgroups, Tensor,
-    check_distributed_store, default_device, manifest, metrics, mode, note_fallback, set_check_nan,
-    set_deterministic, set_distributed_store, set_mode, shutdown, sync, timing, trace,
-    wait_for_compiles, with_mode, with_origin,
+    Activation, Adam, AdamParam, AdamUpdate, ArgReduce, BatchNormOutput, Complex32, Complex64,
+    Cumulative, Device, Distribution, Element, Error, Extreme, FftNorm, GradScaling, GruCellGrad,
+    Interpolation, KeyValueStore, KvFailure, LstmCell, LstmCellGrad, Manifest, Marker, Metrics,
+    Mode, ModeGuard, Operand, OrderStatistic, OrderStatisticKind, PadMode, PointwiseLoss,
+    PointwiseLossKind, ProcessGroup, Reduce, Result, ScatterReduction, Sgd, SgdParam, SgdUpdate,
+    Subgroups, Tensor, check_distributed_store, default_device, manifest, metrics, mode,
+    note_fallback, set_check_nan, set_deterministic, set_distributed_store, set_mode, shutdown,
+    sync, timing, trace, wait_for_compiles, with_mode, with_origin,
 };
 
 /// Lower layers, for tools and tests: the op IR and the PJRT wrappers.

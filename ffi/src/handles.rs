@@ -88,7 +88,12 @@ pub(crate) fn dtype_from(code: i32) -> FfiResult<DType> {
     usize::try_from(code)
         .ok()
         .and_then(|i| DType::ALL.get(i).copied())
-        .ok_or_else(|| Failure::invalid(format!("dtype {code} is not an etpu_dtype (0..=9)")))
+        .ok_or_else(|| {
+            Failure::invalid(format!(
+                "dtype {code} is not an etpu_dtype (0..={})",
+                DType::ALL.len() - 1
+            ))
+        })
 }
 
 /// The `etpu_dtype` number of `d`.

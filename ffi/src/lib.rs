@@ -17,6 +17,7 @@ mod collectives;
 mod conv_pool;
 mod distributed;
 mod events;
+mod fft;
 mod handles;
 mod index;
 mod linalg;
@@ -267,6 +268,7 @@ pub fn all_signatures() -> Vec<Signature> {
     v.extend(conv_pool::signatures());
     v.extend(index::signatures());
     v.extend(linalg::signatures());
+    v.extend(fft::signatures());
     v.extend(profiler::signatures());
     v.extend(random::signatures());
     v.extend(resample::signatures());

@@ -15,18 +15,24 @@ pub enum DType {
     BF16,
     F32,
     F64,
+    /// Two f32s, real then imaginary (PyTorch's `complex64`, `cfloat`).
+    C64,
+    /// Two f64s (`complex128`, `cdouble`).
+    C128,
 }
 
-/// Bool < integer < floating point: the order PyTorch promotes across.
+/// Bool < integer < floating point < complex: the order PyTorch promotes
+/// across.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Category {
     Bool,
     Int,
     Float,
+    Complex,
 }
 
 impl DType {
-    pub const ALL: [DType; 10] = [
+    pub const ALL: [DType; 12] = [
         DType::Bool,
         DType::U8,
         DType::I8,
@@ -37,19 +43,25 @@ impl DType {
         DType::BF16,
         DType::F32,
         DType::F64,
+        DType::C64,
+        DType::C128,
     ];
 
     /// The dtype a Python float becomes (`torch.get_default_dtype()`).
     pub const DEFAULT_FLOAT: DType = DType::F32;
     /// The dtype a Python int becomes.
     pub const DEFAULT_INT: DType = DType::I64;
+    /// The dtype a Python complex becomes (`complex64` under the default
+    /// float dtype float32).
+    pub const DEFAULT_COMPLEX: DType = DType::C64;
 
     pub fn size_in_bytes(self) -> usize {
         match self {
             DType::Bool | DType::U8 | DType::I8 => 1,
             DType::I16 | DType::F16 | DType::BF16 => 2,
             DType::I32 | DType::F32 => 4,
-            DType::I64 | DType::F64 => 8,
+            DType::I64 | DType::F64 | DType::C64 => 8,
+            DType::C128 => 16,
         }
     }
 
@@ -58,6 +70,31 @@ impl DType {
             DType::Bool => Category::Bool,
             DType::U8 | DType::I8 | DType::I16 | DType::I32 | DType::I64 => Category::Int,
             DType::F16 | DType::BF16 | DType::F32 | DType::F64 => Category::Float,
+            DType::C64 | DType::C128 => Category::Complex,
+        }
+    }
+
+    pub fn is_complex(self) -> bool {
+        self.category() == Category::Complex
+    }
+
+    /// The dtype of a complex dtype's parts (`torch.real`'s result); a real
+    /// dtype is its own.
+    pub fn real_part(self) -> DType {
+        match self {
+            DType::C64 => DType::F32,
+            DType::C128 => DType::F64,
+            d => d,
+        }
+    }
+
+    /// The complex dtype whose parts are `self` (c10's `toComplexType`); a
+    /// half-precision float's is complex64 (tpu has no complex32), an
+    /// integer's or bool's the default complex dtype.
+    pub fn to_complex(self) -> DType {
+        match self {
+            DType::F64 | DType::C128 => DType::C128,
+            _ => DType::C64,
         }
     }
 
@@ -75,9 +112,12 @@ impl DType {
 
     /// Whether a result of this dtype may be written into a tensor of `to`
     /// (PyTorch's `canCast`, which `out=` and in-place ops obey): never a
-    /// float into an integer tensor, nor anything but a bool into a bool one.
+    /// complex into a real tensor, a float into an integer one, nor anything
+    /// but a bool into a bool one.
     pub fn can_cast_to(self, to: DType) -> bool {
-        (!self.is_float() || to.is_float()) && (self.is_bool() || !to.is_bool())
+        (!self.is_complex() || to.is_complex())
+            && (!self.is_float() || to.is_float() || to.is_complex())
+            && (self.is_bool() || !to.is_bool())
     }
 
     /// Signed integers and floats.
@@ -98,6 +138,8 @@ impl DType {
             DType::BF16 => "bf16",
             DType::F32 => "f32",
             DType::F64 => "f64",
+            DType::C64 => "complex<f32>",
+            DType::C128 => "complex<f64>",
         }
     }
 
@@ -114,6 +156,8 @@ impl DType {
             DType::BF16 => "bfloat16",
             DType::F32 => "float32",
             DType::F64 => "float64",
+            DType::C64 => "complex64",
+            DType::C128 => "complex128",
         }
     }
 
@@ -130,6 +174,8 @@ impl DType {
             "bfloat16" | "bf16" => DType::BF16,
             "float32" | "f32" | "float" => DType::F32,
             "float64" | "f64" | "double" => DType::F64,
+            "complex64" | "c64" | "cfloat" => DType::C64,
+            "complex128" | "c128" | "cdouble" => DType::C128,
             _ => return None,
         })
     }
@@ -143,6 +189,10 @@ impl DType {
         match (self.category(), other.category()) {
             (Category::Bool, _) => other,
             (_, Category::Bool) => self,
+            // complex64 with float64 is complex128: the wider part wins.
+            (Category::Complex, _) | (_, Category::Complex) => {
+                self.real_part().promote(other.real_part()).to_complex()
+            }
             (Category::Int, Category::Float) => other,
             (Category::Float, Category::Int) => self,
             (Category::Int, Category::Int) => {
@@ -168,9 +218,9 @@ impl DType {
     }
 
     /// The float dtype an op on `self` computes in when it needs floats
-    /// (`torch.exp` of an int tensor is float32).
+    /// (`torch.exp` of an int tensor is float32; of a complex one, complex).
     pub fn to_float(self) -> DType {
-        if self.is_float() {
+        if self.is_float() || self.is_complex() {
             self
         } else {
             DType::DEFAULT_FLOAT
@@ -205,7 +255,14 @@ fn combine(higher: Option<DType>, lower: Option<DType>) -> Option<DType> {
         (None, l) => l,
         (h, None) => h,
         (Some(h), Some(l)) => {
-            if h.is_float() {
+            if h.is_complex() {
+                Some(h)
+            } else if l.is_complex() {
+                // A complex operand of lower priority keeps the higher one's
+                // precision if that is a float (a float64 tensor times 1j is
+                // complex128).
+                Some(if h.is_float() { h.to_complex() } else { l })
+            } else if h.is_float() {
                 Some(h)
             } else if h.is_bool() || l.is_float() {
                 // A float scalar reaching an int tensor takes the default float
@@ -239,6 +296,7 @@ impl ResultType {
             Category::Bool => DType::Bool,
             Category::Int => DType::DEFAULT_INT,
             Category::Float => DType::DEFAULT_FLOAT,
+            Category::Complex => DType::DEFAULT_COMPLEX,
         };
         self.scalar = promote_opt(self.scalar, d);
         self
@@ -291,6 +349,43 @@ mod tests {
                 assert_eq!(a.promote(b), b.promote(a), "{a} {b}");
             }
         }
+    }
+
+    #[test]
+    fn complex_dtypes_promote_and_cast_as_in_pytorch() {
+        // Values from torch.promote_types and torch.can_cast.
+        assert_eq!(C64.promote(F64), C128);
+        assert_eq!(C64.promote(I64), C64);
+        assert_eq!(F16.promote(C64), C64);
+        assert_eq!(BF16.promote(C128), C128);
+        assert_eq!(Bool.promote(C64), C64);
+        assert_eq!(U8.promote(C128), C128);
+        assert!(!C64.can_cast_to(F32));
+        assert!(I64.can_cast_to(C64));
+        assert!(C128.can_cast_to(C64));
+        assert!(!C64.can_cast_to(Bool));
+        // int64 tensor * 1j -> complex64; float64 tensor * 1j -> complex128;
+        // float32 tensor * 0-d complex128 tensor -> complex64; a 0-d float64
+        // tensor * 1j -> complex128.
+        let complex_scalar = |d| {
+            ResultType::new()
+                .tensor(d, 1)
+                .scalar(Category::Complex)
+                .finish()
+        };
+        assert_eq!(complex_scalar(I64), C64);
+        assert_eq!(complex_scalar(F64), C128);
+        assert_eq!(
+            ResultType::new().tensor(F32, 1).tensor(C128, 0).finish(),
+            C64
+        );
+        assert_eq!(
+            ResultType::new()
+                .tensor(F64, 0)
+                .scalar(Category::Complex)
+                .finish(),
+            C128
+        );
     }
 
     #[test]

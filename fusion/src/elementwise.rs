@@ -31,6 +31,9 @@ pub enum UnaryResult {
     Bool,
     /// The input's dtype, which must be an integer or bool (bitwise_not).
     Integral,
+    /// The dtype of a complex input's parts; the input must be complex
+    /// (real, imag).
+    Part,
 }
 
 /// How a binary op's result dtype follows its operands' promoted dtype.
@@ -50,6 +53,9 @@ pub enum BinaryResult {
     FloatOperands,
     /// The promoted dtype, which must be an integer, not bool (gcd, shifts).
     Integer,
+    /// The complex dtype of two float operands of one dtype, float32 or
+    /// float64 (complex, polar).
+    ComplexOfFloats,
 }
 
 /// Hands the unary op table to `$callback!`: per op, its doc comment, then
@@ -145,6 +151,18 @@ macro_rules! for_each_unary_op {
             SpecialAiryAi special_airy_ai Float out,
             /// `sin(x) / x`.
             SpecialSphericalBesselJ0 special_spherical_bessel_j0 Float out,
+            /// The real part of a complex tensor.
+            Real real Part none,
+            /// The imaginary part of a complex tensor.
+            Imag imag Part none,
+            /// The complex conjugate; a real tensor unchanged (PyTorch's
+            /// `conj_physical`: `conj` itself is a lazy view there).
+            Conj conj_physical Same out,
+            /// The argument of a complex number in (-pi, pi]; of a real one
+            /// 0 or pi (NaN for NaN), in a float dtype.
+            Angle angle Float none,
+            /// `x / |x|` for complex numbers (0 at 0), `sign` for real ones.
+            Sgn sgn Same out,
         }
     };
 }
@@ -205,8 +223,61 @@ macro_rules! for_each_binary_op {
             /// `d x / d a` of a standard gamma sample `x` of shape `a` (the
             /// operands in that order): `rsample()`'s backward.
             StandardGammaGrad _standard_gamma_grad Float out none,
+            /// `re + i im` of two float tensors of one dtype.
+            Complex complex ComplexOfFloats out none,
+            /// `abs * (cos(angle) + i sin(angle))` of (abs, angle).
+            Polar polar ComplexOfFloats out none,
         }
     };
+}
+
+impl UnaryOp {
+    /// Whether the op takes a complex input (complex64, complex128); others
+    /// refuse it, as PyTorch's kernels for complex dtypes do.
+    pub fn takes_complex(self) -> bool {
+        use UnaryOp::*;
+        matches!(
+            self,
+            Neg | Abs
+                | Exp
+                | Log
+                | Log1p
+                | Sqrt
+                | Rsqrt
+                | Tanh
+                | Sigmoid
+                | Sin
+                | Cos
+                | IsNan
+                | LogicalNot
+                | Real
+                | Imag
+                | Conj
+                | Angle
+                | Sgn
+        )
+    }
+
+    /// Whether a complex input gives a result of its parts' dtype (`|z|`,
+    /// the argument).
+    pub fn complex_to_real(self) -> bool {
+        matches!(
+            self,
+            UnaryOp::Abs | UnaryOp::Angle | UnaryOp::Real | UnaryOp::Imag
+        )
+    }
+}
+
+impl BinaryOp {
+    /// Whether the op computes in a complex dtype (the rest refuse one, as
+    /// PyTorch's kernels for complex dtypes do: there is no order on them).
+    pub fn takes_complex(self) -> bool {
+        use BinaryOp::*;
+        matches!(
+            self,
+            Add | Sub | Mul | Div | Pow | Eq | Ne | LogicalAnd | LogicalOr | LogicalXor
+        )
+    }
 }
 
 /// An enum of ops a caller names, from a table: per op, its doc comment, then

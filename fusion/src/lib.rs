@@ -20,7 +20,7 @@ pub use elementwise::{BinaryResult, UnaryResult};
 pub use error::{Error, Result};
 pub use graph::{Def, Graph, Node, ValueId};
 pub use op::{
-    ArgReduceOp, BinaryOp, Collective, CollectiveReduce, ConvSpec, EighOutput, F64,
+    ArgReduceOp, BinaryOp, Collective, CollectiveReduce, ConvSpec, EighOutput, F64, FftKind,
     HouseholderOutput, IndexOperand, LuOutput, Op, Polynomial, PoolSpec, ReduceOp, Reduction,
     ReplicaGroups, ScanOp, ScatterReduce, SortOutput, UnaryOp,
 };

@@ -127,6 +127,33 @@ crate::named_ops! {
     }
 }
 
+/// Which transform an `Op::Fft` computes (`stablehlo.fft`'s types).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FftKind {
+    /// Complex to complex, `sum_k x_k e^(-2 pi i jk / n)`, unnormalized.
+    Forward,
+    /// Complex to complex, the inverse, divided by the signal's size.
+    Inverse,
+    /// Real to complex, the forward transform's first `n / 2 + 1` terms
+    /// along the last dim (the rest are their conjugates).
+    RealForward,
+    /// Complex to real: the inverse of `RealForward`, divided by the
+    /// signal's size.
+    RealInverse,
+}
+
+impl FftKind {
+    /// StableHLO's name of the transform.
+    pub fn mlir(self) -> &'static str {
+        match self {
+            FftKind::Forward => "FFT",
+            FftKind::Inverse => "IFFT",
+            FftKind::RealForward => "RFFT",
+            FftKind::RealInverse => "IRFFT",
+        }
+    }
+}
+
 /// Which of a sort's two results an `Op::Sort` gives (an op has one output).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SortOutput {
@@ -359,6 +386,10 @@ pub enum Op {
     // ----------------------------------------------------------------- linalg
     /// (a, b) `torch.matmul` semantics: batched, broadcasting, 1-d promotion.
     Matmul,
+    /// (x) the discrete Fourier transform over its last `lengths.len()`
+    /// dims (one to three), the signal's sizes `lengths` (a real inverse's
+    /// input has `lengths.last / 2 + 1` elements along its last dim).
+    Fft { kind: FftKind, lengths: Shape },
     /// (a [..., n, n]) the Cholesky factor of symmetric positive-definite
     /// matrices: lower-triangular `l` with `l @ l^T == a` (`upper`: `u^T @ u
     /// == a`), zeros in the other triangle, only `a`'s lower (upper) triangle
@@ -552,6 +583,11 @@ impl Op {
             Op::ApplyHouseholder { .. } => "ormqr",
             Op::Eigh { .. } => "eigh",
             Op::Matmul => "matmul",
+            Op::Fft { kind, .. } => match kind {
+                FftKind::Forward | FftKind::Inverse => "_fft_c2c",
+                FftKind::RealForward => "_fft_r2c",
+                FftKind::RealInverse => "_fft_c2r",
+            },
             Op::Softmax { .. } => "softmax",
             Op::LogSoftmax { .. } => "log_softmax",
             Op::LayerNorm { .. } => "layer_norm",

@@ -63,6 +63,12 @@ impl Scalar {
             DType::BF16 => format!("0x{:04X}", half::bf16::from_f64(self.as_f64()).to_bits()),
             DType::F32 => format!("0x{:08X}", (self.as_f64() as f32).to_bits()),
             DType::F64 => format!("0x{:016X}", self.as_f64().to_bits()),
+            // A real value is a complex one with no imaginary part.
+            DType::C64 | DType::C128 => {
+                let part = dtype.real_part();
+                let zero = Scalar::Float(0.0).mlir_literal(part);
+                format!("({}, {zero})", self.mlir_literal(part))
+            }
         }
     }
 
@@ -134,6 +140,10 @@ mod tests {
         assert_eq!(Scalar::Int(1000).mlir_literal(DType::I8), "-24");
         assert_eq!(Scalar::Float(2.7).mlir_literal(DType::I32), "2");
         assert_eq!(Scalar::Int(3).mlir_literal(DType::Bool), "true");
+        assert_eq!(
+            Scalar::Int(2).mlir_literal(DType::C64),
+            "(0x40000000, 0x00000000)"
+        );
     }
 
     #[test]

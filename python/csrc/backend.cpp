@@ -43,8 +43,10 @@ void check(etpu_status status) {
 namespace {
 // Torch dtypes in etpu_dtype order.
 constexpr at::ScalarType kTypes[] = {
-    at::kBool, at::kByte, at::kChar, at::kShort, at::kInt, at::kLong, at::kHalf, at::kBFloat16, at::kFloat, at::kDouble,
+    at::kBool, at::kByte,      at::kChar,  at::kShort,  at::kInt,           at::kLong,
+    at::kHalf, at::kBFloat16, at::kFloat, at::kDouble, at::kComplexFloat, at::kComplexDouble,
 };
+constexpr int8_t kTypeCount = sizeof(kTypes) / sizeof(kTypes[0]);
 constexpr int kScalarTypes = static_cast<int>(at::ScalarType::NumOptions);
 
 // The etpu_dtype code of each torch dtype, -1 for those not supported: every
@@ -52,7 +54,7 @@ constexpr int kScalarTypes = static_cast<int>(at::ScalarType::NumOptions);
 constexpr std::array<int8_t, kScalarTypes> codes_by_type() {
   std::array<int8_t, kScalarTypes> codes{};
   for (auto& c : codes) c = -1;
-  for (int8_t i = 0; i < 10; i++) codes[static_cast<int>(kTypes[i])] = i;
+  for (int8_t i = 0; i < kTypeCount; i++) codes[static_cast<int>(kTypes[i])] = i;
   return codes;
 }
 constexpr std::array<int8_t, kScalarTypes> kCodes = codes_by_type();
@@ -70,11 +72,11 @@ int32_t dtype_code(at::ScalarType t) {
   if (code >= 0) return code;
   TORCH_CHECK(false, "dtype ", t,
               " is not supported on tpu (expected bool, uint8, int8, int16, int32, int64, float16, bfloat16, "
-              "float32 or float64)");
+              "float32, float64, complex64 or complex128)");
 }
 
 at::ScalarType scalar_type(int32_t code) {
-  TORCH_CHECK(code >= 0 && code < 10, "unknown etpu dtype ", code);
+  TORCH_CHECK(code >= 0 && code < kTypeCount, "unknown etpu dtype ", code);
   return kTypes[code];
 }
 
@@ -328,6 +330,11 @@ etpu_scalar scalar_arg(const at::Scalar& s) {
 
 Handle full(int64_t device, at::IntArrayRef sizes, const at::Scalar& v, at::ScalarType t) {
   Handle h;
+  if (v.isComplex()) {
+    // The C ABI's scalars are real: a complex one is uploaded, then expanded.
+    TORCH_CHECK(at::isComplexType(t), "cannot fill a ", t, " tensor with the complex number ", v);
+    return expand(upload(at::scalar_tensor(v, at::TensorOptions().dtype(t)), device), sizes);
+  }
   check(etpu_full(device, sizes.data(), sizes.size(), scalar_arg(v), dtype_code(t), origin(), h.out()));
   return h;
 }
@@ -335,6 +342,20 @@ Handle full(int64_t device, at::IntArrayRef sizes, const at::Scalar& v, at::Scal
 namespace {
 // Where `t`'s elements start in its storage, in bytes.
 uint64_t byte_offset(const at::Tensor& t) { return static_cast<uint64_t>(t.storage_offset()) * t.itemsize(); }
+}  // namespace
+
+// A tensor's lazy conjugate and negative bits (`z.conj()`, `z.conj().imag`:
+// views whose memory holds the conjugate or the negative of their values)
+// applied to what its memory holds, both ways (the operation is its own
+// inverse). PyTorch's fallbacks resolve the bits before most kernels; views,
+// copies and the matrix products (mm, bmm, addmm, dot, ...) get them as they
+// are, and read and write here.
+namespace {
+Handle resolve_lazy_bits(const at::Tensor& t, Handle h) {
+  if (t.is_conj()) h = unary("conj_physical", h);
+  if (t.is_neg()) h = unary("neg", h);
+  return h;
+}
 }  // namespace
 
 Handle read(const at::Tensor& t) {
@@ -345,7 +366,7 @@ Handle read(const at::Tensor& t) {
   Handle h;
   check(etpu_view_read(storage_id(t.storage().data_ptr()), byte_offset(t), dtype_code(t.scalar_type()),
                        t.sizes().data(), t.strides().data(), t.dim(), origin(), h.out()));
-  return h;
+  return resolve_lazy_bits(t, std::move(h));
 }
 
 Handle upload(const at::Tensor& cpu, int64_t device) {
@@ -373,9 +394,17 @@ void write(const at::Tensor& out, const Handle& value) {
   TORCH_CHECK(out.device().type() == c10::DeviceType::PrivateUse1, "expected a tpu tensor to write, got ",
               out.device());
   if (out.numel() == 0) return;
+  Handle resolved;
+  const Handle* stored = &value;
+  if (out.is_conj() || out.is_neg()) {
+    // The bits want the value's conjugate or negative in memory (in out's
+    // dtype first: a real value's conjugate is itself).
+    resolved = resolve_lazy_bits(out, cast(value, out.scalar_type()));
+    stored = &resolved;
+  }
   // The runtime converts the value to out's dtype and broadcasts it.
   check(etpu_view_write(storage_id(out.storage().data_ptr()), byte_offset(out), dtype_code(out.scalar_type()),
-                        out.sizes().data(), out.strides().data(), out.dim(), value.get(), origin()));
+                        out.sizes().data(), out.strides().data(), out.dim(), stored->get(), origin()));
 }
 
 // ----------------------------------------------------- ops between views ----
@@ -392,7 +421,11 @@ ViewDesc::ViewDesc(const at::Tensor& t) {
 }
 
 namespace {
-bool direct(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1 && t.numel() > 0; }
+// A tpu tensor with elements, read or written as a view of its storage by
+// the runtime itself (one with a lazy bit goes through read and write).
+bool direct(const at::Tensor& t) {
+  return t.device().type() == c10::DeviceType::PrivateUse1 && t.numel() > 0 && !t.is_conj() && !t.is_neg();
+}
 
 }  // namespace
 
@@ -415,10 +448,19 @@ namespace {
 // handle to `handles`, whose elements must never move (the operand points
 // into its descriptor).
 template <typename Views, typename Handles>
-etpu_operand encode(const PointwiseArg& a, int64_t device, Views& views, Handles& handles) {
+// A Python complex number goes as a 0-d tensor of `complex_type` (the C
+// ABI's scalars are real): complex64, PyTorch's default complex dtype, which
+// promotes as the number would; complex128 next to a double-precision
+// operand, so that its digits survive.
+etpu_operand encode(const PointwiseArg& a, int64_t device, Views& views, Handles& handles,
+                    at::ScalarType complex_type = at::kComplexFloat) {
   const at::Tensor* t = a.tensor;
   if (t == nullptr || t->unsafeGetTensorImpl()->is_wrapped_number()) {
     at::Scalar number = t == nullptr ? a.number : wrapped_number(*t);
+    if (number.isComplex()) {
+      at::Tensor cpu = at::scalar_tensor(number, at::TensorOptions().dtype(complex_type));
+      return {ETPU_OPERAND_HANDLE, handles.emplace_back(upload(cpu, device)).get(), nullptr, {}};
+    }
     return {ETPU_OPERAND_SCALAR, 0, nullptr, scalar_arg(number)};
   }
   if (direct(*t)) return {ETPU_OPERAND_VIEW, 0, views.emplace_back(*t).get(), {}};
@@ -431,7 +473,13 @@ class Operands {
   Operands(const char* op, std::initializer_list<PointwiseArg> args, int64_t device) {
     TORCH_CHECK(args.size() <= kMaxPointwiseArgs, op, ": got ", args.size(), " operands, expected at most ",
                 kMaxPointwiseArgs);
-    for (const PointwiseArg& a : args) operands_.push_back(encode(a, device, views_, handles_));
+    at::ScalarType complex_type = at::kComplexFloat;
+    for (const PointwiseArg& a : args) {
+      bool wide = a.tensor != nullptr && !a.tensor->unsafeGetTensorImpl()->is_wrapped_number() &&
+                  (a.tensor->scalar_type() == at::kDouble || a.tensor->scalar_type() == at::kComplexDouble);
+      if (wide) complex_type = at::kComplexDouble;
+    }
+    for (const PointwiseArg& a : args) operands_.push_back(encode(a, device, views_, handles_, complex_type));
   }
   Operands(const Operands&) = delete;
   Operands& operator=(const Operands&) = delete;
@@ -510,6 +558,15 @@ Handle binary(const char* op, const Handle& a, const Handle& b) {
 
 Handle binary_scalar(const char* op, const Handle& a, const at::Scalar& s, bool reversed) {
   Handle h;
+  if (s.isComplex()) {
+    // As a 0-d complex tensor (see encode: it promotes as the number would).
+    bool wide = dtype_of(a) == dtype_code(at::kDouble) || dtype_of(a) == dtype_code(at::kComplexDouble);
+    at::ScalarType t = wide ? at::kComplexDouble : at::kComplexFloat;
+    int64_t device = 0;
+    check(etpu_tensor_device(a.get(), &device));
+    Handle number = full(device, {}, s, t);
+    return reversed ? binary(op, number, a) : binary(op, a, number);
+  }
   check(etpu_binary_scalar(op, a.get(), scalar_arg(s), reversed, origin(), h.out()));
   return h;
 }

@@ -3,6 +3,7 @@
 // are new TensorImpls over the same storage (the runtime resolves them when a
 // kernel reads them).
 #include <ATen/EmptyTensor.h>
+#include <ATen/native/ComplexHelper.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/TensorFactories.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -130,13 +131,17 @@ at::Tensor& set_empty(at::Tensor& self) {
   return set_storage(self, std::move(empty), 0, {0}, {});
 }
 
+// Copies keep the lazy bits' meaning (read and write apply a tpu tensor's;
+// a CPU tensor's are resolved here).
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   OpScope scope;
   if (self.device().is_cpu() && dst.device().type() == c10::DeviceType::PrivateUse1) {
-    at::Tensor src = self.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+    at::Tensor src = self.resolve_conj().resolve_neg().to(dst.scalar_type()).expand(dst.sizes()).contiguous();
     write(dst, upload(src, device_index(dst)));
   } else if (self.device().type() == c10::DeviceType::PrivateUse1 && dst.device().is_cpu()) {
     Handle h = read(self);
+    if (dst.is_conj()) h = unary("conj_physical", h);
+    if (dst.is_neg()) h = unary("neg", h);
     if (dtype_of(h) != dtype_code(dst.scalar_type())) h = cast(h, dst.scalar_type());
     if (dims_of(h) != dst.sizes().vec()) h = expand(h, dst.sizes());
     if (dst.is_contiguous()) {
@@ -194,6 +199,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty_strided", etpu::empty_strided);
   m.impl("as_strided", etpu::as_strided);
   m.impl("view", etpu::view);
+  // A complex tensor's parts as a float tensor of a last dim of 2 and back:
+  // the same storage read as another dtype (the runtime reinterprets it).
+  m.impl("view_as_real", at::native::view_as_real);
+  m.impl("view_as_complex", at::native::view_as_complex);
   m.impl("unfold", etpu::unfold);
   m.impl("_has_compatible_shallow_copy_type", etpu::has_compatible_shallow_copy_type);
   m.impl("_reshape_alias", etpu::reshape_alias);
@@ -208,4 +217,18 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("fill_.Scalar", etpu::fill_scalar);
   m.impl("fill_.Tensor", etpu::fill_tensor);
   m.impl("zero_", etpu::zero_);
+}
+
+// PyTorch's conjugate and negative fallbacks materialize an input with a
+// lazy bit with clone(), whose copy lands on _copy_from again (an endless
+// recursion for a backend whose copies go through _copy_from); copy_from
+// above keeps the bits' meaning itself, so _copy_from skips the fallbacks.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }

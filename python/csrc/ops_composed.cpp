@@ -1,7 +1,7 @@
 // ATen ops that PyTorch gives a kernel per device and no composite form,
 // made here of at:: calls: each dispatches to this backend's kernels (below
 // autograd, so PyTorch's own derivative formulas apply). Norms, rounding to
-// decimals, aminmax, renorm, addbmm, angle, scatter with a reduce, batch
+// decimals, aminmax, renorm, addbmm, scatter with a reduce, batch
 // norm with running-stat updates, max unpooling, 2-d NLL loss, channel
 // shuffle, masked_scatter, histc, cdist and pdist with their gradients,
 // nonzero_static, the multi-class and multi-label margin losses with their
@@ -80,20 +80,6 @@ at::Tensor addbmm(const at::Tensor& self, const at::Tensor& batch1, const at::Te
 at::Tensor& addbmm_out(const at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2,
                        const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
   at::Tensor r = etpu::addbmm(self, batch1, batch2, beta, alpha);
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
-}
-
-// Of real numbers: pi for negatives, 0 otherwise, NaN for NaN; ints give
-// the default float dtype.
-at::Tensor angle(const at::Tensor& self) {
-  at::Tensor x = self.is_floating_point() ? self : self.to(c10::typeMetaToScalarType(at::get_default_dtype()));
-  at::Tensor a = at::where(x < 0, at::full_like(x, M_PI), at::zeros_like(x));
-  return at::where(at::isnan(x), x, a);
-}
-
-at::Tensor& angle_out(const at::Tensor& self, at::Tensor& out) {
-  at::Tensor r = etpu::angle(self);
   at::native::resize_output(out, r.sizes());
   return out.copy_(r);
 }
@@ -957,8 +943,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("renorm.out", renorm_out);
   m.impl("addbmm", addbmm);
   m.impl("addbmm.out", addbmm_out);
-  m.impl("angle", angle);
-  m.impl("angle.out", angle_out);
   m.impl("scatter.reduce_out", scatter_reduce_out);
   m.impl("scatter.value_reduce_out", scatter_value_reduce_out);
   m.impl("_batch_norm_with_update", batch_norm_with_update);

@@ -39,7 +39,7 @@ bool floating(at::ScalarType t) {
   return t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16;
 }
 
-bool is_one(const at::Scalar& s) { return s.isIntegral(true) ? s.toLong() == 1 : s.toDouble() == 1.0; }
+bool is_one(const at::Scalar& s) { return s.isIntegral(true) ? s.toLong() == 1 : s.toComplexDouble() == 1.0; }
 
 // The numbers of a 1-d CPU tensor of `n` (addcmul's and addcdiv's `scalars`).
 std::optional<std::vector<at::Scalar>> numbers_of(const at::Tensor& t, size_t n) {

@@ -6,13 +6,15 @@
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
+#include <cstring>
+
 #include "backend.h"
 
 namespace etpu {
 namespace {
 
-bool is_one(const at::Scalar& s) { return s.isIntegral(true) ? s.toLong() == 1 : s.toDouble() == 1.0; }
-bool is_zero(const at::Scalar& s) { return s.isIntegral(true) ? s.toLong() == 0 : s.toDouble() == 0.0; }
+bool is_one(const at::Scalar& s) { return s.isIntegral(true) ? s.toLong() == 1 : s.toComplexDouble() == 1.0; }
+bool is_zero(const at::Scalar& s) { return s.isIntegral(true) ? s.toLong() == 0 : s.toComplexDouble() == 0.0; }
 
 Handle read_as(const at::Tensor& t, at::ScalarType dtype) {
   Handle h = read(t);
@@ -53,7 +55,7 @@ at::Tensor& addmv_out(const at::Tensor& self, const at::Tensor& mat, const at::T
   return addmm_out(self, mat, vec, beta, alpha, out);
 }
 
-// dot, and vdot (the same for real dtypes: nothing to conjugate).
+// dot, and vdot (the same for real dtypes: it conjugates its first vector).
 at::Tensor dot_named(const char* name, const at::Tensor& self, const at::Tensor& other) {
   OpScope s;
   TORCH_CHECK(self.dim() == 1 && other.dim() == 1, name, ": expected 1-D tensors, got ", self.dim(), "-D and ",
@@ -61,7 +63,9 @@ at::Tensor dot_named(const char* name, const at::Tensor& self, const at::Tensor&
   TORCH_CHECK(self.scalar_type() == other.scalar_type(), name, ": expected both vectors to have the same dtype, got ",
               self.scalar_type(), " and ", other.scalar_type());
   at::Tensor out = at::empty({}, self.options());
-  write(out, matmul(read(self), read(other)));
+  Handle a = read(self);
+  if (std::strcmp(name, "vdot") == 0 && self.is_complex()) a = unary("conj_physical", a);
+  write(out, matmul(a, read(other)));
   return out;
 }
 

@@ -23,26 +23,29 @@ Handle operand(const at::Tensor& t, const at::Tensor& like) { return read_operan
 
 bool is_scalar(const at::Tensor& t) { return t.unsafeGetTensorImpl()->is_wrapped_number(); }
 
-// `a op b`, with a Python-number `b` kept as a scalar (weak type).
-Handle binary_any(const char* op, const at::Tensor& a, const at::Tensor& b) {
-  if (is_scalar(b)) return binary_scalar(op, operand(a, a), wrapped_number(b));
-  if (is_scalar(a)) return binary_scalar(op, operand(b, b), wrapped_number(a), /*reversed=*/true);
-  const at::Tensor& like = a.device().is_cpu() ? b : a;
-  return binary(op, operand(a, like), operand(b, like));
-}
-
 // `b * alpha`, for add/sub's alpha (skipped when 1).
 Handle scaled(const at::Tensor& b, const at::Scalar& alpha, const at::Tensor& like) {
   Handle h = is_scalar(b) ? full(device_index(like), {}, wrapped_number(b), b.scalar_type()) : operand(b, like);
-  bool one = alpha.isIntegral(true) ? alpha.toLong() == 1 : alpha.toDouble() == 1.0;
+  bool one = alpha.isIntegral(true) ? alpha.toLong() == 1 : alpha.toComplexDouble() == 1.0;
   return one ? std::move(h) : mul(h, alpha);
 }
 
-// sgn is sign on real dtypes (complex tensors are not supported).
-at::Tensor& sgn_out(const at::Tensor& self, at::Tensor& out) {
+// angle: not structured in ATen (its CPU kernel picks the result's dtype), so
+// both forms are here: a complex tensor's angle is real, an integer's float.
+at::Tensor& angle_out(const at::Tensor& self, at::Tensor& out) {
   OpScope s;
   at::native::resize_output(out, self.sizes());
-  pointwise("sign", {self}, out);
+  pointwise("angle", {self}, out);
+  return out;
+}
+
+at::Tensor angle(const at::Tensor& self) {
+  OpScope s;
+  at::ScalarType t = self.scalar_type();
+  if (self.is_complex()) t = c10::toRealValueType(t);
+  if (at::isIntegralType(t, /*includeBool=*/true)) t = c10::typeMetaToScalarType(c10::get_default_dtype());
+  at::Tensor out = empty_tpu(self.sizes(), t, self.device().index());
+  pointwise("angle", {self}, out);
   return out;
 }
 
@@ -120,7 +123,7 @@ at::Tensor& pow_st_out(const at::Scalar& self, const at::Tensor& exponent, at::T
 
 at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha, at::Tensor& out) {
   OpScope s;
-  bool one = alpha.isIntegral(true) ? alpha.toLong() == 1 : alpha.toDouble() == 1.0;
+  bool one = alpha.isIntegral(true) ? alpha.toLong() == 1 : alpha.toComplexDouble() == 1.0;
   if (one) {
     pointwise("add", {self, other}, out);
   } else if (!is_scalar(self)) {
@@ -134,7 +137,7 @@ at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const at::S
 
 at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha, at::Tensor& out) {
   OpScope s;
-  bool one = alpha.isIntegral(true) ? alpha.toLong() == 1 : alpha.toDouble() == 1.0;
+  bool one = alpha.isIntegral(true) ? alpha.toLong() == 1 : alpha.toComplexDouble() == 1.0;
   if (one) {
     pointwise("sub", {self, other}, out);
   } else if (!is_scalar(self)) {
@@ -186,7 +189,7 @@ at::Tensor& ilshift_scalar(at::Tensor& self, const at::Scalar& other) { return s
 at::Tensor& irshift_tensor(at::Tensor& self, const at::Tensor& other) { return self.bitwise_right_shift_(other); }
 at::Tensor& irshift_scalar(at::Tensor& self, const at::Scalar& other) { return self.bitwise_right_shift_(other); }
 
-bool is_one(const at::Scalar& alpha) { return alpha.isIntegral(true) ? alpha.toLong() == 1 : alpha.toDouble() == 1.0; }
+bool is_one(const at::Scalar& alpha) { return alpha.isIntegral(true) ? alpha.toLong() == 1 : alpha.toComplexDouble() == 1.0; }
 
 at::Tensor add_functional(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
   OpScope s;
@@ -349,11 +352,12 @@ ETPU_BINARY_OPS(BINARY_OUT_KERNELS)
 
 // A FLOAT op's functional form (`torch.exp(x)`) without the structured meta
 // function when its operand is plain: integers and bools compute in the
-// default float dtype. Anything else takes the structured path (`composite`).
+// default float dtype. Anything else (a complex operand among them: angle's
+// result is real) takes the structured path (`composite`).
 template <typename Composite>
 at::Tensor float_functional(const char* op, const at::Tensor& self, Composite composite) {
   OpScope s;
-  if (!plain(self)) return composite(self);
+  if (!plain(self) || self.is_complex()) return composite(self);
   at::ScalarType t = self.scalar_type();
   if (at::isIntegralType(t, /*includeBool=*/true)) t = c10::typeMetaToScalarType(c10::get_default_dtype());
   at::Tensor out = empty_tpu(self.sizes(), t, self.device().index());
@@ -385,18 +389,22 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 #define FUNCTIONAL_SAME(name)
 #define FUNCTIONAL_BOOL(name)
 #define FUNCTIONAL_INTEGRAL(name)
+#define FUNCTIONAL_PART(name)
+// An op with an out= kernel gets its rule's functional form; one without
+// (none) gets nothing.
+#define FUNCTIONAL_out(rule, name) FUNCTIONAL_##rule(name)
+#define FUNCTIONAL_none(rule, name)
 #define REGISTER_UNARY(name, rule, aten_out)                         \
   table::register_overload(m, #name, #aten_out, table::name##_out); \
-  if (std::strcmp(#aten_out, "none") != 0) {                        \
-    FUNCTIONAL_##rule(name)                                         \
-  }
+  FUNCTIONAL_##aten_out(rule, name)
 #define REGISTER_BINARY(name, rule, aten_tensor_out, aten_scalar_out)            \
   table::register_overload(m, #name, #aten_tensor_out, table::name##_out);       \
   table::register_overload(m, #name, #aten_scalar_out, table::name##_scalar_out);
   ETPU_UNARY_OPS(REGISTER_UNARY)
   ETPU_BINARY_OPS(REGISTER_BINARY)
-  m.impl("sgn.out", sgn_out);
   m.impl("erfinv.out", erfinv_out);
+  m.impl("angle", angle);
+  m.impl("angle.out", angle_out);
   m.impl("isnan", isnan);
   m.impl("isinf", isinf);
   m.impl("isposinf.out", isposinf_out);

@@ -191,7 +191,9 @@ at::Tensor& std_out(const at::Tensor& self, at::OptionalIntArrayRef dim, const s
 
 at::Tensor& logsumexp_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
   OpScope s;
-  at::ScalarType t = at::isFloatingType(self.scalar_type()) ? self.scalar_type() : at::kFloat;
+  // Integers compute in float32; a complex input goes as it is (the runtime
+  // refuses it by name rather than drop its imaginary part).
+  at::ScalarType t = at::isFloatingType(self.scalar_type()) || self.is_complex() ? self.scalar_type() : at::kFloat;
   Handle v = reduce("logsumexp", read_as(self, t), wrapped(self, dim), keepdim);
   at::native::resize_output(out, dims_of(v));
   write(out, v);
@@ -230,8 +232,9 @@ at::Tensor& vector_norm_out(const at::Tensor& self, const at::Scalar& ord, at::O
   OpScope s;
   auto dims = wrapped(self, dim);
   Handle h;
-  check(etpu_vector_norm(read_as(self, out.scalar_type()).get(), ord.toDouble(), dims.data(), dims.size(), keepdim,
-                         origin(), h.out()));
+  // A complex input's norm is of its magnitudes (cast after, not before).
+  Handle x = self.is_complex() ? read(self) : read_as(self, out.scalar_type());
+  check(etpu_vector_norm(x.get(), ord.toDouble(), dims.data(), dims.size(), keepdim, origin(), h.out()));
   write(out, h);
   return out;
 }

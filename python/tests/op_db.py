@@ -1,17 +1,19 @@
 """PyTorch's own operator database (`op_db`, from
 torch.testing._internal.common_methods_invocations) run on tpu against the
-CPU: for each entry that runs on the CPU in float32, its first samples, with
-and without gradients. Each entry ends as
+CPU: for each entry that runs on the CPU in float32 (or another dtype:
+`--dtype complex64`), its first samples, with and without gradients. Each
+entry ends as
 
   device    every sample matched the CPU with no op run on the CPU;
   fallback  every sample matched, some op ran on the CPU (counted fallback);
   fail      a sample raised on tpu, or its values differed from the CPU's;
   skip      left out, for the reason in SKIP (random streams, uninitialized
-            memory), or no float32 sample at all.
+            memory), or no sample of the dtype at all.
 
-`python python/tests/op_db.py [--grad] [--mode M] [--only NAME,...]` prints
-the table and writes target/op_db/<mode>[-grad].json; test_op_db.py runs it
-in every mode and holds the on-device share to its floor.
+`python python/tests/op_db.py [--grad] [--mode M] [--dtype D] [--only NAME,...]`
+prints the table and writes target/op_db/<mode>[-grad][-<dtype>].json;
+test_op_db.py runs it in every mode and holds the on-device share to its
+floor.
 """
 
 import argparse
@@ -88,6 +90,10 @@ def entry_name(op):
 
 
 def to_tpu(x):
+    if isinstance(x, torch.Tensor) and x.is_conj():
+        # The same lazy conjugate view, of the conjugated values on tpu.
+        t = x.detach().conj().to("tpu").conj()
+        return t.requires_grad_(x.requires_grad)
     if isinstance(x, torch.Tensor):
         base = x._base
         if base is not None and base.is_contiguous() and base.storage_offset() == 0:
@@ -124,7 +130,7 @@ def compare(got, want, what="result"):
             return f"{what}: got {got.dtype}{list(got.shape)}, expected {want.dtype}{list(want.shape)}"
         g = got.detach().cpu()
         w = want.detach()
-        if w.is_complex() or not w.dtype.is_floating_point:
+        if not (w.is_complex() or w.dtype.is_floating_point):
             return None if torch.equal(g, w) else f"{what}: values differ"
         try:
             torch.testing.assert_close(g, w, rtol=1e-3, atol=1e-4, equal_nan=True)
@@ -144,6 +150,15 @@ def compare(got, want, what="result"):
     return None if got == want else f"{what}: {got} != {want}"
 
 
+def differentiable(t):
+    return t.requires_grad and (t.dtype.is_floating_point or t.is_complex())
+
+
+def total(outs):
+    """A real scalar of the outputs (a complex one's parts both count)."""
+    return sum(o.real.sum() + o.imag.sum() if o.is_complex() else o.sum() for o in outs)
+
+
 def run_sample(op, sample, grad):
     """(None or what failed, whether the sample is usable)."""
     args = (sample.input, *sample.args)
@@ -161,20 +176,20 @@ def run_sample(op, sample, grad):
     except Exception:
         return None, False  # the CPU refuses it too
     if grad:
-        outs = [t for t in tensors(want) if t.requires_grad and t.dtype.is_floating_point]
+        outs = [t for t in tensors(want) if differentiable(t)]
         leaves = [t for t in tensors(args) if t.requires_grad]
         if not outs or not leaves:
             return None, False
-        want_grads = torch.autograd.grad(sum(o.sum() for o in outs), leaves, allow_unused=True)
+        want_grads = torch.autograd.grad(total(outs), leaves, allow_unused=True)
     targs = (to_tpu(args[0]), *args[1:]) if op.name in CPU_ARGUMENTS else to_tpu(args)
     tkwargs = to_tpu(sample.kwargs)
     try:
         got = process(op(*targs, **tkwargs))
         diff = compare(got, want)
         if diff is None and grad:
-            touts = [t for t in tensors(got) if t.requires_grad and t.dtype.is_floating_point]
+            touts = [t for t in tensors(got) if differentiable(t)]
             tleaves = [t for t in tensors(targs) if t.requires_grad]
-            got_grads = torch.autograd.grad(sum(o.sum() for o in touts), tleaves, allow_unused=True)
+            got_grads = torch.autograd.grad(total(touts), tleaves, allow_unused=True)
             for i, (g, w) in enumerate(zip(got_grads, want_grads)):
                 if (g is None) != (w is None):
                     diff = f"grad {i}: got {g is not None}, expected {w is not None}"
@@ -192,19 +207,19 @@ def run_sample(op, sample, grad):
     return diff, True
 
 
-def run_entry(op, grad):
+def run_entry(op, grad, dtype=torch.float32):
     """(status, detail) of one op_db entry."""
     name = entry_name(op)
     if name in SKIP or op.name in SKIP:
         return "skip", SKIP.get(name, SKIP.get(op.name))
-    if torch.float32 not in op.supported_dtypes("cpu"):
-        return "skip", "no float32 on the CPU"
+    if dtype not in op.supported_dtypes("cpu"):
+        return "skip", f"no {str(dtype).removeprefix('torch.')} on the CPU"
     if grad and not op.supports_autograd:
         return "skip", "no autograd"
     before = eagertpu.fallbacks()
     ran = 0
     try:
-        samples = op.sample_inputs("cpu", torch.float32, requires_grad=grad)
+        samples = op.sample_inputs("cpu", dtype, requires_grad=grad)
         random_sample = RANDOM_SAMPLES.get(name, lambda s: False)
         for sample in samples:
             if ran == SAMPLES:
@@ -224,7 +239,7 @@ def run_entry(op, grad):
     return ("fallback", ", ".join(fell)) if fell else ("device", "")
 
 
-def run(mode="fused", grad=False, only=None):
+def run(mode="fused", grad=False, only=None, dtype=torch.float32):
     from torch.testing._internal.common_methods_invocations import op_db
 
     results = {}
@@ -236,12 +251,13 @@ def run(mode="fused", grad=False, only=None):
             if only and name not in only and op.name not in only:
                 continue
             torch.manual_seed(0)
-            results[name] = run_entry(op, grad)
+            results[name] = run_entry(op, grad, dtype)
     counts = collections.Counter(status for status, _ in results.values())
     ran = counts["device"] + counts["fallback"] + counts["fail"]
     summary = {
         "mode": mode,
         "grad": grad,
+        "dtype": str(dtype).removeprefix("torch."),
         "entries": len(results),
         "counts": dict(counts),
         "device_share": round(counts["device"] / ran, 4) if ran else None,
@@ -252,7 +268,7 @@ def run(mode="fused", grad=False, only=None):
 
 def write(summary, results, directory="target/op_db"):
     os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, f"{summary['mode']}{'-grad' if summary['grad'] else ''}.json")
+    path = os.path.join(directory, pass_name(summary["mode"], summary["grad"], summary["dtype"]) + ".json")
     with open(path, "w") as f:
         json.dump({"summary": summary, "entries": {k: list(v) for k, v in sorted(results.items())}}, f, indent=1)
     return path
@@ -262,21 +278,22 @@ def baseline_path():
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "op_db_baseline.json")
 
 
-def pass_name(mode, grad):
-    return f"{mode}{'-grad' if grad else ''}"
+def pass_name(mode, grad, dtype="float32"):
+    return f"{mode}{'-grad' if grad else ''}{'' if dtype == 'float32' else '-' + dtype}"
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mode", default="fused", choices=["debug", "strict", "fused"])
     parser.add_argument("--grad", action="store_true", help="with gradients (entries that support autograd)")
+    parser.add_argument("--dtype", default="float32", help="the samples' dtype (float32, complex64, ...)")
     parser.add_argument("--only", default="", help="comma-separated entry names")
     parser.add_argument("--verbose", action="store_true", help="every entry's status")
     parser.add_argument("--bless", action="store_true",
                         help="record this pass's on-device entries as the baseline test_op_db.py holds")
     a = parser.parse_args()
     only = set(filter(None, a.only.split(","))) or None
-    summary, results = run(a.mode, a.grad, only)
+    summary, results = run(a.mode, a.grad, only, getattr(torch, a.dtype))
     for name, (status, detail) in sorted(results.items()):
         if a.verbose or status in ("fail", "fallback"):
             print(f"{status:9} {name:45} {detail}")
@@ -285,7 +302,7 @@ def main():
     if a.bless:
         path = baseline_path()
         baseline = json.load(open(path)) if os.path.exists(path) else {}
-        baseline[pass_name(a.mode, a.grad)] = sorted(k for k, (status, _) in results.items() if status == "device")
+        baseline[pass_name(a.mode, a.grad, a.dtype)] = sorted(k for k, (status, _) in results.items() if status == "device")
         with open(path, "w") as f:
             json.dump(baseline, f, indent=1, sort_keys=True)
             f.write("\n")

@@ -2,6 +2,7 @@
 
 use fusion::{DType, TensorType};
 use half::{bf16, f16};
+use num_complex::{Complex32, Complex64};
 
 use crate::error::{Error, Result};
 use crate::pjrt::{Buffer, as_bytes, as_bytes_mut};
@@ -16,6 +17,7 @@ pub trait Element: Copy + Send + Sync + std::fmt::Debug + 'static {
     /// Builds `n` elements from bytes `fill` writes.
     fn read(n: usize, fill: impl FnOnce(&mut [u8]) -> Result<()>) -> Result<Vec<Self>>;
 
+    /// The value as f64 (a complex one's real part).
     fn to_f64(self) -> f64;
 }
 
@@ -49,6 +51,8 @@ pod_element! {
     i32 => I32, |x| x as f64;
     i64 => I64, |x| x as f64;
     u8 => U8, |x| x as f64;
+    Complex32 => C64, |x| x.re as f64;
+    Complex64 => C128, |x| x.re;
 }
 
 impl Element for bool {
@@ -87,10 +91,16 @@ pub(crate) fn read_bytes(buffer: &Buffer, ty: &TensorType) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Reads any buffer, converting each element to f64.
+/// Reads any buffer, converting each element to f64 (a complex element to
+/// its two parts, real then imaginary).
 pub(crate) fn read_f64(buffer: &Buffer, ty: &TensorType) -> Result<Vec<f64>> {
     fn conv<T: Element>(b: &Buffer, ty: &TensorType) -> Result<Vec<f64>> {
         Ok(read::<T>(b, ty)?.into_iter().map(Element::to_f64).collect())
+    }
+    fn parts<T: Element + Into<f64>>(b: &Buffer, ty: &TensorType) -> Result<Vec<f64>> {
+        let n = ty.numel() as usize * 2;
+        let values = T::read(n, |bytes| b.to_host(bytes))?;
+        Ok(values.into_iter().map(Into::into).collect())
     }
     match ty.dtype {
         DType::Bool => conv::<bool>(buffer, ty),
@@ -103,6 +113,8 @@ pub(crate) fn read_f64(buffer: &Buffer, ty: &TensorType) -> Result<Vec<f64>> {
         DType::BF16 => conv::<bf16>(buffer, ty),
         DType::F32 => conv::<f32>(buffer, ty),
         DType::F64 => conv::<f64>(buffer, ty),
+        DType::C64 => parts::<f32>(buffer, ty),
+        DType::C128 => parts::<f64>(buffer, ty),
     }
 }
 
@@ -130,11 +142,12 @@ pub(crate) fn count_non_finite(buffer: &Buffer, ty: &TensorType) -> Result<(usiz
 }
 
 /// The bits of `value` stored as a 0-d `dtype` element (little-endian in
-/// the low bytes), and the element's size in bytes.
+/// the low bytes; of a complex one, its real part: the imaginary part is
+/// zero), and the element's size in bytes.
 pub(crate) fn scalar_bits(value: fusion::Scalar, dtype: DType) -> (u64, usize) {
     let x = value.as_f64();
     let i = value.as_i64();
-    let bits = match dtype {
+    let bits: u64 = match dtype {
         DType::Bool => (x != 0.0) as u64,
         DType::U8 => i as u8 as u64,
         DType::I8 => i as i8 as u8 as u64,
@@ -144,7 +157,8 @@ pub(crate) fn scalar_bits(value: fusion::Scalar, dtype: DType) -> (u64, usize) {
         DType::F16 => f16::from_f64(x).to_bits() as u64,
         DType::BF16 => bf16::from_f64(x).to_bits() as u64,
         DType::F32 => (x as f32).to_bits() as u64,
-        DType::F64 => x.to_bits(),
+        DType::F64 | DType::C128 => x.to_bits(),
+        DType::C64 => (x as f32).to_bits() as u64,
     };
     (bits, dtype.size_in_bytes())
 }

@@ -27,14 +27,16 @@ pub use error::{Error, Result};
 pub use host::Element;
 pub use marker::Marker;
 pub use metrics::Metrics;
+/// The host element types of complex64 and complex128 tensors.
+pub use num_complex::{Complex32, Complex64};
 pub use origin::with_origin;
 pub use pjrt::kv::{KeyValueStore, KvFailure};
 pub use tensor::{
     Activation, Adam, AdamParam, AdamUpdate, ArgReduce, BatchNormOutput, Cumulative, Device,
-    Distribution, Extreme, GradScaling, GruCellGrad, Interpolation, LstmCell, LstmCellGrad,
-    Operand, OrderStatistic, OrderStatisticKind, PadMode, PointwiseLoss, PointwiseLossKind,
-    ProcessGroup, Reduce, ScatterReduction, Sgd, SgdParam, SgdUpdate, Subgroups, Tensor,
-    default_device, sync,
+    Distribution, Extreme, FftNorm, GradScaling, GruCellGrad, Interpolation, LstmCell,
+    LstmCellGrad, Operand, OrderStatistic, OrderStatisticKind, PadMode, PointwiseLoss,
+    PointwiseLossKind, ProcessGroup, Reduce, ScatterReduction, Sgd, SgdParam, SgdUpdate, Subgroups,
+    Tensor, default_device, sync,
 };
 
 /// Locks a mutex, ignoring poisoning (state is updated atomically under it).

@@ -29,11 +29,12 @@ pub fn numeric() -> Vec<DType> {
     FLOATS.iter().chain(INTS.iter()).copied().collect()
 }
 
-/// `x` as stored in `dtype`: floats rounded, ints wrapped, bools 0/1.
+/// `x` as stored in `dtype`: floats rounded, ints wrapped, bools 0/1 (a
+/// complex dtype's `x` is one of its parts).
 pub fn round(dtype: DType, x: f64) -> f64 {
     match dtype {
-        DType::F64 => x,
-        DType::F32 => x as f32 as f64,
+        DType::F64 | DType::C128 => x,
+        DType::F32 | DType::C64 => x as f32 as f64,
         DType::F16 => f16::from_f64(x).to_f64(),
         DType::BF16 => bf16::from_f64(x).to_f64(),
         DType::I8 => x as i64 as i8 as f64,
@@ -222,6 +223,19 @@ impl Host {
             DType::I64 => Tensor::from_slice(&d.iter().map(|&x| x as i64).collect::<Vec<_>>(), s),
             DType::U8 => Tensor::from_slice(&d.iter().map(|&x| x as u8).collect::<Vec<_>>(), s),
             DType::Bool => Tensor::from_slice(&d.iter().map(|&x| x != 0.0).collect::<Vec<_>>(), s),
+            // Complex data is (real, imaginary) pairs, as `of` reads it.
+            DType::C64 => Tensor::from_slice(
+                &d.chunks(2)
+                    .map(|p| eagertpu::Complex32::new(p[0] as f32, p[1] as f32))
+                    .collect::<Vec<_>>(),
+                s,
+            ),
+            DType::C128 => Tensor::from_slice(
+                &d.chunks(2)
+                    .map(|p| eagertpu::Complex64::new(p[0], p[1]))
+                    .collect::<Vec<_>>(),
+                s,
+            ),
         };
         t.unwrap_or_else(|e| panic!("uploading {:?}{:?}: {e}", self.dtype, self.shape))
     }

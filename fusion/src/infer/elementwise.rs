@@ -11,6 +11,12 @@ pub(super) fn unary(op: &'static str, u: UnaryOp, inputs: &[TensorType]) -> Resu
     arity(op, inputs, 1)?;
     let x = &inputs[0];
     let d = x.dtype;
+    if d.is_complex() && !u.takes_complex() {
+        return Err(unsupported(op, d, "a real dtype (it has no complex form)"));
+    }
+    if d.is_complex() && u.complex_to_real() {
+        return Ok(x.with_dtype(d.real_part()));
+    }
     let out = match u.result() {
         UnaryResult::Float => d.to_float(),
         UnaryResult::FloatOfNumeric if d.is_bool() => {
@@ -25,6 +31,7 @@ pub(super) fn unary(op: &'static str, u: UnaryOp, inputs: &[TensorType]) -> Resu
         }
         UnaryResult::Numeric | UnaryResult::Same | UnaryResult::Integral => d,
         UnaryResult::Bool => DType::Bool,
+        UnaryResult::Part => return Err(unsupported(op, d, "a complex dtype")),
     };
     Ok(x.with_dtype(out))
 }
@@ -42,6 +49,13 @@ pub(super) fn binary(op: &'static str, b: BinaryOp, inputs: &[TensorType]) -> Re
     let (l, r) = (&inputs[0], &inputs[1]);
     let shape = broadcast_shapes(op, &l.shape, &r.shape)?;
     let compute = binary_compute_dtype(l, r);
+    if compute.is_complex() && !b.takes_complex() {
+        return Err(unsupported(
+            op,
+            compute,
+            "real operands (complex numbers have no order)",
+        ));
+    }
     let out = match b.result() {
         BinaryResult::Promoted => compute,
         BinaryResult::PromotedNumeric if compute.is_bool() => {
@@ -68,6 +82,18 @@ pub(super) fn binary(op: &'static str, b: BinaryOp, inputs: &[TensorType]) -> Re
             return Err(unsupported(op, compute, "integer tensors"));
         }
         BinaryResult::Integer => compute,
+        BinaryResult::ComplexOfFloats
+            if l.dtype != r.dtype || !matches!(l.dtype, DType::F32 | DType::F64) =>
+        {
+            return Err(Error::Invalid {
+                op,
+                message: format!(
+                    "got {l} and {r}, expected two float32 or two float64 tensors \
+                     (the parts of a complex64 or complex128 result)"
+                ),
+            });
+        }
+        BinaryResult::ComplexOfFloats => compute.to_complex(),
     };
     Ok(TensorType { dtype: out, shape })
 }
@@ -103,8 +129,8 @@ pub(super) fn clamp(
             message: "got neither min nor max, expected at least one".into(),
         });
     }
-    if x.dtype.is_bool() {
-        return Err(unsupported(op, x.dtype, "a numeric dtype"));
+    if x.dtype.is_bool() || x.dtype.is_complex() {
+        return Err(unsupported(op, x.dtype, "a real numeric dtype"));
     }
     Ok(x.with_dtype(clamp_dtype(x, min, max)))
 }

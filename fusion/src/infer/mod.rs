@@ -6,6 +6,7 @@
 mod collective;
 mod conv;
 mod elementwise;
+mod fft;
 mod layout;
 mod linalg;
 mod pool;
@@ -92,6 +93,7 @@ impl Op {
             Op::Scan { op: scan_op, dim } => scan::scan(op, *scan_op, *dim, inputs),
             Op::Sort { dim, output, .. } => scan::sort(op, *dim, *output, inputs),
             Op::Matmul => reduce::matmul(op, inputs),
+            Op::Fft { kind, lengths } => fft::fft(op, *kind, lengths, inputs),
             Op::Cholesky { .. } => linalg::cholesky(op, inputs),
             Op::CholeskyInfo { .. } => linalg::cholesky_info(op, inputs),
             Op::Lu { output } => linalg::lu(op, *output, inputs),

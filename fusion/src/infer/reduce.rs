@@ -32,10 +32,14 @@ pub(super) fn reduce(
     arity(op, inputs, 1)?;
     let x = &inputs[0];
     check_dims(op, dims, x.rank())?;
+    let complex_ok = matches!(r, ReduceOp::Sum | ReduceOp::Prod | ReduceOp::Mean);
+    if x.dtype.is_complex() && !complex_ok {
+        return Err(unsupported(op, x.dtype, "a real dtype"));
+    }
     let dtype = match r {
         // PyTorch sums and multiplies bools and ints in int64.
         ReduceOp::Sum | ReduceOp::Prod => {
-            if x.dtype.is_float() {
+            if x.dtype.is_float() || x.dtype.is_complex() {
                 x.dtype
             } else {
                 DType::I64
@@ -55,6 +59,7 @@ pub(super) fn reduce(
             }
             x.dtype
         }
+        ReduceOp::Mean if x.dtype.is_complex() => x.dtype,
         ReduceOp::Mean | ReduceOp::Var { .. } => {
             float_only(op, x)?;
             x.dtype
@@ -75,8 +80,8 @@ pub(super) fn arg_reduce(
 ) -> Result<TensorType> {
     arity(op, inputs, 1)?;
     let x = &inputs[0];
-    if x.dtype.is_bool() {
-        return Err(unsupported(op, x.dtype, "a numeric dtype"));
+    if x.dtype.is_bool() || x.dtype.is_complex() {
+        return Err(unsupported(op, x.dtype, "a real numeric dtype"));
     }
     if x.numel() == 0 {
         return Err(Error::Invalid {

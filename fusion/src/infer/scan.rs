@@ -21,7 +21,11 @@ pub(super) fn scan(
     arity(op, inputs, 1)?;
     let x = &inputs[0];
     check_dims(op, &[dim], x.rank())?;
+    if x.dtype.is_complex() && !matches!(scan, ScanOp::Sum | ScanOp::Prod) {
+        return Err(super::unsupported(op, x.dtype, "a real dtype"));
+    }
     let dtype = match scan {
+        _ if x.dtype.is_complex() => x.dtype,
         ScanOp::Max | ScanOp::Min => x.dtype,
         ScanOp::ArgMax | ScanOp::ArgMin => DType::I64,
         ScanOp::LogSumExp if !x.dtype.is_float() => {
@@ -46,6 +50,13 @@ pub(super) fn sort(
     arity(op, inputs, 1)?;
     let x = &inputs[0];
     check_dims(op, &[dim], x.rank())?;
+    if x.dtype.is_complex() {
+        return Err(super::unsupported(
+            op,
+            x.dtype,
+            "a real dtype (complex numbers have no order)",
+        ));
+    }
     Ok(match output {
         SortOutput::Values => x.clone(),
         SortOutput::Indices => x.with_dtype(DType::I64),

@@ -19,6 +19,7 @@ pub(super) fn unary(e: &mut Emitter, u: UnaryOp, x: &V, out: TensorType) -> V {
     let xf = e.convert(x, out.dtype);
     match u {
         Neg => e.unary("stablehlo.negate", x),
+        Abs if d.is_complex() => e.op("stablehlo.abs", &[x], "", out),
         Abs if d == DType::U8 => x.clone(),
         Abs => e.unary("stablehlo.abs", x),
         Exp => e.unary("stablehlo.exponential", &xf),
@@ -71,7 +72,7 @@ pub(super) fn unary(e: &mut Emitter, u: UnaryOp, x: &V, out: TensorType) -> V {
             let b = e.convert(x, DType::Bool);
             e.unary("stablehlo.not", &b)
         }
-        IsNan if d.is_float() => e.is_nan(x),
+        IsNan if d.is_float() || d.is_complex() => e.is_nan(x),
         IsNan => e.constant(Scalar::Bool(false), out),
         // On i1, stablehlo.not is logical not; on integers, bitwise.
         BitwiseNot => e.unary("stablehlo.not", x),
@@ -98,6 +99,39 @@ pub(super) fn unary(e: &mut Emitter, u: UnaryOp, x: &V, out: TensorType) -> V {
         SpecialBesselY1 => special::bessel_y(e, &xf, 1),
         SpecialAiryAi => special::airy_ai(e, &xf),
         SpecialSphericalBesselJ0 => special::spherical_bessel_j0(e, &xf),
+        Real => e.real_part(x),
+        Imag => e.imag_part(x),
+        Conj if d.is_complex() => {
+            let (re, im) = (e.real_part(x), e.imag_part(x));
+            let minus_im = e.unary("stablehlo.negate", &im);
+            e.complex(&re, &minus_im)
+        }
+        Conj => x.clone(),
+        Angle if d.is_complex() => {
+            let (re, im) = (e.real_part(x), e.imag_part(x));
+            e.binary("stablehlo.atan2", &im, &re)
+        }
+        Angle => {
+            // pi below zero, 0 from zero up, NaN kept (PyTorch's angle of a
+            // real number).
+            let zero = e.splat(0, &xf);
+            let negative = e.compare(Cmp::Lt, &xf, &zero);
+            let pi = e.splat(std::f64::consts::PI, &xf);
+            let angle = e.select(&negative, &pi, &zero);
+            let nan = e.is_nan(&xf);
+            e.select(&nan, &xf, &angle)
+        }
+        Sgn if d.is_complex() => {
+            // z / |z|, and 0 at 0.
+            let magnitude = e.op("stablehlo.abs", &[x], "", x.ty.with_dtype(d.real_part()));
+            let zero = e.splat(0, &magnitude);
+            let at_zero = e.compare(Cmp::Eq, &magnitude, &zero);
+            let as_complex = e.convert(&magnitude, d);
+            let unit = e.div(x, &as_complex);
+            let complex_zero = e.splat(0, x);
+            e.select(&at_zero, &complex_zero, &unit)
+        }
+        Sgn => unary(e, Sign, x, out),
     }
 }
 
@@ -180,6 +214,15 @@ pub(super) fn binary(e: &mut Emitter, b: BinaryOp, l: &V, r: &V, out: TensorType
         ShiftRight => e.binary("stablehlo.shift_right_arithmetic", &a, &c),
         Gcd => gcd(e, &a, &c),
         Lcm => lcm(e, &a, &c),
+        Complex => e.complex(&a, &c),
+        Polar => {
+            let (cos, sin) = (
+                e.unary("stablehlo.cosine", &c),
+                e.unary("stablehlo.sine", &c),
+            );
+            let (re, im) = (e.mul(&a, &cos), e.mul(&a, &sin));
+            e.complex(&re, &im)
+        }
     }
 }
 

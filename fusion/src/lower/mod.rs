@@ -14,6 +14,7 @@ mod collective;
 mod conv;
 mod create;
 mod elementwise;
+mod fft;
 mod index;
 mod layout;
 mod ldl;
@@ -470,7 +471,9 @@ impl Emitter {
         self.constant(value.into(), like.ty.clone())
     }
 
-    /// `x` converted to `dtype` (no-op if it already is). To bool means `!= 0`.
+    /// `x` converted to `dtype` (no-op if it already is). To bool means `!= 0`;
+    /// a complex value to a real dtype is its real part (as PyTorch casts,
+    /// XLA having no such convert).
     pub fn convert(&mut self, x: &V, dtype: DType) -> V {
         if x.ty.dtype == dtype {
             return x.clone();
@@ -479,7 +482,29 @@ impl Emitter {
             let zero = self.splat(0, x);
             return self.compare(Cmp::Ne, x, &zero);
         }
+        if x.ty.dtype.is_complex() && !dtype.is_complex() {
+            let re = self.real_part(x);
+            return self.convert(&re, dtype);
+        }
         self.op("stablehlo.convert", &[x], "", x.ty.with_dtype(dtype))
+    }
+
+    /// The real part of a complex `x` (`stablehlo.real`).
+    pub fn real_part(&mut self, x: &V) -> V {
+        let ty = x.ty.with_dtype(x.ty.dtype.real_part());
+        self.op("stablehlo.real", &[x], "", ty)
+    }
+
+    /// The imaginary part of a complex `x` (`stablehlo.imag`).
+    pub fn imag_part(&mut self, x: &V) -> V {
+        let ty = x.ty.with_dtype(x.ty.dtype.real_part());
+        self.op("stablehlo.imag", &[x], "", ty)
+    }
+
+    /// The complex number `re + i im` of two real values of one dtype.
+    pub fn complex(&mut self, re: &V, im: &V) -> V {
+        let ty = re.ty.with_dtype(re.ty.dtype.to_complex());
+        self.op("stablehlo.complex", &[re, im], "", ty)
     }
 
     /// `x` broadcast to `shape`, aligning trailing dims (NumPy rules).
@@ -561,7 +586,7 @@ impl Emitter {
             Cmp::Ge => "GE",
         };
         let kind = match a.ty.dtype {
-            t if t.is_float() => "FLOAT",
+            t if t.is_float() || t.is_complex() => "FLOAT",
             DType::Bool | DType::U8 => "UNSIGNED",
             _ => "SIGNED",
         };
@@ -758,7 +783,7 @@ fn lower_op(e: &mut Emitter, op: &Op, inputs: &[V], out: TensorType) -> V {
         Op::Where => elementwise::where_(e, inputs, out),
         Op::Clamp { min, max } => elementwise::clamp(e, &inputs[0], *min, *max, out),
         Op::Cast(dtype) => e.convert(&inputs[0], *dtype),
-        Op::Bitcast(_) => e.op("stablehlo.bitcast_convert", &[&inputs[0]], "", out),
+        Op::Bitcast(_) => layout::bitcast(e, &inputs[0], out),
         Op::Reshape(shape) => e.reshape(&inputs[0], shape),
         Op::Permute(perm) => e.transpose(&inputs[0], perm),
         Op::BroadcastTo(shape) => e.broadcast_to(&inputs[0], shape),
@@ -795,6 +820,7 @@ fn lower_op(e: &mut Emitter, op: &Op, inputs: &[V], out: TensorType) -> V {
             output,
         } => scan::sort(e, &inputs[0], *dim, *descending, *output, out),
         Op::Matmul => nn::matmul(e, &inputs[0], &inputs[1], out),
+        Op::Fft { kind, lengths } => fft::fft(e, *kind, lengths, &inputs[0], out),
         Op::Cholesky { upper } => linalg::cholesky(e, &inputs[0], *upper),
         Op::CholeskyInfo { upper } => linalg::cholesky_info(e, &inputs[0], *upper, out),
         Op::Lu { output } => linalg::lu(e, &inputs[0], *output),

@@ -24,6 +24,8 @@ pub(super) fn buffer_type(dtype: DType) -> PJRT_Buffer_Type {
         DType::BF16 => PJRT_Buffer_Type_BF16,
         DType::F32 => PJRT_Buffer_Type_F32,
         DType::F64 => PJRT_Buffer_Type_F64,
+        DType::C64 => PJRT_Buffer_Type_C64,
+        DType::C128 => PJRT_Buffer_Type_C128,
     }
 }
 
@@ -237,6 +239,11 @@ macro_rules! pod {
     )*};
 }
 pod!(u8, i8, i16, i32, i64, f32, f64, half::f16, half::bf16);
+// SAFETY: `Complex<T>` is `repr(C)`, two `T`s (real, imaginary) with no
+// padding between or after them; every bit pattern of two floats is valid.
+unsafe impl Pod for num_complex::Complex<f32> {}
+// SAFETY: as above, two f64s.
+unsafe impl Pod for num_complex::Complex<f64> {}
 
 /// Views a slice of plain-old-data as bytes.
 pub fn as_bytes<T: Pod>(xs: &[T]) -> &[u8] {

@@ -414,7 +414,10 @@ impl Stream {
         if let Some(b) = st.scalars.get(&key) {
             return Ok(b.clone());
         }
-        let bytes = &bits.to_le_bytes()[..len];
+        // Little-endian bits, then zeros (a complex128's imaginary part).
+        let mut element = [0u8; 16];
+        element[..8].copy_from_slice(&bits.to_le_bytes());
+        let bytes = &element[..len];
         let span = trace::to_device(&fusion::TensorType::scalar(dtype));
         let buffer = Arc::new(Buffer::from_host(&self.device, dtype, &[], bytes)?);
         drop(span);

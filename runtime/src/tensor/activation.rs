@@ -209,6 +209,16 @@ impl Activation {
     }
 
     /// PyTorch's name.
+    /// Whether the function has a complex form here (the others refuse a
+    /// complex input, as most of them do in PyTorch).
+    fn takes_complex(self) -> bool {
+        use Activation::*;
+        matches!(
+            self,
+            Expm1 | Exp2 | Log2 | Log10 | Tan | Sinh | Cosh | Sigmoid | Tanh
+        )
+    }
+
     pub fn name(self) -> &'static str {
         use Activation::*;
         match self {
@@ -272,6 +282,18 @@ fn expm1(x: &Tensor) -> Result<Tensor> {
     let r = Tensor::where_(&um1.eq(-1.0)?, &um1, &accurate)?;
     let r = Tensor::where_(&u.eq(f64::INFINITY)?, &u, &r)?;
     Tensor::where_(&u.eq(1.0)?, x, &r)
+}
+
+/// `exp(z) - 1` of `z = a + ib` without cancellation near 0: real part
+/// `expm1(a) cos(b) - 2 sin(b / 2)^2`, imaginary part `exp(a) sin(b)`.
+fn complex_expm1(z: &Tensor) -> Result<Tensor> {
+    let (a, b) = (z.real()?, z.imag()?);
+    let half_sin = b.mul(0.5)?.sin()?;
+    let re = expm1(&a)?
+        .mul(&b.cos()?)?
+        .sub(&half_sin.mul(&half_sin)?.mul(2.0)?)?;
+    let im = a.exp()?.mul(&b.sin()?)?;
+    re.complex(&im)
 }
 
 fn trunc(x: &Tensor) -> Result<Tensor> {
@@ -357,6 +379,14 @@ impl Tensor {
         if let Threshold { threshold, value } = a {
             return Tensor::where_(&self.gt(threshold)?, self, value)?.to_dtype(self.dtype());
         }
+        if self.dtype().is_complex() && !a.takes_complex() {
+            return Err(fusion::Error::UnsupportedDType {
+                op: a.name(),
+                got: self.dtype(),
+                expected: "a real dtype (it has no complex form on tpu)",
+            }
+            .into());
+        }
         if !self.dtype().is_float() {
             match a {
                 Trunc | NanToNum { .. } => return Ok(self.clone()),
@@ -366,6 +396,7 @@ impl Tensor {
         }
         let x = &self.float_operand()?;
         match a {
+            Expm1 if x.dtype().is_complex() => complex_expm1(x),
             Expm1 => expm1(x),
             Exp2 => x.mul(std::f64::consts::LN_2)?.exp(),
             Log2 => x.log()?.mul(1.0 / std::f64::consts::LN_2),

@@ -319,6 +319,7 @@ impl Tensor {
             };
         }
         copy!(Bool => bool, U8 => u8, I8 => i8, I16 => i16, I32 => i32, I64 => i64,
-            F16 => half::f16, BF16 => half::bf16, F32 => f32, F64 => f64)
+            F16 => half::f16, BF16 => half::bf16, F32 => f32, F64 => f64,
+            C64 => num_complex::Complex32, C128 => num_complex::Complex64)
     }
 }

@@ -147,7 +147,7 @@ fn default_end(dtype: DType) -> i64 {
         DType::F16 => (1 << 11) + 1,
         DType::BF16 => (1 << 8) + 1,
         DType::F32 => (1 << 24) + 1,
-        DType::I64 | DType::F64 => 1 << 53,
+        DType::I64 | DType::F64 | DType::C64 | DType::C128 => 1 << 53,
     }
 }
 

@@ -185,10 +185,11 @@ impl Tensor {
 
     /// `torch.linalg.vector_norm`: `sum(|x|^ord)^(1/ord)` over `dims`, with
     /// ord inf the largest `|x|`, -inf the smallest, and 0 the count of
-    /// elements that are not zero (in the input's float dtype).
+    /// elements that are not zero (in the input's float dtype; a complex
+    /// input's norm is of its magnitudes, in its parts' dtype).
     #[track_caller]
     pub fn vector_norm(&self, ord: f64, dims: &[i64], keepdim: bool) -> Result<Tensor> {
-        if !self.dtype().is_float() {
+        if !self.dtype().is_float() && !self.dtype().is_complex() {
             return Err(fusion::Error::Invalid {
                 op: "vector_norm",
                 message: format!(
@@ -205,7 +206,7 @@ impl Tensor {
         } else if ord == f64::NEG_INFINITY {
             a.min(dims, keepdim)
         } else if ord == 0.0 {
-            a.ne(0.0)?.to_dtype(self.dtype())?.sum(dims, keepdim)
+            a.ne(0.0)?.to_dtype(a.dtype())?.sum(dims, keepdim)
         } else if ord == 1.0 {
             a.sum(dims, keepdim)
         } else if ord == 2.0 {

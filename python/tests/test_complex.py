@@ -1,0 +1,211 @@
+"""Complex tensors on tpu (complex64, complex128) against PyTorch's CPU, in
+every mode and with no fallback: construction and copies, the lazy conjugate
+and negative bits, view_as_real / view_as_complex, elementwise math with
+complex Python numbers, matmul, reductions, every torch.fft function
+(including stft), gradients through them, and the rotary embedding of the
+original Llama code, forward and backward."""
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.usefixtures("mode", "no_fallbacks")
+
+COMPLEX = [torch.complex64, torch.complex128]
+
+
+def tol(dtype):
+    return dict(rtol=1e-5, atol=1e-5) if dtype in (torch.complex64, torch.float32) else dict(rtol=1e-12, atol=1e-12)
+
+
+def same(f, *args, **kw):
+    """f on tpu against f on the CPU: values, dtype and shape."""
+    want = f(*args)
+    got = f(*[a.to("tpu") if isinstance(a, torch.Tensor) else a for a in args])
+    assert got.device.type == "tpu"
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, got.shape, want.dtype, want.shape)
+    torch.testing.assert_close(got.cpu(), want, **(kw or tol(want.dtype)))
+
+
+def randc(*shape, dtype=torch.complex64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, dtype=dtype, generator=g)
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_complex_tensors_round_trip_and_build(dtype):
+    z = randc(3, 4, dtype=dtype)
+    assert torch.equal(z.to("tpu").cpu(), z)
+    t = torch.zeros(2, 3, dtype=dtype, device="tpu")
+    assert t.dtype == dtype and torch.equal(t.cpu(), torch.zeros(2, 3, dtype=dtype))
+    same(lambda r, i: torch.complex(r, i), z.real.contiguous(), z.imag.contiguous())
+    same(lambda a, b: torch.polar(a.abs(), b), z.real.contiguous(), z.imag.contiguous())
+    # Full, arange-free factories and a fill with a complex number.
+    f = torch.full((2, 2), 1 - 2j, dtype=dtype, device="tpu")
+    assert torch.equal(f.cpu(), torch.full((2, 2), 1 - 2j, dtype=dtype))
+
+
+@pytest.mark.filterwarnings("ignore:Casting complex values to real")
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_elementwise_math_and_complex_numbers(dtype):
+    a, b = randc(4, 5, dtype=dtype, seed=1), randc(4, 5, dtype=dtype, seed=2)
+    r = torch.randn(4, 5, dtype=torch.float64 if dtype == torch.complex128 else torch.float32)
+    for f in [
+        torch.add, torch.sub, torch.mul, torch.div,
+        lambda x, y: x * 1j + y / (2 - 0.5j),
+        lambda x, y: torch.pow(x, 2) + y**0.5,
+        lambda x, y: x == y.conj(),
+    ]:
+        same(f, a, b)
+    for f in [torch.exp, torch.log, torch.sqrt, torch.rsqrt, torch.sin, torch.cos, torch.tanh, torch.sigmoid,
+              torch.log1p, torch.abs, torch.angle, torch.sgn, torch.neg, torch.conj_physical, torch.isnan,
+              torch.real, torch.imag, lambda x: x.conj().imag, lambda x: torch.reciprocal(x)]:
+        same(lambda x: f(x).clone(), a)
+    same(lambda x, y: x + y, a, r)  # real operands promote
+    same(lambda x: x.to(torch.float32), a, rtol=0, atol=0)  # a cast keeps the real part
+
+
+def test_complex_promotion_matches_the_cpu():
+    z = randc(3)
+    for other in [torch.ones(3, dtype=torch.float64), torch.arange(3), torch.tensor(2.0, dtype=torch.float64),
+                  torch.ones(3, dtype=torch.bfloat16)]:
+        same(lambda x, y: x * y, z, other)
+    same(lambda x: x * (0.1 + 0.2j), torch.ones(3, dtype=torch.float64))
+    same(lambda x: x + 1j, torch.arange(3))
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_lazy_conjugates_and_views(dtype):
+    z = randc(4, 3, dtype=dtype, seed=3)
+    same(lambda x: x.conj().clone(), z)
+    same(lambda x: x.mH @ x, z)  # mm reads the conjugate bit itself
+    same(lambda x: x.conj() @ x.T, z)
+    same(lambda x: torch.view_as_real(x).clone(), z)
+    same(lambda x: torch.view_as_real(x)[..., 1] * 2, z)
+    same(lambda x: torch.view_as_complex(x).clone(), torch.randn(5, 2, dtype=torch.float64 if dtype == torch.complex128
+                                                                 else torch.float32))
+    same(lambda x: x.conj().resolve_conj(), z)
+    same(lambda x: x.real.clone(), z)
+    # Writes through views of a complex tensor's storage.
+    def write_parts(x):
+        y = x.clone()
+        torch.view_as_real(y)[:, 0, 1] = 7
+        y.imag[1:] *= -1
+        return y
+    same(write_parts, z)
+    # A copy to a lazily conjugated CPU tensor keeps the bit's meaning.
+    out = torch.zeros(4, 3, dtype=dtype).conj()
+    out.copy_(z.to("tpu"))
+    torch.testing.assert_close(out.resolve_conj(), z)
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_matmul_and_reductions(dtype):
+    a, b = randc(2, 3, 4, dtype=dtype, seed=4), randc(2, 4, 5, dtype=dtype, seed=5)
+    same(torch.matmul, a, b)
+    same(lambda x: x.sum(), a)
+    same(lambda x: x.mean(dim=(0, 2)), a)
+    same(lambda x: x.prod(dim=1), a)
+    same(lambda x: x.cumsum(1), a)
+    same(lambda x: torch.linalg.vector_norm(x, dim=-1), a)
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+@pytest.mark.parametrize("norm", [None, "ortho", "forward"])
+def test_every_fft_function_matches_the_cpu(dtype, norm):
+    real = torch.float64 if dtype == torch.complex128 else torch.float32
+    z = randc(3, 6, 10, dtype=dtype, seed=6)
+    x = torch.randn(3, 6, 10, dtype=real)
+    for f in [torch.fft.fft, torch.fft.ifft, torch.fft.hfft, torch.fft.fft2, torch.fft.ifft2, torch.fft.fftn,
+              torch.fft.ifftn, lambda t, norm: torch.fft.fft(t, n=13, dim=1, norm=norm),
+              lambda t, norm: torch.fft.irfft(t, n=9, norm=norm), lambda t, norm: torch.fft.irfftn(t, norm=norm),
+              lambda t, norm: torch.fft.ihfft2(t.real.contiguous(), norm=norm)]:
+        same(lambda t: f(t, norm=norm), z)
+    for f in [torch.fft.rfft, torch.fft.rfft2, torch.fft.rfftn, torch.fft.ihfft,
+              lambda t, norm: torch.fft.rfft(t, n=7, dim=0, norm=norm)]:
+        same(lambda t: f(t, norm=norm), x)
+    same(lambda t: torch.fft.fftshift(torch.fft.fft(t, norm=norm), dim=-1), z)
+
+
+def test_fft_out_forms_and_stft():
+    z = randc(8)
+    out = torch.empty(8, dtype=torch.complex64, device="tpu")
+    torch.fft.fft(z.to("tpu"), out=out)
+    torch.testing.assert_close(out.cpu(), torch.fft.fft(z), rtol=1e-5, atol=1e-5)
+    signal = torch.randn(2, 200)
+    window = torch.hann_window(32)
+    same(lambda s, w: torch.stft(s, 32, hop_length=8, window=w, return_complex=True), signal, window)
+    spec = torch.stft(signal, 32, hop_length=8, window=window, return_complex=True)
+    same(lambda s, w: torch.istft(s, 32, hop_length=8, window=w, length=200), spec, window)
+
+
+def test_gradients_through_complex_ops():
+    z = randc(6, seed=7)
+    x = torch.randn(8)
+
+    def grads(f, leaf, device):
+        t = leaf.clone().to(device).requires_grad_()
+        f(t).backward()
+        return t.grad.cpu()
+
+    for f, leaf in [
+        (lambda t: t.abs().sum(), z),
+        (lambda t: t.angle().sum(), z),
+        (lambda t: (t * t.conj()).real.sum(), z),
+        (lambda t: torch.view_as_real(t.exp() / (1 + 1j)).sum(), z),
+        (lambda t: torch.fft.fft(t).abs().sum(), z),
+        (lambda t: torch.fft.ifft(t, norm="ortho").imag.sum(), z),
+        (lambda t: torch.fft.rfft(t).abs().pow(2).sum(), x),
+        (lambda t: torch.fft.irfft(torch.fft.rfft(t) * 1j, n=8).sum(), x),
+        (lambda t: torch.polar(t.abs(), t).real.sum(), x),
+    ]:
+        torch.testing.assert_close(grads(f, leaf, "tpu"), grads(f, leaf, "cpu"), rtol=1e-5, atol=1e-5)
+
+
+# The original Llama code's rotary embedding (complex multiplication).
+def precompute_freqs_cis(dim, end, theta=10000.0, device=None):
+    freqs = 1.0 / (theta ** (torch.arange(0, dim, 2, device=device)[: (dim // 2)].float() / dim))
+    t = torch.arange(end, device=freqs.device)
+    freqs = torch.outer(t, freqs).float()
+    return torch.polar(torch.ones_like(freqs), freqs)
+
+
+def reshape_for_broadcast(freqs_cis, x):
+    shape = [d if i == 1 or i == x.ndim - 1 else 1 for i, d in enumerate(x.shape)]
+    return freqs_cis.view(*shape)
+
+
+def apply_rotary_emb(xq, xk, freqs_cis):
+    xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+    xk_ = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
+    freqs_cis = reshape_for_broadcast(freqs_cis, xq_)
+    xq_out = torch.view_as_real(xq_ * freqs_cis).flatten(3)
+    xk_out = torch.view_as_real(xk_ * freqs_cis).flatten(3)
+    return xq_out.type_as(xq), xk_out.type_as(xk)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_llama_complex_rotary_embedding_trains_on_the_device(dtype):
+    g = torch.Generator().manual_seed(8)
+    q, k = torch.randn(2, 8, 4, 16, generator=g), torch.randn(2, 8, 4, 16, generator=g)
+
+    def run(device):
+        qq = q.clone().to(device, dtype).requires_grad_()
+        kk = k.clone().to(device, dtype).requires_grad_()
+        a, b = apply_rotary_emb(qq, kk, precompute_freqs_cis(16, 8, device=device))
+        ((a * b).float().sum() + a.float().pow(2).mean()).backward()
+        return a.detach().cpu(), qq.grad.cpu(), kk.grad.cpu()
+
+    for got, want in zip(run("tpu"), run("cpu")):
+        assert got.dtype == dtype
+        torch.testing.assert_close(got, want, **(dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else {}))
+
+
+def test_ops_without_a_complex_form_raise_at_the_line():
+    z = randc(4).to("tpu")
+    with pytest.raises(RuntimeError, match="lt.*complex64"):
+        z < z
+    with pytest.raises(RuntimeError, match="clamp is not supported for complex"):  # the CPU's own words
+        torch.clamp(z, min=0)
+    with pytest.raises(RuntimeError, match="lgamma.*complex64"):
+        torch.lgamma(z)  # the runtime's error, raised at this line
+    torch.testing.assert_close((z + z).cpu(), 2 * z.cpu())  # the next op works
