@@ -247,6 +247,14 @@ all_modes! {
         assert_near("sum", &download(&ta.sum(&[0], false).unwrap()), &sums, 1e-13);
         let mean = a.iter().sum::<Complex64>() / 6.0;
         assert_near("mean", &download(&ta.mean_all().unwrap()), &[mean], 1e-13);
+        // The variance of complex numbers: the mean squared distance from
+        // their mean (Bessel's correction), real.
+        let column_means: Vec<Complex64> = (0..3).map(|j| (a[j] + a[3 + j]) / 2.0).collect();
+        let var: Vec<f64> = (0..3)
+            .map(|j| (a[j] - column_means[j]).norm_sqr() + (a[3 + j] - column_means[j]).norm_sqr())
+            .collect();
+        let got = ta.var(&[0], 1, false).unwrap();
+        assert_close("var", &got, &Host::new(DType::F64, &[3], var));
         let prod: Complex64 = a.iter().product();
         assert_near("prod", &download(&ta.prod(&[0, 1], false).unwrap()), &[prod], 1e-13);
     }

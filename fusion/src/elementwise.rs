@@ -248,6 +248,9 @@ impl UnaryOp {
                 | Sigmoid
                 | Sin
                 | Cos
+                | Asinh
+                | Acosh
+                | Atanh
                 | IsNan
                 | LogicalNot
                 | Real

@@ -123,9 +123,13 @@ at::Tensor materialize(const at::Tensor& like, const Handle& h, at::ScalarType d
   return out;
 }
 
+// The dtype of a variance or a standard deviation: the input's, or its
+// parts' for a complex input.
 at::ScalarType float_result(const at::Tensor& self, const char* op) {
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()), op, ": expected a floating point input, got ", self.scalar_type());
-  return self.scalar_type();
+  at::ScalarType t = self.scalar_type();
+  TORCH_CHECK(at::isFloatingType(t) || at::isComplexType(t), op, ": expected a floating point or complex input, got ",
+              t);
+  return c10::toRealValueType(t);
 }
 
 Handle var_of(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
@@ -158,7 +162,7 @@ std::tuple<at::Tensor, at::Tensor> var_mean_fn(const at::Tensor& self, at::Optio
   OpScope s;
   at::ScalarType t = float_result(self, "var_mean");
   at::Tensor v = materialize(self, var_of(self, dim, correction, keepdim), t);
-  at::Tensor m = materialize(self, reduce("mean", read(self), wrapped(self, dim), keepdim), t);
+  at::Tensor m = materialize(self, reduce("mean", read(self), wrapped(self, dim), keepdim), self.scalar_type());
   return {v, m};
 }
 
@@ -167,14 +171,16 @@ std::tuple<at::Tensor, at::Tensor> std_mean_fn(const at::Tensor& self, at::Optio
   OpScope s;
   at::ScalarType t = float_result(self, "std_mean");
   at::Tensor v = materialize(self, std_of(read(self), self, dim, correction, keepdim), t);
-  at::Tensor m = materialize(self, reduce("mean", read(self), wrapped(self, dim), keepdim), t);
+  at::Tensor m = materialize(self, reduce("mean", read(self), wrapped(self, dim), keepdim), self.scalar_type());
   return {v, m};
 }
 
 at::Tensor& var_out(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
                     bool keepdim, at::Tensor& out) {
   OpScope s;
-  Handle v = var(read_as(self, out.scalar_type()), wrapped(self, dim), correction_of(correction), keepdim);
+  // A complex input's variance is real: it is cast after, not before.
+  Handle x = self.is_complex() ? read(self) : read_as(self, out.scalar_type());
+  Handle v = var(x, wrapped(self, dim), correction_of(correction), keepdim);
   at::native::resize_output(out, dims_of(v));
   write(out, v);
   return out;
@@ -183,7 +189,8 @@ at::Tensor& var_out(const at::Tensor& self, at::OptionalIntArrayRef dim, const s
 at::Tensor& std_out(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
                     bool keepdim, at::Tensor& out) {
   OpScope s;
-  Handle v = std_of(read_as(self, out.scalar_type()), self, dim, correction, keepdim);
+  Handle x = self.is_complex() ? read(self) : read_as(self, out.scalar_type());
+  Handle v = std_of(x, self, dim, correction, keepdim);
   at::native::resize_output(out, dims_of(v));
   write(out, v);
   return out;

@@ -58,6 +58,7 @@ def test_elementwise_math_and_complex_numbers(dtype):
         same(f, a, b)
     for f in [torch.exp, torch.log, torch.sqrt, torch.rsqrt, torch.sin, torch.cos, torch.tanh, torch.sigmoid,
               torch.log1p, torch.abs, torch.angle, torch.sgn, torch.neg, torch.conj_physical, torch.isnan,
+              torch.asinh, torch.acosh, torch.atanh, torch.expm1, torch.exp2, torch.log10, torch.sinh,
               torch.real, torch.imag, lambda x: x.conj().imag, lambda x: torch.reciprocal(x)]:
         same(lambda x: f(x).clone(), a)
     same(lambda x, y: x + y, a, r)  # real operands promote
@@ -107,6 +108,12 @@ def test_matmul_and_reductions(dtype):
     same(lambda x: x.prod(dim=1), a)
     same(lambda x: x.cumsum(1), a)
     same(lambda x: torch.linalg.vector_norm(x, dim=-1), a)
+    same(lambda x: x.var(dim=1), a)
+    for f in [lambda x: torch.std_mean(x, dim=(0, 2))[0], lambda x: torch.var_mean(x, dim=0)[1]]:
+        same(f, a)
+    out = torch.empty(0, device="tpu", dtype=a.real.dtype)
+    torch.var(a.to("tpu"), dim=1, out=out)  # out= of a complex input's variance
+    torch.testing.assert_close(out.cpu(), a.var(dim=1), **tol(a.dtype))
 
 
 @pytest.mark.parametrize("dtype", COMPLEX)

@@ -1,25 +1,35 @@
 """PyTorch's own operator database on tpu (op_db.py): every float32 entry's
 first samples against the CPU, forward in every mode and with gradients in
-fused mode. Every entry the baseline (op_db_baseline.json) has on the device
+fused mode, every bfloat16 entry's forward in fused mode, and every
+complex64 entry's in fused mode, forward and with gradients. Every entry the baseline (op_db_baseline.json) has on the device
 must stay there: a regression names the entry and what failed. The figures
 go to target/op_db/<pass>.json; an entry that newly runs on the device is
 reported, and `python python/tests/op_db.py --mode M [--grad] --bless`
-records it."""
+records it (`--dtype bfloat16` or `complex64` for those passes)."""
 
 import json
 import os
 
 import pytest
+import torch
 from op_db import baseline_path, pass_name, run, write
 
-PASSES = [("debug", False), ("strict", False), ("fused", False), ("fused", True)]
+PASSES = [
+    ("debug", False, "float32"),
+    ("strict", False, "float32"),
+    ("fused", False, "float32"),
+    ("fused", True, "float32"),
+    ("fused", False, "bfloat16"),
+    ("fused", False, "complex64"),
+    ("fused", True, "complex64"),
+]
 
 
-@pytest.mark.parametrize("mode,grad", PASSES, ids=[pass_name(m, g) for m, g in PASSES])
-def test_op_db_entries_stay_on_the_device(mode, grad):
+@pytest.mark.parametrize("mode,grad,dtype", PASSES, ids=[pass_name(*p) for p in PASSES])
+def test_op_db_entries_stay_on_the_device(mode, grad, dtype):
     with open(baseline_path()) as f:
-        baseline = json.load(f)[pass_name(mode, grad)]
-    summary, results = run(mode, grad)
+        baseline = json.load(f)[pass_name(mode, grad, dtype)]
+    summary, results = run(mode, grad, dtype=getattr(torch, dtype))
     write(summary, results, os.path.join(os.path.dirname(__file__), "..", "..", "target", "op_db"))
     print(json.dumps(summary))
     lost = {name: results.get(name, ("missing", "")) for name in baseline if results.get(name, ("",))[0] != "device"}

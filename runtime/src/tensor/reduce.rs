@@ -157,9 +157,15 @@ impl Tensor {
         self.record_reduce(ReduceOp::Min, dims, keepdim)
     }
 
-    /// Variance over `dims` with Bessel's `correction` (1 is PyTorch's default).
+    /// Variance over `dims` with Bessel's `correction` (1 is PyTorch's
+    /// default); of a complex tensor, the mean squared distance from the
+    /// mean, real: its parts' variances added.
     #[track_caller]
     pub fn var(&self, dims: &[i64], correction: i64, keepdim: bool) -> Result<Tensor> {
+        if self.dtype().is_complex() {
+            let re = self.real()?.var(dims, correction, keepdim)?;
+            return re.add(&self.imag()?.var(dims, correction, keepdim)?);
+        }
         self.record_reduce(ReduceOp::Var { correction }, dims, keepdim)
     }
 
