@@ -19,61 +19,37 @@ Handle transform(const at::Tensor& self, Kind kind, at::IntArrayRef dim, int64_t
   return h;
 }
 
-// The result of a transform as a new tensor of its own dtype and shape.
-at::Tensor fresh(const at::Tensor& self, const Handle& h) {
+// A kernel's functional form: the result as a new tensor of its own dtype
+// and shape. `Arg` is the kernel's last argument: c2c's `forward`, r2c's
+// `onesided`, c2r's `last_dim_size`.
+template <Kind kind, typename Arg>
+at::Tensor functional(const at::Tensor& self, at::IntArrayRef dim, int64_t normalization, Arg arg) {
+  OpScope s;
+  Handle h = transform(self, kind, dim, normalization, static_cast<int64_t>(arg));
   at::Tensor out = empty_tpu(dims_of(h), scalar_type(dtype_of(h)), self.device().index());
   write(out, h);
   return out;
 }
 
-// The result into a caller's out=, resized as ATen's CPU kernels resize it.
-at::Tensor& into(const Handle& h, at::Tensor& out) {
+// Its out= form, resized as ATen's CPU kernels resize it.
+template <Kind kind, typename Arg>
+at::Tensor& out_form(const at::Tensor& self, at::IntArrayRef dim, int64_t normalization, Arg arg, at::Tensor& out) {
+  OpScope s;
+  Handle h = transform(self, kind, dim, normalization, static_cast<int64_t>(arg));
   at::native::resize_output(out, dims_of(h));
   write(out, h);
   return out;
-}
-
-at::Tensor fft_c2c(const at::Tensor& self, at::IntArrayRef dim, int64_t normalization, bool forward) {
-  OpScope s;
-  return fresh(self, transform(self, kComplexToComplex, dim, normalization, forward));
-}
-
-at::Tensor& fft_c2c_out(const at::Tensor& self, at::IntArrayRef dim, int64_t normalization, bool forward,
-                        at::Tensor& out) {
-  OpScope s;
-  return into(transform(self, kComplexToComplex, dim, normalization, forward), out);
-}
-
-at::Tensor fft_r2c(const at::Tensor& self, at::IntArrayRef dim, int64_t normalization, bool onesided) {
-  OpScope s;
-  return fresh(self, transform(self, kRealToComplex, dim, normalization, onesided));
-}
-
-at::Tensor& fft_r2c_out(const at::Tensor& self, at::IntArrayRef dim, int64_t normalization, bool onesided,
-                        at::Tensor& out) {
-  OpScope s;
-  return into(transform(self, kRealToComplex, dim, normalization, onesided), out);
-}
-
-at::Tensor fft_c2r(const at::Tensor& self, at::IntArrayRef dim, int64_t normalization, int64_t last_dim_size) {
-  OpScope s;
-  return fresh(self, transform(self, kComplexToReal, dim, normalization, last_dim_size));
-}
-
-at::Tensor& fft_c2r_out(const at::Tensor& self, at::IntArrayRef dim, int64_t normalization, int64_t last_dim_size,
-                        at::Tensor& out) {
-  OpScope s;
-  return into(transform(self, kComplexToReal, dim, normalization, last_dim_size), out);
 }
 
 }  // namespace
 }  // namespace etpu
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_fft_c2c", etpu::fft_c2c);
-  m.impl("_fft_c2c.out", etpu::fft_c2c_out);
-  m.impl("_fft_r2c", etpu::fft_r2c);
-  m.impl("_fft_r2c.out", etpu::fft_r2c_out);
-  m.impl("_fft_c2r", etpu::fft_c2r);
-  m.impl("_fft_c2r.out", etpu::fft_c2r_out);
+  using namespace etpu;
+  m.impl("_fft_c2c", functional<kComplexToComplex, bool>);
+  m.impl("_fft_c2c.out", out_form<kComplexToComplex, bool>);
+  m.impl("_fft_r2c", functional<kRealToComplex, bool>);
+  m.impl("_fft_r2c.out", out_form<kRealToComplex, bool>);
+  m.impl("_fft_c2r", functional<kComplexToReal, int64_t>);
+  m.impl("_fft_c2r.out", out_form<kComplexToReal, int64_t>);
 }

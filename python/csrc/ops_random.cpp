@@ -129,13 +129,26 @@ std::pair<uint64_t, uint64_t> next_key(const at::Tensor& like, const std::option
 
 // The fills: the runtime samples (runtime/src/tensor/random.rs: etpu_sample),
 // checks the parameters and names bad ones.
+// A complex tensor samples its parts, as the CPU does: uniform parts in
+// [from, to), normal parts of std / sqrt(2) (so |z - mean|^2 has variance
+// std^2, torch.randn's complex normal).
 at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
+  if (self.is_complex()) {
+    at::Tensor parts = at::view_as_real(self);
+    uniform_(parts, from, to, std::move(gen));
+    return self;
+  }
   OpScope s;
   sample("uniform", {at::Scalar(from), at::Scalar(to)}, next_key(self, gen), self);
   return self;
 }
 
 at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
+  if (self.is_complex()) {
+    at::Tensor parts = at::view_as_real(self);
+    normal_(parts, mean, std / std::sqrt(2.0), std::move(gen));
+    return self;
+  }
   OpScope s;
   sample("normal", {at::Scalar(mean), at::Scalar(std)}, next_key(self, gen), self);
   return self;

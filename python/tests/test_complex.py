@@ -5,6 +5,8 @@ complex Python numbers, matmul, reductions, every torch.fft function
 (including stft), gradients through them, and the rotary embedding of the
 original Llama code, forward and backward."""
 
+import io
+
 import pytest
 import torch
 
@@ -216,3 +218,27 @@ def test_ops_without_a_complex_form_raise_at_the_line():
     with pytest.raises(RuntimeError, match="lgamma.*complex64"):
         torch.lgamma(z)  # the runtime's error, raised at this line
     torch.testing.assert_close((z + z).cpu(), 2 * z.cpu())  # the next op works
+
+
+def test_random_complex_tensors_sample_their_parts():
+    # torch.randn's complex normal: each part N(0, 1/2), so E|z|^2 = 1; rand:
+    # each part uniform in [0, 1).
+    z = torch.randn(200_000, dtype=torch.complex64, device="tpu").cpu()
+    parts = torch.view_as_real(z)
+    assert abs(parts.mean().item()) < 0.01
+    assert abs(parts.var().item() - 0.5) < 0.01
+    assert abs((z.abs() ** 2).mean().item() - 1.0) < 0.02
+    u = torch.view_as_real(torch.rand(100_000, dtype=torch.complex128, device="tpu").cpu())
+    assert u.min().item() >= 0 and u.max().item() < 1 and abs(u.mean().item() - 0.5) < 0.01
+
+
+def test_complex_fills_and_saves():
+    z = randc(4, 3, seed=9)
+    same(lambda x: (lambda y: (y.__setitem__(torch.tensor([0, 2], device=x.device), 1j), y)[1])(x.clone()), z)
+    same(lambda x: x.masked_fill(x.real > 0, 2 - 1j), z)
+    same(lambda x: torch.full_like(x, 0.5j) + x, z)
+    buffer = io.BytesIO()
+    torch.save(z.to("tpu"), buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer)
+    assert loaded.device.type == "tpu" and torch.equal(loaded.cpu(), z)
