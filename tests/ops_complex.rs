@@ -374,6 +374,8 @@ all_modes! {
         assert!(msg.contains("imag") && msg.contains("float32"), "{msg}");
         let msg = err_text(real.fft_c2c(&[0], FftNorm::None, true));
         assert!(msg.contains("_fft_c2c") && msg.contains("complex64"), "{msg}");
+        let msg = err_text(real.fft_r2c(&[], FftNorm::None, true));
+        assert!(msg.contains("_fft_r2c") && msg.contains("at least one"), "{msg}");
         // The next op works.
         assert_eq!(download(&(&z + &z).unwrap()).len(), 4);
     }

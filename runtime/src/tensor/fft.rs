@@ -4,7 +4,7 @@
 //! three transformed in groups (the transform is separable).
 
 use fusion::shape::normalize_dims;
-use fusion::{FftKind, Op, Shape};
+use fusion::{Dims, FftKind, Op, Shape};
 
 use super::Tensor;
 use crate::error::Result;
@@ -67,7 +67,7 @@ impl Tensor {
                 .to_dtype(self.dtype().to_complex())?
                 .fft_c2c(dims, norm, true);
         }
-        let dims = normalize_dims("_fft_r2c", dims, self.rank())?;
+        let dims = one_or_more("_fft_r2c", dims, self.rank())?;
         let n = signal_size(self.shape(), &dims);
         let (rest, tail) = dims.split_at(dims.len() - dims.len().min(3));
         let mut x = self.transform(FftKind::RealForward, tail, None)?;
@@ -83,7 +83,7 @@ impl Tensor {
     /// are ignored.
     #[track_caller]
     pub fn fft_c2r(&self, dims: &[i64], norm: FftNorm, last_dim_size: i64) -> Result<Tensor> {
-        let dims = normalize_dims("_fft_c2r", dims, self.rank())?;
+        let dims = one_or_more("_fft_c2r", dims, self.rank())?;
         let (rest, tail) = dims.split_at(dims.len() - dims.len().min(3));
         let mut x = self.clone();
         for group in rest.chunks(3) {
@@ -124,6 +124,18 @@ impl Tensor {
         }
         self * factor
     }
+}
+
+/// `dims` normalized, at least one: a real transform halves the last.
+fn one_or_more(op: &'static str, dims: &[i64], rank: usize) -> Result<Dims> {
+    if dims.is_empty() {
+        return Err(fusion::Error::Invalid {
+            op,
+            message: "got no dims, expected at least one (the last is the one halved)".into(),
+        }
+        .into());
+    }
+    Ok(normalize_dims(op, dims, rank)?)
 }
 
 /// The number of elements of a signal over `dims` of `shape`.
