@@ -242,3 +242,40 @@ def test_complex_fills_and_saves():
     buffer.seek(0)
     loaded = torch.load(buffer)
     assert loaded.device.type == "tpu" and torch.equal(loaded.cpu(), z)
+
+
+class SpectralConv1d(torch.nn.Module):
+    """A Fourier neural operator's layer: complex weights on the lowest modes."""
+
+    def __init__(self, channels, modes):
+        super().__init__()
+        self.modes = modes
+        self.weights = torch.nn.Parameter(torch.rand(channels, channels, modes, dtype=torch.cfloat) / channels**2)
+
+    def forward(self, x):
+        x_ft = torch.fft.rfft(x)
+        out_ft = torch.zeros(x.shape[0], x.shape[1], x.size(-1) // 2 + 1, device=x.device, dtype=torch.cfloat)
+        out_ft[:, :, : self.modes] = torch.einsum("bix,iox->box", x_ft[:, :, : self.modes], self.weights)
+        return torch.fft.irfft(out_ft, n=x.size(-1))
+
+
+@pytest.mark.parametrize("foreach", [True, False])
+def test_a_fourier_neural_operator_with_complex_weights_trains_as_on_the_cpu(foreach):
+    def train(device):
+        torch.manual_seed(0)
+        lift, spectral, proj = torch.nn.Conv1d(1, 8, 1), SpectralConv1d(8, 6), torch.nn.Conv1d(8, 1, 1)
+        model = torch.nn.Sequential(lift, spectral, torch.nn.GELU(), proj).to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=foreach)
+        g = torch.Generator().manual_seed(1)
+        x, y = torch.randn(4, 1, 32, generator=g).to(device), torch.randn(4, 1, 32, generator=g).to(device)
+        for _ in range(5):
+            opt.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+        return loss.item(), spectral.weights.detach().cpu()
+
+    (loss, weights), (want_loss, want_weights) = train("tpu"), train("cpu")
+    assert weights.dtype == torch.complex64
+    assert abs(loss - want_loss) < 1e-5
+    torch.testing.assert_close(weights, want_weights, rtol=1e-5, atol=1e-5)
