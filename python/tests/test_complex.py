@@ -10,6 +10,8 @@ import io
 import pytest
 import torch
 
+import eagertpu
+
 pytestmark = pytest.mark.usefixtures("mode", "no_fallbacks")
 
 COMPLEX = [torch.complex64, torch.complex128]
@@ -279,3 +281,19 @@ def test_a_fourier_neural_operator_with_complex_weights_trains_as_on_the_cpu(for
     assert weights.dtype == torch.complex64
     assert abs(loss - want_loss) < 1e-5
     torch.testing.assert_close(weights, want_weights, rtol=1e-5, atol=1e-5)
+
+
+def test_complex_functions_compile_into_one_graph(mode):
+    torch._dynamo.reset()
+    q, k = torch.randn(2, 8, 4, 16), torch.randn(2, 8, 4, 16)
+    freqs = precompute_freqs_cis(16, 8)
+    rope = torch.compile(apply_rotary_emb, backend="tpu")
+    spectrum = torch.compile(lambda x: torch.fft.rfft(x, norm="ortho").abs().sum(-1), backend="tpu")
+    calls = eagertpu.metrics()["compiled_graph_calls"]
+    for got, want in zip(rope(q.to("tpu"), k.to("tpu"), freqs.to("tpu")), apply_rotary_emb(q, k, freqs)):
+        torch.testing.assert_close(got.cpu(), want)
+    x = torch.randn(4, 16)
+    torch.testing.assert_close(spectrum(x.to("tpu")).cpu(), torch.fft.rfft(x, norm="ortho").abs().sum(-1))
+    # Debug mode runs a compiled graph's ops one by one, synchronously.
+    assert eagertpu.metrics()["compiled_graph_calls"] == calls + (0 if mode == "debug" else 2)
+    torch._dynamo.reset()
