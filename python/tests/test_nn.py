@@ -41,6 +41,21 @@ def test_softmax(dim):
     check(lambda x: F.softmax(x.transpose(0, 2), dim), x)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("log", [False, True])
+def test_half_precision_softmax_gradients_round_once_as_the_cpu(dtype, log):
+    # PyTorch computes the backward in float32 and rounds once; in 16 bits
+    # `grad - sum(grad * y)` cancels (0.062 where the CPU gives 0.015).
+    g = torch.Generator().manual_seed(3)
+    x, grad = torch.randn(6, 40, generator=g), torch.randn(6, 40, generator=g)
+    f = torch._log_softmax_backward_data if log else torch._softmax_backward_data
+    y = (F.log_softmax if log else F.softmax)(x, 1).to(dtype)
+    want = f(grad.to(dtype), y, 1, dtype)
+    got = f(grad.to(dtype).to("tpu"), y.to("tpu"), 1, dtype).cpu()
+    ulp = 2.0**-7 if dtype == torch.bfloat16 else 2.0**-10
+    torch.testing.assert_close(got.float(), want.float(), rtol=ulp, atol=1e-3 * ulp)
+
+
 def test_cross_entropy_and_nll():
     logits, target = rand(6, 5) * 2, torch.randint(0, 5, (6,))
     for reduction in ("mean", "sum", "none"):

@@ -36,6 +36,13 @@ impl Tensor {
             "softmax_backward"
         };
         let dim = normalize_dim(name, dim, output.rank())? as i64;
+        let dtype = output.dtype();
+        if matches!(dtype, DType::F16 | DType::BF16) {
+            // In float32, rounded once at the end, as PyTorch's kernels
+            // compute it: in 16 bits, `grad - sum` cancels to a few ulps.
+            let (g, y) = (grad.to_dtype(DType::F32)?, output.to_dtype(DType::F32)?);
+            return Tensor::softmax_backward(&g, &y, dim, log)?.to_dtype(dtype);
+        }
         if log {
             grad.sub(&output.exp()?.mul(&grad.sum(&[dim], true)?)?)
         } else {
