@@ -89,3 +89,21 @@ def test_reduction_gradients():
     check_grad(lambda x: x.amax(1), rand(3, 6))
     check_grad(lambda x: torch.logsumexp(x, 1), rand(3, 6))
     check_grad(lambda x: x.norm(dim=1), rand(3, 6))
+
+
+@pytest.mark.parametrize("ord", [2, 6, 0.5])
+def test_half_precision_vector_norms_round_once_as_the_cpu(ord):
+    # PyTorch computes a bfloat16 norm in float32 and rounds once; each power
+    # rounded in 16 bits moved the norm, and its gradient, by several ulps.
+    g = torch.Generator().manual_seed(4)
+    x = (4 * torch.randn(4, 30, generator=g)).to(torch.bfloat16)
+
+    def norm_and_grad(device):
+        t = x.to(device).requires_grad_()
+        n = torch.linalg.vector_norm(t, ord, dim=1)
+        n.sum().backward()
+        return n.detach().cpu().float(), t.grad.cpu().float()
+
+    ulp = 2.0**-7
+    for got, want in zip(norm_and_grad("tpu"), norm_and_grad("cpu")):
+        torch.testing.assert_close(got, want, rtol=2 * ulp, atol=ulp / 8)

@@ -206,6 +206,12 @@ impl Tensor {
             }
             .into());
         }
+        if matches!(self.dtype(), DType::F16 | DType::BF16) {
+            // In float32, rounded once (PyTorch's op math): in 16 bits each
+            // power rounds, and a gradient through the norm is off by ulps.
+            let wide = self.to_dtype(DType::F32)?;
+            return wide.vector_norm(ord, dims, keepdim)?.to_dtype(self.dtype());
+        }
         let a = self.abs()?;
         if ord == f64::INFINITY {
             a.max(dims, keepdim)
