@@ -1,11 +1,11 @@
-"""PyTorch's own operator database on tpu (op_db.py): every float32 entry's
-first samples against the CPU, forward in every mode and with gradients in
-fused mode, every bfloat16 entry's forward in fused mode, and every
-complex64 entry's in fused mode, forward and with gradients. Every entry the baseline (op_db_baseline.json) has on the device
+"""PyTorch's own operator database on tpu (op_db.py): every entry's first
+samples against the CPU, in float32 forward in every mode and with gradients
+in fused mode, and in bfloat16 and complex64 forward and with gradients in
+fused mode. Every entry the baseline (op_db_baseline.json) has on the device
 must stay there: a regression names the entry and what failed. The figures
 go to target/op_db/<pass>.json; an entry that newly runs on the device is
-reported, and `python python/tests/op_db.py --mode M [--grad] --bless`
-records it (`--dtype bfloat16` or `complex64` for those passes)."""
+reported, and `python python/tests/op_db.py --mode M [--grad] [--dtype D]
+--bless` records it."""
 
 import json
 import os
@@ -20,6 +20,7 @@ PASSES = [
     ("fused", False, "float32"),
     ("fused", True, "float32"),
     ("fused", False, "bfloat16"),
+    ("fused", True, "bfloat16"),
     ("fused", False, "complex64"),
     ("fused", True, "complex64"),
 ]
