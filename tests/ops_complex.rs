@@ -380,3 +380,55 @@ all_modes! {
         assert_eq!(download(&(&z + &z).unwrap()).len(), 4);
     }
 }
+
+all_modes! {
+    fn cholesky_factors_hermitian_matrices_and_triangular_solves_invert_them() {
+        let n = 4;
+        // a = m m^H + n I: Hermitian positive-definite.
+        let m = numbers(n * n, 15);
+        let mut a = vec![Complex64::new(0.0, 0.0); n * n];
+        for i in 0..n {
+            for j in 0..n {
+                a[i * n + j] = (0..n).map(|k| m[i * n + k] * m[j * n + k].conj()).sum::<Complex64>()
+                    + if i == j { n as f64 } else { 0.0 };
+            }
+        }
+        let ta = upload(&a, &[n as i64, n as i64], DType::C128);
+        let l = download(&ta.cholesky(false).unwrap());
+        // Lower-triangular, a real positive diagonal, and l l^H = a.
+        for i in 0..n {
+            assert!(l[i * n + i].re > 0.0 && l[i * n + i].im.abs() < 1e-12, "pivot {i}: {}", l[i * n + i]);
+            for j in i + 1..n {
+                assert_eq!(l[i * n + j], Complex64::new(0.0, 0.0), "above the diagonal at ({i}, {j})");
+            }
+        }
+        let mut product = vec![Complex64::new(0.0, 0.0); n * n];
+        for i in 0..n {
+            for j in 0..n {
+                product[i * n + j] = (0..n).map(|k| l[i * n + k] * l[j * n + k].conj()).sum();
+            }
+        }
+        assert_near("l l^H", &product, &a, 1e-12);
+        // The upper factor is l^H.
+        let u = download(&ta.cholesky(true).unwrap());
+        let lh: Vec<Complex64> = (0..n * n).map(|f| l[(f % n) * n + f / n].conj()).collect();
+        assert_near("upper factor", &u, &lh, 1e-12);
+        // Solving l x = b by forward substitution on the host.
+        let b = numbers(n * 2, 16);
+        let mut x = vec![Complex64::new(0.0, 0.0); n * 2];
+        for c in 0..2 {
+            for i in 0..n {
+                let s: Complex64 = (0..i).map(|k| l[i * n + k] * x[k * 2 + c]).sum();
+                x[i * 2 + c] = (b[i * 2 + c] - s) / l[i * n + i];
+            }
+        }
+        let tl = upload(&l, &[n as i64, n as i64], DType::C128);
+        let tb = upload(&b, &[n as i64, 2], DType::C128);
+        let got = tl.solve_triangular(&tb, false, true, false, false).unwrap();
+        assert_near("solve_triangular", &download(&got), &x, 1e-12);
+        // A matrix that is not positive-definite: info names its order.
+        a[2 * n + 2] = Complex64::new(-100.0, 0.0);
+        let (_, info) = upload(&a, &[n as i64, n as i64], DType::C128).cholesky_ex(false).unwrap();
+        assert_eq!(info.to_vec::<i32>().unwrap(), vec![3]);
+    }
+}

@@ -85,11 +85,17 @@ at::Tensor linalg_solve_triangular(const at::Tensor& a, const at::Tensor& b, boo
   return linalg_solve_triangular_out(a, b, upper, left, unitriangular, out);
 }
 
-// x with a a^T x = b (lower factor a) or a^T a x = b (upper): two
-// triangular solves.
+// x with a a^H x = b (lower factor a) or a^H a x = b (upper): two
+// triangular solves, the one with a^H as a transposed solve of conj(a) (the
+// runtime's solve transposes; for real factors a^H is a^T).
 Handle cholesky_solved(const Handle& b, const Handle& factor, bool upper) {
-  Handle y = solve_triangular(factor, b, upper, /*left=*/true, /*unit_diagonal=*/false, /*transpose=*/upper);
-  return solve_triangular(factor, y, upper, /*left=*/true, /*unit_diagonal=*/false, /*transpose=*/!upper);
+  bool complex = at::isComplexType(scalar_type(dtype_of(factor)));
+  Handle conjugated = complex ? unary("conj_physical", factor) : Handle();
+  const Handle& adjoint_source = complex ? conjugated : factor;
+  Handle y = solve_triangular(upper ? adjoint_source : factor, b, upper, /*left=*/true, /*unit_diagonal=*/false,
+                              /*transpose=*/upper);
+  return solve_triangular(upper ? factor : adjoint_source, y, upper, /*left=*/true, /*unit_diagonal=*/false,
+                          /*transpose=*/!upper);
 }
 
 // cholesky_solve's kernel: PyTorch broadcast b and the factor already.

@@ -297,3 +297,37 @@ def test_complex_functions_compile_into_one_graph(mode):
     # Debug mode runs a compiled graph's ops one by one, synchronously.
     assert eagertpu.metrics()["compiled_graph_calls"] == calls + (0 if mode == "debug" else 2)
     torch._dynamo.reset()
+
+
+@pytest.mark.filterwarnings("ignore:torch.triangular_solve is deprecated")
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_cholesky_lu_solve_and_triangular_solves_of_complex_matrices(dtype):
+    g = torch.Generator().manual_seed(10)
+    m = torch.randn(3, 4, 4, dtype=dtype, generator=g)
+    a = m @ m.mH + 4 * torch.eye(4, dtype=dtype)  # Hermitian positive-definite
+    b = torch.randn(3, 4, 2, dtype=dtype, generator=g)
+    factor = torch.linalg.cholesky(a)
+    same(torch.linalg.cholesky, a)
+    same(lambda x: torch.linalg.cholesky(x, upper=True), a)
+    same(lambda l, y: torch.linalg.solve_triangular(l, y, upper=False), factor, b)
+    same(lambda l, y: torch.linalg.solve_triangular(l.mH, y.mT, upper=True, left=False), factor, b)
+    same(lambda y, l: torch.cholesky_solve(y, l), b, factor)
+    same(lambda y, l: torch.cholesky_solve(y, l.mH, upper=True), b, factor)  # a^H a with the upper factor
+    same(torch.cholesky_inverse, factor)
+    same(lambda y, l: torch.triangular_solve(y, l, upper=False, transpose=True).solution, b, factor)
+    # lu_solve of LU factors (computed on the CPU: tpu's LU is real only),
+    # with a and with its adjoint a^H.
+    lu, pivots = torch.linalg.lu_factor(m)
+    for adjoint in (False, True):
+        same(lambda f, p, y: torch.linalg.lu_solve(f, p, y, adjoint=adjoint), lu, pivots, b)
+    # cholesky_ex's info: the order of the first minor that is not positive-definite.
+    bad = a.clone()
+    bad[1, 2, 2] = -100
+    assert torch.equal(torch.linalg.cholesky_ex(bad.to("tpu")).info.cpu(), torch.linalg.cholesky_ex(bad).info)
+
+    def grad(device):
+        x = a.clone().to(device).requires_grad_()
+        torch.linalg.cholesky(x).abs().sum().backward()
+        return x.grad.cpu()
+
+    torch.testing.assert_close(grad("tpu"), grad("cpu"), **tol(dtype))

@@ -40,9 +40,18 @@ fn square_matrices(op: &'static str, what: &str, a: &TensorType) -> Result<i64> 
     Ok(a.shape[r - 1])
 }
 
+/// As `square_matrices`, complex matrices too: the ops StableHLO has in
+/// complex forms (Cholesky of Hermitian matrices, triangular solves).
+fn square_matrices_or_complex(op: &'static str, what: &str, a: &TensorType) -> Result<i64> {
+    if a.dtype.is_complex() {
+        return square_matrices(op, what, &a.with_dtype(a.dtype.real_part()));
+    }
+    square_matrices(op, what, a)
+}
+
 pub(super) fn cholesky(op: &'static str, inputs: &[TensorType]) -> Result<TensorType> {
     arity(op, inputs, 1)?;
-    square_matrices(op, "the input", &inputs[0])?;
+    square_matrices_or_complex(op, "the input", &inputs[0])?;
     Ok(inputs[0].clone())
 }
 
@@ -212,7 +221,7 @@ pub(super) fn apply_householder(
 pub(super) fn cholesky_info(op: &'static str, inputs: &[TensorType]) -> Result<TensorType> {
     arity(op, inputs, 1)?;
     let a = &inputs[0];
-    square_matrices(op, "the input", a)?;
+    square_matrices_or_complex(op, "the input", a)?;
     Ok(TensorType::new(DType::I32, &a.shape[..a.rank() - 2]))
 }
 
@@ -225,7 +234,7 @@ pub(super) fn triangular_solve(
 ) -> Result<TensorType> {
     arity(op, inputs, 2)?;
     let (a, b) = (&inputs[0], &inputs[1]);
-    let n = square_matrices(op, "the triangular matrix", a)?;
+    let n = square_matrices_or_complex(op, "the triangular matrix", a)?;
     let r = b.rank();
     let (side, solved) = if left { ("rows", 2) } else { ("columns", 1) };
     if r != a.rank() || b.shape[..r - 2] != a.shape[..r - 2] || b.shape[r - solved] != n {

@@ -108,6 +108,13 @@ fn factors(e: &mut Emitter, a: &V, upper: bool) -> V {
         &format!("lower = {}", !upper),
         a.ty.clone(),
     );
+    // A Hermitian matrix's pivots are real: a complex factor's diagonal is
+    // judged by its real parts.
+    let factor = if factor.ty.dtype.is_complex() {
+        e.real_part(&factor)
+    } else {
+        factor
+    };
     let (row, col) = matrix_indices(e, a);
     let on_diagonal = e.compare(Cmp::Eq, &row, &col);
     let zero = e.splat(0, &factor);

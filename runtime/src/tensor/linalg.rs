@@ -161,6 +161,13 @@ impl Tensor {
             t.expand(&shape)
         };
         let lu = full(self, &self.shape()[ra - 2..])?;
+        // The adjoint of complex factors: their conjugates' transposes (the
+        // triangular solve transposes without conjugating).
+        let lu = if adjoint && lu.dtype().is_complex() {
+            lu.conj_physical()?
+        } else {
+            lu
+        };
         let b = full(b, &b.shape()[rb - 2..])?;
         let perm = full(&pivots.lu_permutation(n)?.to_dtype(DType::I64)?, &[n])?;
         // Along the dim b's rows (left) or columns are: perm broadcast over
