@@ -446,12 +446,11 @@ namespace {
 // Python number as a weak scalar, a CPU 0-d tensor (or a tensor without
 // elements) uploaded. A view's descriptor goes to `views` and an upload's
 // handle to `handles`, whose elements must never move (the operand points
-// into its descriptor).
+// into its descriptor). A Python complex number goes as a 0-d tensor of
+// `complex_type` (the C ABI's scalars are real): complex64, PyTorch's
+// default complex dtype, which promotes as the number would; complex128 next
+// to a double-precision operand, so that its digits survive.
 template <typename Views, typename Handles>
-// A Python complex number goes as a 0-d tensor of `complex_type` (the C
-// ABI's scalars are real): complex64, PyTorch's default complex dtype, which
-// promotes as the number would; complex128 next to a double-precision
-// operand, so that its digits survive.
 etpu_operand encode(const PointwiseArg& a, int64_t device, Views& views, Handles& handles,
                     at::ScalarType complex_type = at::kComplexFloat) {
   const at::Tensor* t = a.tensor;
