@@ -350,11 +350,19 @@ uint64_t byte_offset(const at::Tensor& t) { return static_cast<uint64_t>(t.stora
 // inverse). PyTorch's fallbacks resolve the bits before most kernels; views,
 // copies and the matrix products (mm, bmm, addmm, dot, ...) get them as they
 // are, and read and write here.
-namespace {
 Handle resolve_lazy_bits(const at::Tensor& t, Handle h) {
   if (t.is_conj()) h = unary("conj_physical", h);
   if (t.is_neg()) h = unary("neg", h);
   return h;
+}
+
+namespace {
+// The dtype a Python complex number travels as beside an operand of dtype
+// `t` (the C ABI's scalars are real): complex64, PyTorch's default complex
+// dtype, which promotes as the number would; complex128 beside a
+// double-precision operand, so that its digits survive.
+at::ScalarType complex_number_type(at::ScalarType t) {
+  return t == at::kDouble || t == at::kComplexDouble ? at::kComplexDouble : at::kComplexFloat;
 }
 }  // namespace
 
@@ -446,17 +454,22 @@ namespace {
 // Python number as a weak scalar, a CPU 0-d tensor (or a tensor without
 // elements) uploaded. A view's descriptor goes to `views` and an upload's
 // handle to `handles`, whose elements must never move (the operand points
-// into its descriptor). A Python complex number goes as a 0-d tensor of
-// `complex_type` (the C ABI's scalars are real): complex64, PyTorch's
-// default complex dtype, which promotes as the number would; complex128 next
-// to a double-precision operand, so that its digits survive.
+// into its descriptor). A Python complex number goes as a 0-d tensor
+// (complex_number_type) of the widest precision among the call's `others`.
 template <typename Views, typename Handles>
 etpu_operand encode(const PointwiseArg& a, int64_t device, Views& views, Handles& handles,
-                    at::ScalarType complex_type = at::kComplexFloat) {
+                    std::initializer_list<PointwiseArg> others = {}) {
   const at::Tensor* t = a.tensor;
   if (t == nullptr || t->unsafeGetTensorImpl()->is_wrapped_number()) {
     at::Scalar number = t == nullptr ? a.number : wrapped_number(*t);
     if (number.isComplex()) {
+      at::ScalarType complex_type = at::kComplexFloat;
+      for (const PointwiseArg& o : others) {
+        if (o.tensor != nullptr && !o.tensor->unsafeGetTensorImpl()->is_wrapped_number() &&
+            complex_number_type(o.tensor->scalar_type()) == at::kComplexDouble) {
+          complex_type = at::kComplexDouble;
+        }
+      }
       at::Tensor cpu = at::scalar_tensor(number, at::TensorOptions().dtype(complex_type));
       return {ETPU_OPERAND_HANDLE, handles.emplace_back(upload(cpu, device)).get(), nullptr, {}};
     }
@@ -472,13 +485,7 @@ class Operands {
   Operands(const char* op, std::initializer_list<PointwiseArg> args, int64_t device) {
     TORCH_CHECK(args.size() <= kMaxPointwiseArgs, op, ": got ", args.size(), " operands, expected at most ",
                 kMaxPointwiseArgs);
-    at::ScalarType complex_type = at::kComplexFloat;
-    for (const PointwiseArg& a : args) {
-      bool wide = a.tensor != nullptr && !a.tensor->unsafeGetTensorImpl()->is_wrapped_number() &&
-                  (a.tensor->scalar_type() == at::kDouble || a.tensor->scalar_type() == at::kComplexDouble);
-      if (wide) complex_type = at::kComplexDouble;
-    }
-    for (const PointwiseArg& a : args) operands_.push_back(encode(a, device, views_, handles_, complex_type));
+    for (const PointwiseArg& a : args) operands_.push_back(encode(a, device, views_, handles_, args));
   }
   Operands(const Operands&) = delete;
   Operands& operator=(const Operands&) = delete;
@@ -559,11 +566,9 @@ Handle binary_scalar(const char* op, const Handle& a, const at::Scalar& s, bool 
   Handle h;
   if (s.isComplex()) {
     // As a 0-d complex tensor (see encode: it promotes as the number would).
-    bool wide = dtype_of(a) == dtype_code(at::kDouble) || dtype_of(a) == dtype_code(at::kComplexDouble);
-    at::ScalarType t = wide ? at::kComplexDouble : at::kComplexFloat;
     int64_t device = 0;
     check(etpu_tensor_device(a.get(), &device));
-    Handle number = full(device, {}, s, t);
+    Handle number = full(device, {}, s, complex_number_type(scalar_type(dtype_of(a))));
     return reversed ? binary(op, number, a) : binary(op, a, number);
   }
   check(etpu_binary_scalar(op, a.get(), scalar_arg(s), reversed, origin(), h.out()));

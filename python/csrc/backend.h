@@ -90,6 +90,10 @@ Handle optional_read(const std::optional<at::Tensor>& t);
 // An operand: a `tpu` tensor, or a CPU 0-d tensor (uploaded to `device`).
 Handle read_operand(const at::Tensor& t, int64_t device);
 
+// `h`, what `t`'s memory holds, as `t`'s values: its lazy conjugate and
+// negative bits applied (each its own inverse: also the other way).
+Handle resolve_lazy_bits(const at::Tensor& t, Handle h);
+
 // Writes `value` into `out` (a `tpu` tensor or view), converting it to
 // out's dtype and broadcasting it to out's shape.
 void write(const at::Tensor& out, const Handle& value);

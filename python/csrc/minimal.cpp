@@ -139,9 +139,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     at::Tensor src = self.resolve_conj().resolve_neg().to(dst.scalar_type()).expand(dst.sizes()).contiguous();
     write(dst, upload(src, device_index(dst)));
   } else if (self.device().type() == c10::DeviceType::PrivateUse1 && dst.device().is_cpu()) {
-    Handle h = read(self);
-    if (dst.is_conj()) h = unary("conj_physical", h);
-    if (dst.is_neg()) h = unary("neg", h);
+    Handle h = resolve_lazy_bits(dst, read(self));
     if (dtype_of(h) != dtype_code(dst.scalar_type())) h = cast(h, dst.scalar_type());
     if (dims_of(h) != dst.sizes().vec()) h = expand(h, dst.sizes());
     if (dst.is_contiguous()) {
