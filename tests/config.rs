@@ -53,6 +53,11 @@ fn a_bad_setting_is_an_error_on_every_call_not_a_crash() {
             "EAGERTPU_COLLECTIVE_TIMEOUT=soon: expected a positive integer",
         ),
         (
+            "EAGERTPU_WAIT_SPIN_US",
+            "-5",
+            "EAGERTPU_WAIT_SPIN_US=-5: expected a positive integer",
+        ),
+        (
             "EAGERTPU_WINDOW",
             "0",
             "EAGERTPU_WINDOW=0: expected `ops` or `ops,params`",
@@ -97,6 +102,64 @@ fn a_bad_setting_is_an_error_on_every_call_not_a_crash() {
         let (ok, out) = child("child_bad_setting", &[(var, value), ("EXPECTED", expected)]);
         assert!(ok, "{var}={value}: {out}");
         assert!(out.contains("child saw:"), "{out}");
+    }
+}
+
+#[test]
+fn child_host_waits() {
+    if !is_child("child_host_waits") {
+        return;
+    }
+    // A matmul of this size runs on the plugin's thread pool, not inline, so
+    // every read below waits for an unfinished execution: with no polling, by
+    // polling until it ends, or by polling past the budget and then blocking.
+    let n = 192usize;
+    let a_host: Vec<f32> = (0..n * n)
+        .map(|i| ((i * 7 % 13) as f32 - 6.0) / 8.0)
+        .collect();
+    let b_host: Vec<f32> = (0..n * n)
+        .map(|i| ((i * 5 % 11) as f32 - 5.0) / 4.0)
+        .collect();
+    let mut expected = vec![0.0f32; n * n];
+    for i in 0..n {
+        for k in 0..n {
+            let aik = a_host[i * n + k];
+            for j in 0..n {
+                expected[i * n + j] += aik * b_host[k * n + j];
+            }
+        }
+    }
+    let shape = [n as i64, n as i64];
+    let a = Tensor::from_slice(&a_host, &shape).unwrap();
+    let b = Tensor::from_slice(&b_host, &shape).unwrap();
+    for _ in 0..20 {
+        let got = a.matmul(&b).unwrap().to_vec::<f32>().unwrap();
+        for (g, e) in got.iter().zip(&expected) {
+            assert!((g - e).abs() <= 1e-3 * e.abs().max(1.0), "{g} vs {e}");
+        }
+        // A small read right after: a program that ends within the budget.
+        let total = a.sum(&[0, 1], false).unwrap().to_vec::<f32>().unwrap()[0];
+        let host_total: f32 = a_host.iter().sum();
+        assert!((total - host_total).abs() < 1e-2, "{total} vs {host_total}");
+    }
+    println!("host waits ok");
+}
+
+#[test]
+fn every_wait_spin_budget_reads_the_same_values() {
+    // 0: block at once; 1 us: the budget runs out before the matmul ends,
+    // then the wait blocks; 100 ms: every execution ends while polling.
+    for spin in ["0", "1", "100000"] {
+        for mode in ["strict", "fused"] {
+            let (ok, out) = child(
+                "child_host_waits",
+                &[("EAGERTPU_WAIT_SPIN_US", spin), ("EAGERTPU_MODE", mode)],
+            );
+            assert!(
+                ok && out.contains("host waits ok"),
+                "spin {spin} us, {mode}: {out}"
+            );
+        }
     }
 }
 

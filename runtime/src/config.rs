@@ -90,6 +90,10 @@ pub struct Config {
     /// `EAGERTPU_COLLECTIVE_TIMEOUT`: seconds a collective waits for every
     /// rank of its group before failing them all (default 300).
     pub collective_timeout: std::time::Duration,
+    /// `EAGERTPU_WAIT_SPIN_US`: microseconds a host wait (`.item()`, a read,
+    /// `sync()`) polls the device's event, yielding the core, before it
+    /// blocks (default 100; 0 blocks at once).
+    pub wait_spin: std::time::Duration,
 }
 
 fn bad(name: &str, value: &str, expected: &str) -> Error {
@@ -233,6 +237,11 @@ impl Config {
                     Some(n) => positive("EAGERTPU_COLLECTIVE_TIMEOUT", &n)?,
                 },
             ),
+            wait_spin: std::time::Duration::from_micros(match var("EAGERTPU_WAIT_SPIN_US") {
+                None => 100,
+                Some(n) if n.trim() == "0" => 0,
+                Some(n) => positive("EAGERTPU_WAIT_SPIN_US", &n)?,
+            }),
         })
     }
 }

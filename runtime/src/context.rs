@@ -215,6 +215,7 @@ fn init_logging(filter: &str) {
 fn start() -> Result<Runtime> {
     let config = Config::from_env()?;
     init_logging(&config.log);
+    crate::pjrt::set_wait_spin(config.wait_spin);
     let located = locate::resolve(config.plugin.as_deref())?;
     locate::prepare_environment(located.kind);
     let plugin = Plugin::load(&located.path)?;

@@ -341,6 +341,7 @@ pub fn child_command(name: &str, env: &[(&str, &str)]) -> std::process::Command 
         "EAGERTPU_WINDOW",
         "EAGERTPU_REPLAY",
         "EAGERTPU_COLLECTIVE_TIMEOUT",
+        "EAGERTPU_WAIT_SPIN_US",
     ] {
         cmd.env_remove(var);
     }
