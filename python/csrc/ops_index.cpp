@@ -94,11 +94,14 @@ at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor&
 
 // self[..., index, ...] = value along `dim`, in place.
 at::Tensor& index_fill_scalar(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value) {
-  if (value.isComplex() && self.dim() > 0) {
-    // The C ABI's scalars are real: a complex fill copies a filled source.
-    std::vector<int64_t> shape = self.sizes().vec();
-    shape[at::maybe_wrap_dim(dim, self.dim())] = index.numel();
-    return self.index_copy_(dim, index.to(self.device()).reshape({-1}), at::full(shape, value, self.options()));
+  if (value.isComplex()) {
+    // The C ABI's scalars are real: a complex fill copies a filled source
+    // (into a 1-element view of a 0-d tensor, whose only dim is 0 or -1).
+    at::Tensor target = self.dim() == 0 ? self.unsqueeze(0) : self;
+    std::vector<int64_t> shape = target.sizes().vec();
+    shape[at::maybe_wrap_dim(dim, target.dim())] = index.numel();
+    target.index_copy_(dim, index.to(self.device()).reshape({-1}), at::full(shape, value, self.options()));
+    return self;
   }
   OpScope s;
   Handle i = index.device().is_cpu() ? upload(index, device_index(self)) : read(index), h;

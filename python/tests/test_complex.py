@@ -69,6 +69,26 @@ def test_elementwise_math_and_complex_numbers(dtype):
     same(lambda x: x.to(torch.float32), a, rtol=0, atol=0)  # a cast keeps the real part
 
 
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_silu_sinc_nan_to_num_lerp_and_addcdiv_take_complex_tensors(dtype):
+    a, b, c = (randc(3, 4, dtype=dtype, seed=s) for s in (11, 12, 13))
+    a[0, 0] = 0  # sinc's removable singularity: 1 there, as on the CPU
+    same(torch.nn.functional.silu, a)
+    same(torch.sinc, a)
+    same(lambda x, y, z: torch.addcdiv(x, y, z, value=0.5), a, b, c)
+    same(lambda x, y: torch.lerp(x, y, 0.25), a, b)  # both of PyTorch's forms:
+    same(lambda x, y: torch.lerp(x, y, 0.75), a, b)  # weight < 0.5 and >= 0.5
+    same(lambda x, y, w: torch.lerp(x, y, w), a, b, c)  # a complex weight tensor
+    inf, nan = float("inf"), float("nan")
+    edges = torch.tensor([complex(nan, 1), complex(2, nan), complex(inf, -inf), complex(-inf, nan), 3 - 4j],
+                         dtype=dtype)
+    same(torch.nan_to_num, edges)  # each part replaced on its own
+    same(lambda x: torch.nan_to_num(x, nan=0.5, posinf=7.0, neginf=-7.0), edges)
+    # index_fill with a complex number, of a matrix and of a 0-d tensor.
+    same(lambda x: x.clone().index_fill_(1, torch.tensor([0, 2], device=x.device), 2 - 1j), a)
+    same(lambda x: x[1, 1].clone().index_fill_(0, torch.tensor(0, device=x.device), -1j), a)
+
+
 def test_complex_promotion_matches_the_cpu():
     z = randc(3)
     for other in [torch.ones(3, dtype=torch.float64), torch.arange(3), torch.tensor(2.0, dtype=torch.float64),

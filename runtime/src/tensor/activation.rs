@@ -208,17 +208,28 @@ impl Activation {
         }))
     }
 
-    /// PyTorch's name.
     /// Whether the function has a complex form here (the others refuse a
     /// complex input, as most of them do in PyTorch).
     fn takes_complex(self) -> bool {
         use Activation::*;
         matches!(
             self,
-            Expm1 | Exp2 | Log2 | Log10 | Tan | Sinh | Cosh | Sigmoid | Tanh
+            Expm1
+                | Exp2
+                | Log2
+                | Log10
+                | Tan
+                | Sinh
+                | Cosh
+                | Sigmoid
+                | Tanh
+                | Silu
+                | Sinc
+                | NanToNum { .. }
         )
     }
 
+    /// PyTorch's name.
     pub fn name(self) -> &'static str {
         use Activation::*;
         match self {
@@ -387,7 +398,7 @@ impl Tensor {
             }
             .into());
         }
-        if !self.dtype().is_float() {
+        if !self.dtype().is_float() && !self.dtype().is_complex() {
             match a {
                 Trunc | NanToNum { .. } => return Ok(self.clone()),
                 Signbit => return self.lt(0i64),
@@ -397,6 +408,10 @@ impl Tensor {
         let x = &self.float_operand()?;
         match a {
             Expm1 if x.dtype().is_complex() => complex_expm1(x),
+            // Each part on its own, as PyTorch replaces them.
+            NanToNum { .. } if x.dtype().is_complex() => {
+                x.real()?.activation(a)?.complex(&x.imag()?.activation(a)?)
+            }
             Expm1 => expm1(x),
             Exp2 => x.mul(std::f64::consts::LN_2)?.exp(),
             Log2 => x.log()?.mul(1.0 / std::f64::consts::LN_2),

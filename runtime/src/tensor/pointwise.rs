@@ -111,11 +111,12 @@ impl Tensor {
         self.add(&product)
     }
 
-    /// `self + value * t1 / t2` (`torch.addcdiv`): floating point only, as in
-    /// PyTorch, which refuses integer division here.
+    /// `self + value * t1 / t2` (`torch.addcdiv`): floating point or complex
+    /// only, as in PyTorch, which refuses integer division here.
     #[track_caller]
     pub fn addcdiv(&self, t1: &Tensor, t2: &Tensor, value: impl Into<Scalar>) -> Result<Tensor> {
-        if !t1.dtype().is_float() && !t2.dtype().is_float() {
+        let divides = |t: &Tensor| t.dtype().is_float() || t.dtype().is_complex();
+        if !divides(t1) && !divides(t2) {
             return Err(invalid(
                 "addcdiv",
                 format!(
@@ -130,17 +131,18 @@ impl Tensor {
         self.add(&quotient)
     }
 
-    /// `self + weight * (end - self)` (`torch.lerp`), floating point only, with
+    /// `self + weight * (end - self)` (`torch.lerp`), floating point or
+    /// complex only, with
     /// PyTorch's form for weights of magnitude 0.5 and more
     /// (`end - (end - self) * (1 - weight)`), so that weight 1 gives `end`
     /// exactly.
     #[track_caller]
     pub fn lerp<'a>(&self, end: &Tensor, weight: impl Into<Operand<'a>>) -> Result<Tensor> {
         for t in [self, end] {
-            if !t.dtype().is_float() {
+            if !t.dtype().is_float() && !t.dtype().is_complex() {
                 return Err(invalid(
                     "lerp",
-                    format!("got {}; expected floating point tensors", t.ty()),
+                    format!("got {}; expected floating point or complex tensors", t.ty()),
                 ));
             }
         }
