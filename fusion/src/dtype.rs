@@ -106,6 +106,12 @@ impl DType {
         self.category() == Category::Int
     }
 
+    /// A float or complex dtype: one whose values are not exact integers
+    /// (what PyTorch's division-like and interpolating ops ask for).
+    pub fn is_inexact(self) -> bool {
+        matches!(self.category(), Category::Float | Category::Complex)
+    }
+
     pub fn is_bool(self) -> bool {
         self == DType::Bool
     }
@@ -116,7 +122,7 @@ impl DType {
     /// but a bool into a bool one.
     pub fn can_cast_to(self, to: DType) -> bool {
         (!self.is_complex() || to.is_complex())
-            && (!self.is_float() || to.is_float() || to.is_complex())
+            && (!self.is_float() || to.is_inexact())
             && (self.is_bool() || !to.is_bool())
     }
 
@@ -220,7 +226,7 @@ impl DType {
     /// The float dtype an op on `self` computes in when it needs floats
     /// (`torch.exp` of an int tensor is float32; of a complex one, complex).
     pub fn to_float(self) -> DType {
-        if self.is_float() || self.is_complex() {
+        if self.is_inexact() {
             self
         } else {
             DType::DEFAULT_FLOAT

@@ -39,7 +39,7 @@ pub(super) fn reduce(
     let dtype = match r {
         // PyTorch sums and multiplies bools and ints in int64.
         ReduceOp::Sum | ReduceOp::Prod => {
-            if x.dtype.is_float() || x.dtype.is_complex() {
+            if x.dtype.is_inexact() {
                 x.dtype
             } else {
                 DType::I64

@@ -72,7 +72,7 @@ pub(super) fn unary(e: &mut Emitter, u: UnaryOp, x: &V, out: TensorType) -> V {
             let b = e.convert(x, DType::Bool);
             e.unary("stablehlo.not", &b)
         }
-        IsNan if d.is_float() || d.is_complex() => e.is_nan(x),
+        IsNan if d.is_inexact() => e.is_nan(x),
         IsNan => e.constant(Scalar::Bool(false), out),
         // On i1, stablehlo.not is logical not; on integers, bitwise.
         BitwiseNot => e.unary("stablehlo.not", x),

@@ -586,7 +586,7 @@ impl Emitter {
             Cmp::Ge => "GE",
         };
         let kind = match a.ty.dtype {
-            t if t.is_float() || t.is_complex() => "FLOAT",
+            t if t.is_inexact() => "FLOAT",
             DType::Bool | DType::U8 => "UNSIGNED",
             _ => "SIGNED",
         };

@@ -398,7 +398,7 @@ impl Tensor {
             }
             .into());
         }
-        if !self.dtype().is_float() && !self.dtype().is_complex() {
+        if !self.dtype().is_inexact() {
             match a {
                 Trunc | NanToNum { .. } => return Ok(self.clone()),
                 Signbit => return self.lt(0i64),

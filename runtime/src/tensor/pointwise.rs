@@ -115,8 +115,7 @@ impl Tensor {
     /// only, as in PyTorch, which refuses integer division here.
     #[track_caller]
     pub fn addcdiv(&self, t1: &Tensor, t2: &Tensor, value: impl Into<Scalar>) -> Result<Tensor> {
-        let divides = |t: &Tensor| t.dtype().is_float() || t.dtype().is_complex();
-        if !divides(t1) && !divides(t2) {
+        if !t1.dtype().is_inexact() && !t2.dtype().is_inexact() {
             return Err(invalid(
                 "addcdiv",
                 format!(
@@ -132,14 +131,13 @@ impl Tensor {
     }
 
     /// `self + weight * (end - self)` (`torch.lerp`), floating point or
-    /// complex only, with
-    /// PyTorch's form for weights of magnitude 0.5 and more
-    /// (`end - (end - self) * (1 - weight)`), so that weight 1 gives `end`
-    /// exactly.
+    /// complex only, with PyTorch's form for weights of magnitude 0.5 and
+    /// more (`end - (end - self) * (1 - weight)`), so that weight 1 gives
+    /// `end` exactly.
     #[track_caller]
     pub fn lerp<'a>(&self, end: &Tensor, weight: impl Into<Operand<'a>>) -> Result<Tensor> {
         for t in [self, end] {
-            if !t.dtype().is_float() && !t.dtype().is_complex() {
+            if !t.dtype().is_inexact() {
                 return Err(invalid(
                     "lerp",
                     format!("got {}; expected floating point or complex tensors", t.ty()),

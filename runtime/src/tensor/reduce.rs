@@ -195,7 +195,7 @@ impl Tensor {
     /// input's norm is of its magnitudes, in its parts' dtype).
     #[track_caller]
     pub fn vector_norm(&self, ord: f64, dims: &[i64], keepdim: bool) -> Result<Tensor> {
-        if !self.dtype().is_float() && !self.dtype().is_complex() {
+        if !self.dtype().is_inexact() {
             return Err(fusion::Error::Invalid {
                 op: "vector_norm",
                 message: format!(
