@@ -378,3 +378,65 @@ fn child_collectives_within_subgroups_exchange_only_with_the_subgroup() {
 fn collectives_within_subgroups_exchange_only_with_the_subgroup() {
     four_devices("child_collectives_within_subgroups_exchange_only_with_the_subgroup");
 }
+
+/// Each rank's `k`th small operand in the queue test.
+fn queued_operand(r: usize, k: usize) -> Vec<f32> {
+    (0..4).map(|i| (r * 5 + k * 3 + i) as f32).collect()
+}
+
+/// Collectives queued far ahead of a slow rank. Rank 0's first input comes
+/// from a long matmul chain; every rank then issues `QUEUED` all-reduces
+/// without reading anything. The XLA CPU plugin runs one collective at a
+/// time, each replica on its thread pool (as many threads as devices), and
+/// admits a bounded number of executions per device: queued past that
+/// bound, a launch blocks pool threads the running collective needs, and
+/// the plugin aborts the process after 40 s. The runtime launches a
+/// collective only once its inputs are computed and each device's queue is
+/// short, so every rank gets the host reference's sums.
+#[test]
+fn child_collectives_queued_behind_a_slow_rank_all_complete() {
+    if !is_child("child_collectives_queued_behind_a_slow_rank_all_complete") {
+        return;
+    }
+    const QUEUED: usize = 400;
+    // A power of two: every product and partial sum below is exact.
+    const SIDE: usize = 1024;
+    let pg = group();
+    let results = on_ranks(&pg, RANKS, |pg, r| {
+        let d = pg.device(r).unwrap();
+        let mut first = d.tensor(&queued_operand(r, 0), &[4]).unwrap();
+        if r == 0 {
+            // Keeps device 0 busy: a matrix of 1/SIDE is its own square.
+            let side = SIDE as i64;
+            let entries = vec![1.0 / SIDE as f32; SIDE * SIDE];
+            let mut m = d.tensor(&entries, &[side, side]).unwrap();
+            for _ in 0..40 {
+                m = m.matmul(&m).unwrap();
+            }
+            // It sums to SIDE, so `first` is multiplied by exactly 1.
+            let one = m.sum_all().unwrap();
+            first = (&first * &(&one / SIDE as f64).unwrap()).unwrap();
+        }
+        let mut sums = vec![pg.all_reduce(r, &first, CollectiveReduce::Sum).unwrap()];
+        for k in 1..QUEUED {
+            let x = d.tensor(&queued_operand(r, k), &[4]).unwrap();
+            sums.push(pg.all_reduce(r, &x, CollectiveReduce::Sum).unwrap());
+        }
+        sums.iter()
+            .map(|s| s.to_vec::<f32>().unwrap())
+            .collect::<Vec<_>>()
+    });
+    for (r, got) in results.iter().enumerate() {
+        for (k, sum) in got.iter().enumerate() {
+            let want: Vec<f32> = (0..4)
+                .map(|i| (0..RANKS).map(|q| queued_operand(q, k)[i]).sum())
+                .collect();
+            assert_eq!(sum, &want, "rank {r}, all-reduce {k}");
+        }
+    }
+}
+
+#[test]
+fn collectives_queued_behind_a_slow_rank_all_complete() {
+    four_devices("child_collectives_queued_behind_a_slow_rank_all_complete");
+}

@@ -363,6 +363,26 @@ impl Stream {
         st.outstanding.push(done);
     }
 
+    /// Waits until at most `most` of the chunks launched on this device are
+    /// unfinished, oldest first. A failed chunk counts as finished: its
+    /// error surfaces where its values are read.
+    pub(crate) fn wait_until_in_flight_at_most(&self, most: usize) {
+        loop {
+            let oldest = {
+                let mut st = lock(&self.state);
+                st.outstanding.retain(|c| !c.done_ok());
+                let mut unfinished = st.outstanding.iter().filter(|c| !c.finished());
+                if unfinished.clone().count() <= most {
+                    return;
+                }
+                unfinished.next().cloned()
+            };
+            if let Some(c) = oldest {
+                let _ = c.wait();
+            }
+        }
+    }
+
     /// Records an event (`torch.tpu.Event.record`): launches everything
     /// pending; the event is complete when the chunks launched so far are.
     pub fn record_marker(&self, rt: &Runtime, timing: bool) -> Result<crate::marker::Marker> {

@@ -4,7 +4,9 @@
 //! always a program of its own, whatever the fuser's window holds), then
 //! meets the other ranks at a rendezvous. When every rank has arrived with
 //! the same collective, the last to arrive launches one execution spanning
-//! the group's devices, so XLA's own rendezvous never waits. A mismatch, or a
+//! the group's devices, once every rank's input is computed and no device
+//! has a long queue, so XLA's own rendezvous (which aborts the process when
+//! a replica waits 40 s) never waits for long. A mismatch, or a
 //! rank that does not arrive within the timeout, fails every rank with an
 //! error naming each rank's call and the line that made it; the process goes
 //! on.
@@ -25,6 +27,11 @@ use crate::metrics::Counters;
 use crate::origin::Origin;
 use crate::pjrt::Buffer;
 use crate::value::Value;
+
+/// The executions a device may have in flight when a collective launches
+/// on it: below the XLA CPU client's bound per device (32), with room for
+/// the collective itself.
+const COLLECTIVE_LAUNCH_QUEUE: usize = 16;
 
 /// A group of ranks, rank `r` on device `devices[r]`. Cloning shares the
 /// group (one clone per rank thread).
@@ -633,6 +640,7 @@ impl ProcessGroup {
             .map(|d| d.stream.device.id() as i64)
             .collect();
         let program = rt.cache.get_replicated(&graph, &device_ids, &rt.counters)?;
+        self.wait_until_launchable(op, &inputs)?;
         let lists: Vec<Vec<&Buffer>> = inputs.iter().map(|(b, _)| vec![b.as_ref()]).collect();
         let replicas = program.exe.execute_replicated(&lists)?;
         Counters::add(&rt.counters.executions, 1);
@@ -658,6 +666,34 @@ impl ProcessGroup {
                 Value::computed(out_ty.clone(), outputs.remove(0), done)
             })
             .collect())
+    }
+
+    /// Waits until the collective's execution cannot stall inside the
+    /// plugin. An in-process plugin (XLA's CPU client) runs every replica
+    /// of a collective on a pool of as many threads as devices, and its
+    /// rendezvous aborts the process when a replica waits 40 s for the
+    /// others. So the launch waits for every rank's input to be computed
+    /// (a rank still computing would keep the others' replicas waiting
+    /// there, however long its work), and for each device to have at most
+    /// [`COLLECTIVE_LAUNCH_QUEUE`] executions in flight: past the plugin's
+    /// own bound per device, the launch would block pool threads the
+    /// running collective's replicas need, a deadlock.
+    fn wait_until_launchable(
+        &self,
+        op: &'static str,
+        inputs: &[(Arc<Buffer>, Option<Arc<Completion>>)],
+    ) -> Result<()> {
+        for (r, (_, producer)) in inputs.iter().enumerate() {
+            if let Some(Err(e)) = producer.as_ref().map(|p| p.wait()) {
+                return Err(invalid(op, format!("rank {r}'s input failed: {e}")));
+            }
+        }
+        for device in &self.inner.devices {
+            device
+                .stream
+                .wait_until_in_flight_at_most(COLLECTIVE_LAUNCH_QUEUE);
+        }
+        Ok(())
     }
 }
 
