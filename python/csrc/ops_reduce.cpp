@@ -198,8 +198,8 @@ at::Tensor& std_out(const at::Tensor& self, at::OptionalIntArrayRef dim, const s
 
 at::Tensor& logsumexp_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
   OpScope s;
-  // Integers compute in float32; a complex input goes as it is (the runtime
-  // refuses it by name rather than drop its imaginary part).
+  // Integers compute in float32; a complex input stays complex (shifted by
+  // its largest real part, as PyTorch computes it).
   at::ScalarType t = at::isFloatingType(self.scalar_type()) || self.is_complex() ? self.scalar_type() : at::kFloat;
   Handle v = reduce("logsumexp", read_as(self, t), wrapped(self, dim), keepdim);
   at::native::resize_output(out, dims_of(v));

@@ -89,6 +89,33 @@ def test_silu_sinc_nan_to_num_lerp_and_addcdiv_take_complex_tensors(dtype):
     same(lambda x: x[1, 1].clone().index_fill_(0, torch.tensor(0, device=x.device), -1j), a)
 
 
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_logsumexp_and_logaddexp_take_complex_tensors(dtype):
+    a, b = (randc(3, 5, dtype=dtype, seed=s) * 4 for s in (21, 22))
+    same(lambda x: torch.logsumexp(x, 1), a)
+    same(lambda x: torch.logsumexp(x, (0, 1), keepdim=True), a)
+    same(lambda x: torch.logsumexp(x * 30, 0), a)  # exp of the raw values overflows float32
+    same(torch.logaddexp, a, b)
+    # Operands far apart: exp(lo - hi) is subnormal in float32, where the
+    # CPU's complex64 log1p gives NaN; complex128 is the reference.
+    far = torch.logaddexp(a.to("tpu") * 40, b.to("tpu")).cpu()
+    want = torch.logaddexp(a.to(torch.complex128) * 40, b.to(torch.complex128)).to(dtype)
+    torch.testing.assert_close(far, want, **tol(dtype))
+    same(lambda x, y: torch.logaddexp(x, y[0]), a, b)  # broadcast
+    inf, nan = float("inf"), float("nan")
+    # Equal infinite real parts (-inf: the smaller operand; +inf: log of the
+    # sum of the exponentials), NaN in either part, a tie of real parts.
+    x = torch.tensor([complex(-inf, 1), complex(inf, 0.5), complex(nan, 1), complex(1, nan), 2 + 1j,
+                      complex(-inf, 0), 3 - 1j], dtype=dtype)
+    y = torch.tensor([complex(-inf, 2), complex(inf, 0.25), 1 + 1j, 0j, 2 - 3j, 1 + 2j, complex(-inf, 0)],
+                     dtype=dtype)
+    same(torch.logaddexp, x, y, equal_nan=True, **tol(dtype))
+    same(torch.logaddexp, y, x, equal_nan=True, **tol(dtype))
+    rows = torch.tensor([[complex(-inf, 0), complex(-inf, 0)], [complex(inf, 0), 1 + 1j], [2 - 1j, 1 + 3j]],
+                        dtype=dtype)
+    same(lambda r: torch.logsumexp(r, 1), rows, equal_nan=True, **tol(dtype))
+
+
 def test_complex_promotion_matches_the_cpu():
     z = randc(3)
     for other in [torch.ones(3, dtype=torch.float64), torch.arange(3), torch.tensor(2.0, dtype=torch.float64),

@@ -32,7 +32,10 @@ pub(super) fn reduce(
     arity(op, inputs, 1)?;
     let x = &inputs[0];
     check_dims(op, dims, x.rank())?;
-    let complex_ok = matches!(r, ReduceOp::Sum | ReduceOp::Prod | ReduceOp::Mean);
+    let complex_ok = matches!(
+        r,
+        ReduceOp::Sum | ReduceOp::Prod | ReduceOp::Mean | ReduceOp::LogSumExp
+    );
     if x.dtype.is_complex() && !complex_ok {
         return Err(unsupported(op, x.dtype, "a real dtype"));
     }

@@ -120,11 +120,19 @@ pub(super) fn reduce(e: &mut Emitter, r: ReduceOp, x: &V, dims: &[usize], out: T
 
 /// `m + log(sum(exp(x - m)))` with `m` the max, replaced by 0 where infinite so
 /// all -inf rows give -inf and +inf gives +inf.
+/// Of a complex `x`, `m` is the max of the real parts (as PyTorch shifts
+/// complex inputs): the exponentials' magnitudes stay at most 1.
 pub(super) fn logsumexp(e: &mut Emitter, x: &V, dims: &[usize]) -> V {
-    let m = max(e, x, dims);
+    let m = if x.ty.dtype.is_complex() {
+        let re = e.real_part(x);
+        max(e, &re, dims)
+    } else {
+        max(e, x, dims)
+    };
     let finite = e.is_finite(&m);
     let zero = e.splat(0, &m);
     let m = e.select(&finite, &m, &zero);
+    let m = e.convert(&m, x.ty.dtype);
     let mb = keep(e, &m, &x.ty, dims);
     let shifted = e.sub(x, &mb);
     let ex = e.unary("stablehlo.exponential", &shifted);

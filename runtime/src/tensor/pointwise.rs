@@ -319,13 +319,16 @@ impl Tensor {
     #[track_caller]
     fn log_add_exp(&self, other: Operand, op: &'static str, ln_base: f64) -> Result<Tensor> {
         let dtype = other.promoted_with(self);
-        if !dtype.is_float() {
+        // PyTorch has a complex logaddexp, not a complex logaddexp2.
+        let complex = dtype.is_complex() && op == "logaddexp";
+        if !dtype.is_float() && !complex {
             return Err(invalid(
                 op,
                 format!(
-                    "got {} and {}; expected a floating-point operand",
+                    "got {} and {}; expected a floating-point{} operand",
                     self.ty(),
-                    describe(&other)
+                    describe(&other),
+                    if op == "logaddexp" { " or complex" } else { "" }
                 ),
             ));
         }
@@ -334,6 +337,9 @@ impl Tensor {
             Operand::Tensor(t) => t.to_dtype(dtype)?,
             Operand::Scalar(s) => self.device().full(&[], s, dtype)?,
         };
+        if complex {
+            return complex_log_add_exp(&a, &b);
+        }
         let larger = a.maximum(&b)?;
         let gap = a.sub(&b)?.abs()?;
         let tail = gap.mul(-ln_base)?.exp()?.log1p()?.mul(1.0 / ln_base)?;
@@ -391,4 +397,30 @@ fn describe(o: &Operand) -> String {
         Operand::Tensor(t) => t.ty().to_string(),
         Operand::Scalar(s) => format!("the number {s}"),
     }
+}
+
+/// `log(exp(a) + exp(b))` of complex operands, as PyTorch computes it: with
+/// `hi` the operand of the larger real part (`a` on a tie) and `lo` the
+/// other, `hi + log1p(exp(lo - hi))`; NaN in either part of either operand
+/// gives NaN in both parts; equal infinite real parts give `lo` when they
+/// are -inf (the angle is lost) and `log(exp(lo) + exp(hi))` when +inf.
+fn complex_log_add_exp(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let is_nan = |z: &Tensor| -> Result<Tensor> {
+        let (re, im) = (z.real()?, z.imag()?);
+        re.ne(&re)?.logical_or(&im.ne(&im)?)
+    };
+    let a_is_hi = a.real()?.ge(&b.real()?)?;
+    let hi = Tensor::where_(&a_is_hi, a, b)?;
+    let lo = Tensor::where_(&a_is_hi, b, a)?;
+    let general = lo.sub(&hi)?.exp()?.log1p()?.add(&hi)?;
+    let lo_re = lo.real()?;
+    let same_infinity = lo_re
+        .abs()?
+        .eq(f64::INFINITY)?
+        .logical_and(&lo_re.eq(&hi.real()?)?)?;
+    let both_infinite = lo.exp()?.add(&hi.exp()?)?.log()?;
+    let infinite = Tensor::where_(&lo_re.lt(0.0)?, &lo, &both_infinite)?;
+    let r = Tensor::where_(&same_infinity, &infinite, &general)?;
+    let nan = is_nan(a)?.logical_or(&is_nan(b)?)?;
+    Tensor::where_(&nan, &r.mul(f64::NAN)?, &r)
 }
