@@ -8,7 +8,7 @@
 mod common;
 
 use common::*;
-use eagertpu::{Complex32, Complex64, DType, FftNorm, Tensor};
+use eagertpu::{Activation, Complex32, Complex64, DType, FftNorm, Tensor};
 
 /// `n` complex numbers with parts in [-2, 2).
 fn numbers(n: usize, seed: u64) -> Vec<Complex64> {
@@ -468,5 +468,35 @@ all_modes! {
         let z = upload(&b, &[12], DType::C64);
         let e = z.logaddexp2(&z).unwrap_err().to_string();
         assert!(e.contains("logaddexp2") && e.contains("expected a floating-point operand"), "{e}");
+    }
+}
+
+all_modes! {
+    fn inverse_trigonometric_functions_of_complex_tensors_match_num_complex() {
+        for dtype in [DType::C64, DType::C128] {
+            let a = rounded(&numbers(24, 19), dtype);
+            let ta = upload(&a, &[4, 6], dtype);
+            let unary: [Unary; 3] = [
+                ("asin", ta.activation(Activation::Asin).unwrap(), |z| z.asin()),
+                ("acos", ta.activation(Activation::Acos).unwrap(), |z| z.acos()),
+                ("atan", ta.activation(Activation::Atan).unwrap(), |z| z.atan()),
+            ];
+            for (name, got, f) in unary {
+                assert_eq!(got.dtype(), dtype, "{name}");
+                let want: Vec<Complex64> = a.iter().map(|&z| f(z)).collect();
+                assert_near(&format!("{name} {dtype}"), &download(&got), &want, 4.0 * tol(dtype));
+            }
+        }
+        // Near 0 the logarithm formulas lose every digit (num-complex's
+        // among them); the device keeps them: asin(z) and atan(z) are z to
+        // first order (the next terms are below z's last digit here).
+        let tiny = [Complex64::new(1e-20, -3e-21), Complex64::new(-2e-12, 5e-13)];
+        let t = upload(&tiny, &[2], DType::C128);
+        for a in [Activation::Asin, Activation::Atan] {
+            let got = download(&t.activation(a).unwrap());
+            for (g, z) in got.iter().zip(&tiny) {
+                assert!((g - z).norm() <= 1e-15 * z.norm(), "{a:?}({z}): got {g}");
+            }
+        }
     }
 }

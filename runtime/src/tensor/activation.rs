@@ -225,6 +225,9 @@ impl Activation {
                 | Tanh
                 | Silu
                 | Sinc
+                | Asin
+                | Acos
+                | Atan
                 | NanToNum { .. }
         )
     }
@@ -305,6 +308,70 @@ fn complex_expm1(z: &Tensor) -> Result<Tensor> {
         .sub(&half_sin.mul(&half_sin)?.mul(2.0)?)?;
     let im = a.exp()?.mul(&b.sin()?)?;
     re.complex(&im)
+}
+
+/// `asin`, `acos` or `atan` of a complex `z = x + iy`, from the plugin's
+/// inverse hyperbolic functions (accurate near 0 and at large |z|, where the
+/// textbook logarithm formulas lose every digit). Computed for `|x| + i|y|`
+/// and moved to `z`'s quadrant by the functions' symmetries, so that the
+/// sign of a zero part picks the side of a branch cut, as in C99 (the
+/// plugin's functions do not read the signs of zeros):
+/// - `asin` and `atan` are odd and commute with `conj`; in the first
+///   quadrant `asin(z) = -i asinh(iz)` with `iz = -|y| + i|x|` and
+///   `asinh(-a + ib) = -conj(asinh(a + ib))`, so with
+///   `(p, q) = asinh(|y| + i|x|)`, `asin = copysign(q, x) + i copysign(p, y)`;
+///   `atan` the same with `atanh`;
+/// - `acos(z) = -i acosh(z)` above the real axis and `conj` of that below,
+///   so with `(u, v) = acosh(x + i|y|)`, `acos = v - i copysign(u, y)`.
+///
+/// NaN parts give what C99 (and the CPU) give, where the plugin's
+/// functions differ: `asin(+-0 + i NaN)` keeps the zero and `acos` of it
+/// is `pi/2`; `atan` of a NaN part is NaN but for the parts that do not
+/// depend on it (`+-pi/2` for an infinite `x`; `+-0` for an infinite or
+/// zero `y`).
+fn complex_inverse_trig(a: Activation, z: &Tensor) -> Result<Tensor> {
+    use std::f64::consts::FRAC_PI_2;
+    let (x, y) = (z.real()?, z.imag()?);
+    let nan_beside_zero = x.eq(0.0)?.logical_and(&y.isnan()?)?;
+    match a {
+        Activation::Acos => {
+            let w = x.complex(&y.abs()?)?.acosh()?;
+            let (u, v) = (w.real()?, w.imag()?);
+            let value = v.complex(&u.copysign(&y)?.neg()?)?;
+            let right_angle = x.full_like(FRAC_PI_2)?.complex(&y)?;
+            Tensor::where_(&nan_beside_zero, &right_angle, &value)
+        }
+        Activation::Asin => {
+            let (p, q) = asinh_or_atanh_turned(&x, &y, Activation::Asin)?;
+            let value = q.copysign(&x)?.complex(&p.copysign(&y)?)?;
+            Tensor::where_(&nan_beside_zero, z, &value)
+        }
+        _ => {
+            let (p, q) = asinh_or_atanh_turned(&x, &y, a)?;
+            let value = q.copysign(&x)?.complex(&p.copysign(&y)?)?;
+            let infinite = |t: &Tensor| t.abs()?.eq(f64::INFINITY);
+            let right_angle = x.full_like(FRAC_PI_2)?.copysign(&x)?;
+            let re = Tensor::where_(&infinite(&x)?, &right_angle, f64::NAN)?;
+            let zero_im = infinite(&y)?
+                .logical_or(&y.eq(0.0)?)?
+                .logical_or(&infinite(&x)?)?;
+            let im = Tensor::where_(&zero_im, &y.full_like(0.0)?.copysign(&y)?, f64::NAN)?;
+            let nan_part = x.isnan()?.logical_or(&y.isnan()?)?;
+            Tensor::where_(&nan_part, &re.complex(&im)?, &value)
+        }
+    }
+}
+
+/// The parts `(p, q)` of `asinh(|y| + i|x|)` (for `asin`) or of `atanh`
+/// of it (for `atan`).
+fn asinh_or_atanh_turned(x: &Tensor, y: &Tensor, a: Activation) -> Result<(Tensor, Tensor)> {
+    let turned = y.abs()?.complex(&x.abs()?)?;
+    let w = if a == Activation::Asin {
+        turned.asinh()?
+    } else {
+        turned.atanh()?
+    };
+    Ok((w.real()?, w.imag()?))
 }
 
 fn trunc(x: &Tensor) -> Result<Tensor> {
@@ -408,6 +475,7 @@ impl Tensor {
         let x = &self.float_operand()?;
         match a {
             Expm1 if x.dtype().is_complex() => complex_expm1(x),
+            Asin | Acos | Atan if x.dtype().is_complex() => complex_inverse_trig(a, x),
             // Each part on its own, as PyTorch replaces them.
             NanToNum { .. } if x.dtype().is_complex() => {
                 x.real()?.activation(a)?.complex(&x.imag()?.activation(a)?)
