@@ -533,12 +533,12 @@ at::Tensor linalg_matrix_exp(const at::Tensor& a) {
   OpScope scope;
   TORCH_CHECK(a.dim() >= 2 && a.size(-1) == a.size(-2),
               "linalg.matrix_exp: Expected a square matrix or a batch of square matrices, but got ", a.sizes());
-  TORCH_CHECK(at::isFloatingType(a.scalar_type()), "linalg.matrix_exp: Expected a floating point tensor, got ",
-              a.scalar_type());
+  TORCH_CHECK(at::isFloatingType(a.scalar_type()) || a.is_complex(),
+              "linalg.matrix_exp: Expected a floating point or complex tensor, got ", a.scalar_type());
   if (a.numel() == 0) return a.clone();
-  // Narrower floats compute in float64: the squarings multiply the
-  // rounding errors of the polynomial by up to 2^s.
-  at::Tensor wide = a.to(at::kDouble);
+  // Narrower floats compute in float64 (complex numbers in complex128): the
+  // squarings multiply the rounding errors of the polynomial by up to 2^s.
+  at::Tensor wide = a.to(a.is_complex() ? at::kComplexDouble : at::kDouble);
   at::Tensor eye = at::eye(a.size(-1), wide.options()).expand(a.sizes());
   double norm = wide.abs().sum(-2).amax().item<double>();
   int squarings = 0;

@@ -178,7 +178,8 @@ def run_sample(op, sample, grad):
     try:
         if entry_name(op) in FLOAT64_REFERENCE:
             dtype = sample.input.dtype
-            wide = [a.double() if isinstance(a, torch.Tensor) and a.dtype == dtype else a for a in args]
+            wide_dtype = torch.complex128 if dtype.is_complex else torch.float64
+            wide = [a.to(wide_dtype) if isinstance(a, torch.Tensor) and a.dtype == dtype else a for a in args]
             want = process(op(*wide, **sample.kwargs))
             narrow = lambda w: w.to(dtype)  # noqa: E731 - rounded to the sample's dtype
             want = type(want)(map(narrow, want)) if isinstance(want, (tuple, list)) else narrow(want)

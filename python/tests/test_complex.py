@@ -141,6 +141,22 @@ def test_inverse_trigonometric_functions_of_complex_numbers_keep_their_digits(dt
                 assert ok, f"{f.__name__}({v}) {part}: got {g}, expected {w}"
 
 
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_matrix_exp_of_complex_matrices(dtype):
+    wide = lambda f, *xs: f(*[x.to(torch.complex128) for x in xs]).to(dtype)  # noqa: E731
+    a = randc(2, 4, 4, dtype=dtype, seed=31)
+    digits = 2e-5 if dtype == torch.complex64 else 1e-10
+    for m in (a * 0.1, a, a * 6):  # no squaring, a few, many
+        got = torch.linalg.matrix_exp(m.to("tpu")).cpu()
+        want = wide(torch.linalg.matrix_exp, m)
+        torch.testing.assert_close(got, want, rtol=digits, atol=digits * want.abs().max().item())
+    # exp of a skew-Hermitian matrix is unitary.
+    skew = (a - a.mH) * 2
+    u = torch.linalg.matrix_exp(skew.to("tpu"))
+    eye = torch.eye(4, dtype=dtype).expand(2, 4, 4)
+    torch.testing.assert_close((u @ u.mH).cpu(), eye, **tol(dtype))
+
+
 def test_complex_promotion_matches_the_cpu():
     z = randc(3)
     for other in [torch.ones(3, dtype=torch.float64), torch.arange(3), torch.tensor(2.0, dtype=torch.float64),
