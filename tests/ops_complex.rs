@@ -500,3 +500,39 @@ all_modes! {
         }
     }
 }
+
+all_modes! {
+    fn lu_of_complex_matrices_reconstructs_them_and_solves() {
+        let n = 4;
+        let a = numbers(n * n, 43);
+        let ta = upload(&a, &[n as i64, n as i64], DType::C128);
+        let (factors, pivots, info) = ta.lu_factor_ex().unwrap();
+        assert_eq!(info.to_vec::<i32>().unwrap(), vec![0]);
+        let f = download(&factors);
+        let perm = pivots.lu_permutation(n as i64).unwrap().to_vec::<i32>().unwrap();
+        // a[perm] = l u, l unit lower and u upper from the factors.
+        for i in 0..n {
+            for j in 0..n {
+                let lu: Complex64 = (0..=i.min(j))
+                    .map(|k| if k == i { f[k * n + j] } else { f[i * n + k] * f[k * n + j] })
+                    .sum();
+                let want = a[perm[i] as usize * n + j];
+                assert!((lu - want).norm() < 1e-12, "({i}, {j}): {lu} vs {want}");
+            }
+        }
+        // Each pivot is the entry of largest |re| + |im| left in its column.
+        let size = |z: Complex64| z.re.abs() + z.im.abs();
+        let first = (0..n).map(|i| size(a[i * n])).fold(0.0, f64::max);
+        assert_eq!(size(a[perm[0] as usize * n]), first);
+        // Solving a x = b with the factors: a x is b.
+        let b = numbers(n * 2, 44);
+        let tb = upload(&b, &[n as i64, 2], DType::C128);
+        let x = download(&factors.lu_solve(&pivots, &tb, true, false).unwrap());
+        for i in 0..n {
+            for c in 0..2 {
+                let ax: Complex64 = (0..n).map(|k| a[i * n + k] * x[k * 2 + c]).sum();
+                assert!((ax - b[i * 2 + c]).norm() < 1e-12, "row {i}, column {c}");
+            }
+        }
+    }
+}

@@ -241,10 +241,14 @@ std::pair<Handle, Handle> lu_diagonal_and_sign(const at::Tensor& a, const Lu& r)
   return {std::move(diagonal), std::move(sign)};
 }
 
-// det and slogdet factor A^T when A is contiguous (PyTorch's CPU kernels do:
-// LAPACK wants columns, and det(A^T) = det(A)); their backward formulas
-// expect the factors of the same matrix.
-Lu determinant_factors(const at::Tensor& a) { return lu_factor(read(a.is_contiguous() ? a.mT() : a)); }
+// det and slogdet factor A^T when A is real and contiguous (PyTorch's CPU
+// kernels do: LAPACK wants columns, and det(A^T) = det(A)); their backward
+// formulas expect the factors of the same matrix. Of complex matrices they
+// expect A's own factors (the solve they make is with A^H, and (A^T)^H is
+// conj(A)): checked against the CPU's gradients.
+Lu determinant_factors(const at::Tensor& a) {
+  return lu_factor(read(a.is_contiguous() && !a.is_complex() ? a.mT() : a));
+}
 
 std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> linalg_det_out(const at::Tensor& a, at::Tensor& result,
                                                                  at::Tensor& factors, at::Tensor& pivots) {
@@ -265,7 +269,9 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> linalg_slogdet_ou
   OpScope s;
   Lu r = determinant_factors(a);
   auto [diagonal, permutation_sign] = lu_diagonal_and_sign(a, r);
-  write(sign, mul(reduce("prod", unary("sign", diagonal), {-1}, false), permutation_sign));
+  // Of complex matrices, the sign is a unit complex number (sgn: z / |z|).
+  Handle signs = unary(a.is_complex() ? "sgn" : "sign", diagonal);
+  write(sign, mul(reduce("prod", signs, {-1}, false), permutation_sign));
   write(logabsdet, reduce("sum", unary("log", unary("abs", diagonal)), {-1}, false));
   write(factors, r.factors);
   write(pivots, r.pivots);

@@ -157,6 +157,35 @@ def test_matrix_exp_of_complex_matrices(dtype):
     torch.testing.assert_close((u @ u.mH).cpu(), eye, **tol(dtype))
 
 
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_lu_and_what_is_made_of_it_take_complex_matrices(dtype):
+    """LU with LAPACK's pivots (|re| + |im|), det, slogdet, inv, solve and
+    lu_solve against the CPU, and the gradients of det, slogdet and solve."""
+    a = randc(3, 4, 4, dtype=dtype, seed=41) + 2 * torch.eye(4, dtype=dtype)
+    b = randc(3, 4, 2, dtype=dtype, seed=42)
+    same(lambda x: torch.linalg.lu_factor(x)[0], a)
+    same(lambda x: torch.linalg.lu_factor(x)[1], a)
+    for part in range(3):
+        same(lambda x: torch.linalg.lu(x)[part], a)
+    same(torch.linalg.det, a)
+    same(lambda x: torch.linalg.slogdet(x)[0], a)
+    same(lambda x: torch.linalg.slogdet(x)[1], a)
+    same(torch.linalg.inv, a)
+    same(torch.linalg.solve, a, b)
+    same(lambda x, y: torch.linalg.lu_solve(*torch.linalg.lu_factor(x), y, adjoint=True), a, b)
+
+    def grads(x, y):
+        x, y = x.clone().requires_grad_(), y.clone().requires_grad_()
+        (torch.linalg.det(x) * (1 - 2j)).real.sum().backward()
+        first = x.grad.clone()
+        x.grad = None
+        loss = torch.linalg.slogdet(x)[1].sum() + torch.linalg.solve(x, y).abs().sum()
+        loss.backward()
+        return torch.cat([first, x.grad, torch.cat([y.grad, y.grad], -1)], -1)
+
+    same(grads, a, b, **(dict(rtol=1e-4, atol=1e-4) if dtype == torch.complex64 else {}))
+
+
 def test_complex_promotion_matches_the_cpu():
     z = randc(3)
     for other in [torch.ones(3, dtype=torch.float64), torch.arange(3), torch.tensor(2.0, dtype=torch.float64),

@@ -58,7 +58,8 @@ pub(super) fn cholesky(op: &'static str, inputs: &[TensorType]) -> Result<Tensor
 pub(super) fn lu(op: &'static str, output: LuOutput, inputs: &[TensorType]) -> Result<TensorType> {
     arity(op, inputs, 1)?;
     let a = &inputs[0];
-    float_matrices(op, "the input", a)?;
+    // Complex matrices too (the pivot's size is |re| + |im|, as LAPACK's).
+    float_matrices(op, "the input", &a.with_dtype(a.dtype.real_part()))?;
     let r = a.rank();
     let batch = &a.shape[..r - 2];
     Ok(match output {

@@ -237,7 +237,15 @@ pub(super) fn lu(e: &mut Emitter, a: &V, output: LuOutput) -> V {
             let rows = e.iota(col_k.ty.with_dtype(DType::I32), r - 2);
             let k_rows = spread(e, k, &col_k.ty.shape);
             let below = e.compare(Cmp::Ge, &rows, &k_rows);
-            let size = e.unary("stablehlo.abs", &col_k);
+            // Of a complex entry, |re| + |im|, as LAPACK's icamax measures
+            // it (so the pivots are the CPU's).
+            let size = if col_k.ty.dtype.is_complex() {
+                let (re, im) = (e.real_part(&col_k), e.imag_part(&col_k));
+                let (re, im) = (e.unary("stablehlo.abs", &re), e.unary("stablehlo.abs", &im));
+                e.add(&re, &im)
+            } else {
+                e.unary("stablehlo.abs", &col_k)
+            };
             let none = e.splat(-1, &size);
             let candidates = e.select(&below, &size, &none);
             let largest = e.reduce(

@@ -69,7 +69,8 @@ impl Tensor {
         };
         full(self, ra)?.op(op, &[&full(b, rb)?])
     }
-    /// LU factorization with partial pivoting (`torch.linalg.lu_factor_ex`):
+    /// LU factorization with partial pivoting (`torch.linalg.lu_factor_ex`;
+    /// of complex matrices, pivots by |re| + |im|, as LAPACK):
     /// (factors: L below the diagonal, U on and above; int32 1-based
     /// pivots, LAPACK's; int32 info: 0 or the first zero pivot's step).
     #[track_caller]
