@@ -517,11 +517,11 @@ std::tuple<at::Tensor&, at::Tensor&> linalg_polar_out(const at::Tensor& a, at::T
   return {u, h};
 }
 
-// linalg.matrix_sqrth: v diag(sqrt(w)) v^T from eigh of the lower triangle.
+// linalg.matrix_sqrth: v diag(sqrt(w)) v^H from eigh of the lower triangle.
 at::Tensor& linalg_matrix_sqrth_out(const at::Tensor& a, at::Tensor& out) {
   OpScope scope;
   auto [w, v] = at::linalg_eigh(a, "L");
-  at::Tensor root = at::matmul(v * w.sqrt().unsqueeze(-2), v.mT());
+  at::Tensor root = at::matmul(v * w.sqrt().unsqueeze(-2), v.mH());
   at::native::resize_output(out, root.sizes());
   return out.copy_(root);
 }

@@ -186,6 +186,33 @@ def test_lu_and_what_is_made_of_it_take_complex_matrices(dtype):
     same(grads, a, b, **(dict(rtol=1e-4, atol=1e-4) if dtype == torch.complex64 else {}))
 
 
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_eigh_of_hermitian_matrices_and_what_is_made_of_it(dtype):
+    """eigh reads one triangle of a complex matrix (the diagonal's imaginary
+    parts ignored, as LAPACK's heevd), eigenvalues real; the vectors are
+    unique up to a phase per column, so they are checked by A V = V diag(w)
+    and V^H V = I; svdvals, matrix_rank, cond and matrix_sqrth against the
+    CPU."""
+    a = randc(3, 6, 6, dtype=dtype, seed=51)  # not Hermitian, complex diagonal
+    close = tol(dtype)
+    for uplo in "LU":
+        same(lambda x: torch.linalg.eigvalsh(x, UPLO=uplo), a)
+        w, v = torch.linalg.eigh(a.to("tpu"), UPLO=uplo)
+        assert w.dtype == a.real.dtype
+        half = a.tril() if uplo == "L" else a.triu()
+        hermitian = half + half.mH - torch.diag_embed(half.diagonal(dim1=-2, dim2=-1).real).to(dtype)
+        w, v = w.cpu(), v.cpu()
+        torch.testing.assert_close(hermitian @ v, v * w.unsqueeze(-2).to(dtype), **close)
+        torch.testing.assert_close(v.mH @ v, torch.eye(6, dtype=dtype).expand(3, 6, 6), **close)
+    same(torch.linalg.svdvals, a)
+    same(torch.linalg.svdvals, a[..., :4])  # wide and tall
+    same(torch.linalg.svdvals, a[..., :4, :].mT)
+    same(lambda x: torch.linalg.matrix_rank(x[..., :3] @ x[..., :3, :]), a)
+    same(torch.linalg.cond, a, rtol=1e-3, atol=1e-3)
+    spd = a @ a.mH + torch.eye(6, dtype=dtype)
+    same(torch.linalg.matrix_sqrth, spd)
+
+
 def test_complex_promotion_matches_the_cpu():
     z = randc(3)
     for other in [torch.ones(3, dtype=torch.float64), torch.arange(3), torch.tensor(2.0, dtype=torch.float64),

@@ -162,10 +162,13 @@ pub(super) fn eigh(
 ) -> Result<TensorType> {
     arity(op, inputs, 1)?;
     let a = &inputs[0];
-    square_matrices(op, "the input", a)?;
+    // Hermitian complex matrices too; their eigenvalues are real.
+    square_matrices_or_complex(op, "the input", a)?;
     Ok(match output {
         EighOutput::Vectors => a.clone(),
-        EighOutput::Values => a.with_shape(a.shape[..a.rank() - 1].into()),
+        EighOutput::Values => a
+            .with_shape(a.shape[..a.rank() - 1].into())
+            .with_dtype(a.dtype.real_part()),
     })
 }
 

@@ -56,7 +56,9 @@ const EIGH_MAX_SWEEPS: u32 = 100;
 
 pub(super) fn eigh(e: &mut Emitter, a: &V, lower: bool, output: EighOutput) -> V {
     let r = a.ty.rank();
-    let values = a.ty.with_shape(a.ty.shape[..r - 1].into());
+    let values =
+        a.ty.with_shape(a.ty.shape[..r - 1].into())
+            .with_dtype(a.ty.dtype.real_part());
     if a.ty.numel() == 0 {
         return match output {
             EighOutput::Values => e.constant(Scalar::Float(0.0), values),
@@ -64,7 +66,7 @@ pub(super) fn eigh(e: &mut Emitter, a: &V, lower: bool, output: EighOutput) -> V
         };
     }
     let tolerance = match a.ty.dtype {
-        DType::F64 => f64::EPSILON,
+        DType::F64 | DType::C128 => f64::EPSILON,
         _ => f64::from(f32::EPSILON),
     };
     let results = e.multi_op(

@@ -290,16 +290,23 @@ impl Tensor {
                 &[],
             )
         };
-        let narrow = self.dtype() == DType::F32 && self.numel() > 0;
+        // Single precision (float32, complex64) decomposes in double.
+        let dtype = self.dtype();
+        let wide = match dtype {
+            DType::F32 => DType::F64,
+            DType::C64 => DType::C128,
+            d => d,
+        };
+        let narrow = wide != dtype && self.numel() > 0;
         let a = if narrow {
-            self.to_dtype(DType::F64)?
+            self.to_dtype(wide)?
         } else {
             self.clone()
         };
         let values = eigh(&a, EighOutput::Values)?;
         if !with_vectors {
             let values = if narrow {
-                values.to_dtype(DType::F32)?
+                values.to_dtype(dtype.real_part())?
             } else {
                 values
             };
@@ -308,11 +315,11 @@ impl Tensor {
         let vectors = eigh(&a, EighOutput::Vectors)?;
         if narrow {
             return Ok((
-                values.to_dtype(DType::F32)?,
-                Some(vectors.to_dtype(DType::F32)?),
+                values.to_dtype(dtype.real_part())?,
+                Some(vectors.to_dtype(dtype)?),
             ));
         }
-        let vectors = if self.dtype() == DType::F64 && self.numel() > 0 {
+        let vectors = if matches!(dtype, DType::F64 | DType::C128) && self.numel() > 0 {
             refine_eigenvectors(&symmetric(self, upper)?, &values, &vectors)?
         } else {
             vectors
@@ -326,7 +333,7 @@ impl Tensor {
     /// `full_matrices`, u [..., m, m] and vh [..., n, n].
     ///
     /// Made of XLA's symmetric eigendecomposition, as no plugin has an SVD
-    /// op: the eigenvalues of `[[0, a], [a^T, 0]]` are `±s` (and |m - n|
+    /// op: the eigenvalues of `[[0, a], [a^H, 0]]` are `±s` (and |m - n|
     /// zeros), so s is accurate to `eps * |a|` as LAPACK's; the eigenvectors
     /// of `+s_i` are `[u_i; v_i] / sqrt(2)`. Where s has zeros, those halves
     /// are no basis, so each of u and v is made orthonormal by a Householder
@@ -341,7 +348,7 @@ impl Tensor {
         let halves = vectors.mul(std::f64::consts::SQRT_2)?;
         let u = orthonormal(&halves.narrow(-2, 0, m)?, full_matrices)?;
         let v = orthonormal(&halves.narrow(-2, m, n)?, full_matrices)?;
-        Ok((u, s, v.transpose(-2, -1)?))
+        Ok((u, s, adjoint(&v)?))
     }
 
     /// The singular values of matrices [..., m, n], descending
@@ -352,7 +359,7 @@ impl Tensor {
     }
 
     /// s of [`Tensor::svd`] and, with `vectors`, the eigenvectors of the
-    /// k largest eigenvalues of `[[0, a], [a^T, 0]]` [..., m + n, k].
+    /// k largest eigenvalues of `[[0, a], [a^H, 0]]` [..., m + n, k].
     fn svd_parts(&self, vectors: bool) -> Result<(Tensor, Option<Tensor>)> {
         let r = self.rank();
         if r < 2 {
@@ -373,7 +380,7 @@ impl Tensor {
             self.device().zeros(&shape, self.dtype())
         };
         let top = Tensor::cat(&[&block(m, m)?, self], -1)?;
-        let bottom = Tensor::cat(&[&self.transpose(-2, -1)?, &block(n, n)?], -1)?;
+        let bottom = Tensor::cat(&[&adjoint(self)?, &block(n, n)?], -1)?;
         let (values, eigenvectors) =
             Tensor::cat(&[&top, &bottom], -2)?.eigh_parts(false, vectors)?;
         // The k largest, descending; a zero singular value may come out as
@@ -411,27 +418,46 @@ fn orthonormal(x: &Tensor, complete: bool) -> Result<Tensor> {
     q.mul(&sign.unsqueeze(-2)?)
 }
 
-/// The symmetric matrices whose `upper` (or lower) triangle `a` holds.
+/// The symmetric (of complex numbers, Hermitian) matrices whose `upper` (or
+/// lower) triangle `a` holds; a complex diagonal's imaginary parts are
+/// ignored, as LAPACK's `heevd` ignores them.
 fn symmetric(a: &Tensor, upper: bool) -> Result<Tensor> {
     let (part, strict) = if upper {
         (a.triu(0)?, a.triu(1)?)
     } else {
         (a.tril(0)?, a.tril(-1)?)
     };
-    part.add(&strict.transpose(-2, -1)?)
+    let full = part.add(&adjoint(&strict)?)?;
+    if !a.dtype().is_complex() {
+        return Ok(full);
+    }
+    let n = a.shape()[a.rank() - 1];
+    let eye = a.device().eye(n, n, DType::Bool)?;
+    Tensor::where_(&eye, &full.real()?.to_dtype(a.dtype())?, &full)
+}
+
+/// The conjugate transpose of matrices [..., m, n] (the transpose of real
+/// ones).
+fn adjoint(x: &Tensor) -> Result<Tensor> {
+    let t = x.transpose(-2, -1)?;
+    if x.dtype().is_complex() {
+        t.conj_physical()
+    } else {
+        Ok(t)
+    }
 }
 
 /// One step of Ogita and Aishima's refinement of approximate eigenvectors
-/// `x` (columns) of the symmetric `a` with eigenvalues `w` ("Iterative
-/// refinement for symmetric eigenvalue decomposition", 2018): with
-/// `r = I - x^T x` and `s = x^T a x`, `x + x e` where `e[i][j] = (s[i][j] +
+/// `x` (columns) of the symmetric (or Hermitian) `a` with eigenvalues `w`
+/// ("Iterative refinement for symmetric eigenvalue decomposition", 2018):
+/// with `r = I - x^H x` and `s = x^H a x` (`x^H` the conjugate transpose), `x + x e` where `e[i][j] = (s[i][j] +
 /// w[j] r[i][j]) / (w[j] - w[i])` for eigenvalues farther apart than the
 /// error bound `2 (|s - diag(w)| + |a| |r|)`, else `r[i][j] / 2` (which
 /// only restores orthonormality within a cluster).
 fn refine_eigenvectors(a: &Tensor, w: &Tensor, x: &Tensor) -> Result<Tensor> {
     let n = x.shape()[x.rank() - 1];
     let eye = x.device().eye(n, n, x.dtype())?;
-    let xt = x.transpose(-2, -1)?;
+    let xt = adjoint(x)?;
     let r = eye.sub(&xt.matmul(x)?)?;
     let s = xt.matmul(&a.matmul(x)?)?;
     let (row, col) = (w.unsqueeze(-1)?, w.unsqueeze(-2)?);
