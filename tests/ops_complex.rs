@@ -536,3 +536,32 @@ all_modes! {
         }
     }
 }
+
+all_modes! {
+    fn householder_qr_of_complex_matrices_is_unitary_times_upper() {
+        let (m, n) = (5, 3);
+        let a = numbers(m * n, 45);
+        let ta = upload(&a, &[m as i64, n as i64], DType::C128);
+        let (q, r) = ta.qr(false).unwrap();
+        let (q, r) = (download(&q), download(&r));
+        // q [m, n] with orthonormal columns, r [n, n] upper with a real
+        // diagonal (LAPACK's), and q r = a.
+        for i in 0..n {
+            for j in 0..n {
+                let dot: Complex64 = (0..m).map(|k| q[k * n + i].conj() * q[k * n + j]).sum();
+                let want = if i == j { 1.0 } else { 0.0 };
+                assert!((dot - want).norm() < 1e-12, "q^H q at ({i}, {j}): {dot}");
+                if i > j {
+                    assert_eq!(r[i * n + j], Complex64::new(0.0, 0.0), "below r's diagonal");
+                }
+            }
+            assert!(r[i * n + i].im.abs() < 1e-12, "r's diagonal is real: {}", r[i * n + i]);
+        }
+        for i in 0..m {
+            for j in 0..n {
+                let qr: Complex64 = (0..n).map(|k| q[i * n + k] * r[k * n + j]).sum();
+                assert!((qr - a[i * n + j]).norm() < 1e-12, "q r at ({i}, {j})");
+            }
+        }
+    }
+}

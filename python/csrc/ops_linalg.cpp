@@ -458,21 +458,21 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> linalg_lstsq_out(
   TORCH_CHECK(name == "gels" || name == "gelsy" || name == "gelsd" || name == "gelss",
               "torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)");
   TORCH_CHECK(a.dim() >= 2, "torch.linalg.lstsq: input must have at least 2 dimensions.");
-  TORCH_CHECK(at::isFloatingType(a.scalar_type()) && a.scalar_type() == b.scalar_type(),
-              "torch.linalg.lstsq: Expected input and b to have the same dtype, a float, but got ", a.scalar_type(),
-              " and ", b.scalar_type());
+  TORCH_CHECK((at::isFloatingType(a.scalar_type()) || a.is_complex()) && a.scalar_type() == b.scalar_type(),
+              "torch.linalg.lstsq: Expected input and b to have the same dtype, a float or complex one, but got ",
+              a.scalar_type(), " and ", b.scalar_type());
   const bool vector = b.dim() == a.dim() - 1;
   at::Tensor rhs = vector ? b.unsqueeze(-1) : b;
   int64_t m = a.size(-2), n = a.size(-1);
   TORCH_CHECK(rhs.size(-2) == m, "torch.linalg.lstsq: input.size(-2) should match other.size(-2)");
-  double eps = a.scalar_type() == at::kDouble ? std::numeric_limits<double>::epsilon()
-                                              : std::numeric_limits<float>::epsilon();
+  bool wide = a.scalar_type() == at::kDouble || a.scalar_type() == at::kComplexDouble;
+  double eps = wide ? std::numeric_limits<double>::epsilon() : std::numeric_limits<float>::epsilon();
   double cut = rcond.has_value() && *rcond > 0 ? *rcond : eps * std::max(m, n);
   auto [u, sv, vh] = at::linalg_svd(a, /*full_matrices=*/false);
   at::Tensor largest = std::get<0>(at::max(sv, -1, /*keepdim=*/true));
   at::Tensor kept = sv > largest * cut;
   at::Tensor inverse = at::where(kept, sv.reciprocal(), at::zeros({}, sv.options()));
-  at::Tensor x = at::matmul(vh.mT(), inverse.unsqueeze(-1) * at::matmul(u.mT(), rhs));
+  at::Tensor x = at::matmul(vh.mH(), inverse.unsqueeze(-1) * at::matmul(u.mH(), rhs));
   at::Tensor r = kept.sum(-1);
   at::native::resize_output(solution, vector ? x.squeeze(-1).sizes() : x.sizes());
   solution.copy_(vector ? x.squeeze(-1) : x);
@@ -492,7 +492,7 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> linalg_lstsq_out(
   // gelss only when every matrix has full rank (one host read, as the CPU's).
   bool full = m > n && name != "gelsy" && (name == "gels" || (r == n).all().item<bool>());
   if (full) {
-    at::Tensor res = (at::matmul(a, x) - rhs).pow(2).sum(-2);
+    at::Tensor res = (at::matmul(a, x) - rhs).abs().pow(2).sum(-2);
     // A vector b keeps its one column here, as on the CPU.
     at::native::resize_output(residuals, res.sizes());
     residuals.copy_(res);
@@ -502,14 +502,14 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> linalg_lstsq_out(
   return {solution, residuals, rank, singular_values};
 }
 
-// linalg.polar (m >= n): a = u h with u = w vh and h = vh^T diag(s) vh from
+// linalg.polar (m >= n): a = u h with u = w vh and h = vh^H diag(s) vh from
 // the reduced SVD a = w diag(s) vh.
 std::tuple<at::Tensor&, at::Tensor&> linalg_polar_out(const at::Tensor& a, at::Tensor& u, at::Tensor& h) {
   OpScope scope;
   TORCH_CHECK(a.dim() >= 2 && a.size(-2) >= a.size(-1),
               "torch.linalg.polar: expected a matrix of shape (*, m, n) with m >= n, but got ", a.sizes());
   auto [w, sv, vh] = at::linalg_svd(a, /*full_matrices=*/false);
-  at::Tensor unitary = at::matmul(w, vh), positive = at::matmul(vh.mT() * sv.unsqueeze(-2), vh);
+  at::Tensor unitary = at::matmul(w, vh), positive = at::matmul(vh.mH() * sv.unsqueeze(-2), vh);
   at::native::resize_output(u, unitary.sizes());
   at::native::resize_output(h, positive.sizes());
   u.copy_(unitary);

@@ -213,6 +213,37 @@ def test_eigh_of_hermitian_matrices_and_what_is_made_of_it(dtype):
     same(torch.linalg.matrix_sqrth, spd)
 
 
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_householder_qr_svd_and_what_is_made_of_them_take_complex_matrices(dtype):
+    """geqrf, ormqr (each side, with and without the adjoint), the
+    householder product and QR against the CPU (LAPACK's zgeqrf: a real
+    diagonal, complex tau); the SVD reconstructs and has unitary factors;
+    pinv, lstsq and polar against the CPU."""
+    a = randc(2, 6, 4, dtype=dtype, seed=61)
+    c = randc(2, 6, 3, dtype=dtype, seed=62)
+    close = tol(dtype) if dtype == torch.complex128 else dict(rtol=1e-4, atol=1e-4)
+    same(lambda x: torch.geqrf(x)[0], a, **close)
+    same(lambda x: torch.geqrf(x)[1], a, **close)
+    for left in (True, False):
+        for transpose in (False, True):
+            same(lambda x, y: torch.ormqr(*torch.geqrf(x), y if left else y.mT, left=left, transpose=transpose),
+                 a, c, **close)
+    same(lambda x: torch.linalg.householder_product(*torch.geqrf(x)), a, **close)
+    for mode in ("reduced", "complete"):
+        for part in range(2):
+            same(lambda x: torch.linalg.qr(x, mode=mode)[part], a, **close)
+    u, sv, vh = (t.cpu() for t in torch.linalg.svd(a.to("tpu"), full_matrices=False))
+    torch.testing.assert_close(u @ torch.diag_embed(sv).to(dtype) @ vh, a, **close)
+    torch.testing.assert_close(u.mH @ u, torch.eye(4, dtype=dtype).expand(2, 4, 4), **close)
+    torch.testing.assert_close(vh @ vh.mH, torch.eye(4, dtype=dtype).expand(2, 4, 4), **close)
+    same(torch.linalg.svdvals, a, **close)
+    same(torch.linalg.pinv, a, **close)
+    same(lambda x, y: torch.linalg.lstsq(x, y, driver="gelsd").solution, a, c, **close)
+    same(lambda x, y: torch.linalg.lstsq(x, y, driver="gels").residuals, a, c, **close)
+    for part in range(2):
+        same(lambda x: torch.linalg.polar(x)[part], a, **close)
+
+
 def test_complex_promotion_matches_the_cpu():
     z = randc(3)
     for other in [torch.ones(3, dtype=torch.float64), torch.arange(3), torch.tensor(2.0, dtype=torch.float64),

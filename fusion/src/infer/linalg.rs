@@ -143,7 +143,8 @@ pub(super) fn householder(
 ) -> Result<TensorType> {
     arity(op, inputs, 1)?;
     let a = &inputs[0];
-    float_matrices(op, "the input", a)?;
+    // Complex matrices too (LAPACK's zgeqrf: a real diagonal, complex tau).
+    float_matrices(op, "the input", &a.with_dtype(a.dtype.real_part()))?;
     let r = a.rank();
     Ok(match output {
         HouseholderOutput::Factors => a.clone(),
@@ -181,8 +182,12 @@ pub(super) fn apply_householder(
 ) -> Result<TensorType> {
     arity(op, inputs, 3)?;
     let (a, tau, c) = (&inputs[0], &inputs[1], &inputs[2]);
-    float_matrices(op, "the reflectors", a)?;
-    float_matrices(op, "the matrix multiplied", c)?;
+    float_matrices(op, "the reflectors", &a.with_dtype(a.dtype.real_part()))?;
+    float_matrices(
+        op,
+        "the matrix multiplied",
+        &c.with_dtype(c.dtype.real_part()),
+    )?;
     let r = a.rank();
     let (m, cols) = (a.shape[r - 2], a.shape[r - 1]);
     let k = tau.shape.last().copied().unwrap_or(-1);

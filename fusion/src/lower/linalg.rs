@@ -390,6 +390,7 @@ pub(super) fn householder(e: &mut Emitter, a: &V, output: HouseholderOutput) -> 
             HouseholderOutput::Tau => tau0,
         };
     }
+    let complex = a.ty.dtype.is_complex();
     let step0 = int32(e, 0);
     let finals = e.while_op(
         &[&step0, a, &tau0],
@@ -404,21 +405,32 @@ pub(super) fn householder(e: &mut Emitter, a: &V, output: HouseholderOutput) -> 
             let i_rows = spread(e, i, &column.ty.shape);
             let at = e.compare(Cmp::Eq, &rows, &i_rows);
             let below = e.compare(Cmp::Gt, &rows, &i_rows);
-            // dlarfg: alpha the diagonal element, x the part below it.
+            // dlarfg (zlarfg): alpha the diagonal element, x the part below
+            // it; beta = -sign(re alpha) |(alpha, x)| is real.
             let alpha = pick(e, &column, &at, r - 2);
             let no_column = e.splat(0, &column);
             let x = e.select(&below, &column, &no_column);
-            let squares = e.mul(&x, &x);
+            let squares = squared_modulus(e, &x);
             let x_norm2 = e.reduce(&squares, Scalar::Int(0), "stablehlo.add", &[r - 2]);
-            let zero = e.splat(0, &x_norm2);
-            let one = e.splat(1, &x_norm2);
-            let nothing_below = e.compare(Cmp::Eq, &x_norm2, &zero);
-            let alpha2 = e.mul(&alpha, &alpha);
+            let zero_norm = e.splat(0, &x_norm2);
+            let mut nothing_below = e.compare(Cmp::Eq, &x_norm2, &zero_norm);
+            let re_alpha = if complex {
+                let im_alpha = e.imag_part(&alpha);
+                let real = e.compare(Cmp::Eq, &im_alpha, &zero_norm);
+                nothing_below = e.binary("stablehlo.and", &nothing_below, &real);
+                e.real_part(&alpha)
+            } else {
+                alpha.clone()
+            };
+            let alpha2 = squared_modulus(e, &alpha);
             let total = e.add(&alpha2, &x_norm2);
             let norm = e.unary("stablehlo.sqrt", &total);
             let minus_norm = e.unary("stablehlo.negate", &norm);
-            let alpha_nonnegative = e.compare(Cmp::Ge, &alpha, &zero);
+            let alpha_nonnegative = e.compare(Cmp::Ge, &re_alpha, &zero_norm);
             let reflected = e.select(&alpha_nonnegative, &minus_norm, &norm);
+            let reflected = e.convert(&reflected, alpha.ty.dtype);
+            let zero = e.splat(0, &alpha);
+            let one = e.splat(1, &alpha);
             let beta = e.select(&nothing_below, &alpha, &reflected);
             let safe_beta = e.select(&nothing_below, &one, &beta);
             let beta_minus_alpha = e.sub(&beta, &alpha);
@@ -432,13 +444,16 @@ pub(super) fn householder(e: &mut Emitter, a: &V, output: HouseholderOutput) -> 
             let v_below = e.mul(&x, &scale_rows);
             let ones = e.splat(1, &column);
             let v = e.select(&at, &ones, &v_below);
-            // The trailing columns: a -= tau v (v^T a).
+            // The trailing columns get h^H = I - conj(tau) v v^H:
+            // a -= conj(tau) v (v^H a).
             let v_full = e.broadcast_in_dim(&v, &shape, 0..r as i64 - 1);
-            let weighted = e.mul(&v_full, a);
+            let v_conj = conj(e, &v_full);
+            let weighted = e.mul(&v_conj, a);
             let w = e.reduce(&weighted, Scalar::Int(0), "stablehlo.add", &[r - 2]);
             let w_full = e.broadcast_in_dim(&w, &shape, all_but(r, r - 2));
             let tau_full = spread(e, &tau_i, &shape);
-            let tau_v = e.mul(&tau_full, &v_full);
+            let tau_conj = conj(e, &tau_full);
+            let tau_v = e.mul(&tau_conj, &v_full);
             let update = e.mul(&tau_v, &w_full);
             let reduced = e.sub(a, &update);
             let right = e.compare(Cmp::Gt, &col, &i_full);
@@ -503,19 +518,52 @@ pub(super) fn apply_householder(e: &mut Emitter, inputs: &[V], left: bool, trans
             let v = e.select(&at, &ones, &below_part);
             let at_step = at_last(e, tau, &i);
             let tau_i = pick(e, tau, &at_step, r - 2);
-            // w = v^T c (left) or c v: the sum over c's m dim.
+            // h = I - tau v v^H (its adjoint with `transpose`: conj(tau)).
+            // From the left, w = v^H c and c -= tau v w; from the right,
+            // w = c v and c -= tau w v^H. w sums over c's m dim.
             let v_full = e.broadcast_in_dim(&v, &c_shape, all_but(r, other_dim));
-            let weighted = e.mul(&v_full, c);
+            let v_conj = conj(e, &v_full);
+            let (v_in_w, v_in_update) = if left {
+                (&v_conj, &v_full)
+            } else {
+                (&v_full, &v_conj)
+            };
+            let weighted = e.mul(v_in_w, c);
             let w = e.reduce(&weighted, Scalar::Int(0), "stablehlo.add", &[m_dim]);
             let w_full = e.broadcast_in_dim(&w, &c_shape, all_but(r, m_dim));
             let tau_full = spread(e, &tau_i, &c_shape);
-            let tau_v = e.mul(&tau_full, &v_full);
+            let tau_full = if transpose {
+                conj(e, &tau_full)
+            } else {
+                tau_full
+            };
+            let tau_v = e.mul(&tau_full, v_in_update);
             let update = e.mul(&tau_v, &w_full);
             let one_step = int32(e, 1);
             vec![e.add(j, &one_step), e.sub(c, &update)]
         },
     );
     finals[1].clone()
+}
+
+/// `conj(x)` of a complex `x`; `x` itself otherwise.
+fn conj(e: &mut Emitter, x: &V) -> V {
+    if !x.ty.dtype.is_complex() {
+        return x.clone();
+    }
+    let (re, im) = (e.real_part(x), e.imag_part(x));
+    let minus_im = e.unary("stablehlo.negate", &im);
+    e.complex(&re, &minus_im)
+}
+
+/// `|x|^2`, in `x`'s real dtype.
+fn squared_modulus(e: &mut Emitter, x: &V) -> V {
+    if !x.ty.dtype.is_complex() {
+        return e.mul(x, x);
+    }
+    let (re, im) = (e.real_part(x), e.imag_part(x));
+    let (re2, im2) = (e.mul(&re, &re), e.mul(&im, &im));
+    e.add(&re2, &im2)
 }
 
 pub(super) fn triangular_solve(

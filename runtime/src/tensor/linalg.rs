@@ -403,8 +403,13 @@ fn orthonormal(x: &Tensor, complete: bool) -> Result<Tensor> {
     let (q, upper) = x.qr(complete)?;
     let eye = x.device().eye(k, k, x.dtype())?;
     let diagonal = upper.narrow(-2, 0, k)?.mul(&eye)?.sum(&[-2], false)?;
-    // +1 where the diagonal is >= 0, else -1; the completion's columns keep
-    // their sign.
+    // +1 where the diagonal is >= 0, else -1 (a complex R's diagonal is
+    // real, as LAPACK's); the completion's columns keep their sign.
+    let diagonal = if x.dtype().is_complex() {
+        diagonal.real()?
+    } else {
+        diagonal
+    };
     let sign = diagonal.lt(0.0)?.to_dtype(x.dtype())?.mul(-2.0)?.add(1.0)?;
     let columns = q.shape()[r - 1];
     let sign = if columns > k {
