@@ -244,6 +244,21 @@ def test_householder_qr_svd_and_what_is_made_of_them_take_complex_matrices(dtype
         same(lambda x: torch.linalg.polar(x)[part], a, **close)
 
 
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_sigmoid_and_tanh_have_complex_gradients(dtype):
+    """The output's gradient times the derivative's conjugate, as PyTorch."""
+    z = randc(3, 4, dtype=dtype, seed=71)
+
+    def grads(x):
+        x = x.clone().requires_grad_()
+        loss = (torch.sigmoid(x) * (1 + 2j)).real.sum() + (torch.tanh(x) * (2 - 1j)).imag.sum()
+        loss = loss + torch.nn.functional.tanhshrink(x).abs().sum()
+        loss.backward()
+        return x.grad
+
+    same(grads, z)
+
+
 def test_complex_promotion_matches_the_cpu():
     z = randc(3)
     for other in [torch.ones(3, dtype=torch.float64), torch.arange(3), torch.tensor(2.0, dtype=torch.float64),

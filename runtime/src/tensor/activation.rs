@@ -282,6 +282,15 @@ fn largest_finite(dtype: DType) -> f64 {
     }
 }
 
+/// `conj(x)` of a complex `x`; `x` itself otherwise (no op recorded).
+fn conjugate(x: &Tensor) -> Result<Tensor> {
+    if x.dtype().is_complex() {
+        x.conj_physical()
+    } else {
+        Ok(x.clone())
+    }
+}
+
 /// `s - x`.
 fn rsub(x: &Tensor, s: f64) -> Result<Tensor> {
     x.binary_scalar(BinaryOp::Sub, Scalar::from(s), true)
@@ -563,8 +572,15 @@ impl Tensor {
     ) -> Result<Tensor> {
         use Activation::*;
         let op = a.name();
-        self.expect_float(op, "a floating-point gradient")?;
-        saved.expect_float(op, "a floating-point input")?;
+        // sigmoid and tanh have complex gradients (PyTorch's: the output's
+        // gradient times the derivative's conjugate).
+        let complex_ok = matches!(a, Sigmoid | Tanh)
+            && self.dtype().is_complex()
+            && saved.dtype() == self.dtype();
+        if !complex_ok {
+            self.expect_float(op, "a floating-point gradient")?;
+            saved.expect_float(op, "a floating-point input")?;
+        }
         if saved_is_result && !matches!(a, Elu { .. } | LeakyRelu { .. } | Sigmoid | Tanh) {
             return Err(fusion::Error::Invalid {
                 op,
@@ -662,7 +678,7 @@ impl Tensor {
                 } else {
                     x.sigmoid()?
                 };
-                g.mul(&y.mul(&rsub(&y, 1.0)?)?)
+                g.mul(&conjugate(&y.mul(&rsub(&y, 1.0)?)?)?)
             }
             Tanh => {
                 let y = if saved_is_result {
@@ -670,7 +686,7 @@ impl Tensor {
                 } else {
                     x.tanh()?
                 };
-                g.mul(&rsub(&y.mul(&y)?, 1.0)?)
+                g.mul(&conjugate(&rsub(&y.mul(&y)?, 1.0)?)?)
             }
             Threshold { threshold, .. } => Tensor::where_(&x.gt(threshold)?, g, &g.zeros_like()?),
             _ => Err(fusion::Error::Invalid {
