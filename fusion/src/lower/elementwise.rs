@@ -101,12 +101,7 @@ pub(super) fn unary(e: &mut Emitter, u: UnaryOp, x: &V, out: TensorType) -> V {
         SpecialSphericalBesselJ0 => special::spherical_bessel_j0(e, &xf),
         Real => e.real_part(x),
         Imag => e.imag_part(x),
-        Conj if d.is_complex() => {
-            let (re, im) = (e.real_part(x), e.imag_part(x));
-            let minus_im = e.unary("stablehlo.negate", &im);
-            e.complex(&re, &minus_im)
-        }
-        Conj => x.clone(),
+        Conj => e.conj(x),
         Angle if d.is_complex() => {
             let (re, im) = (e.real_part(x), e.imag_part(x));
             e.binary("stablehlo.atan2", &im, &re)

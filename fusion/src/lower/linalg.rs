@@ -447,12 +447,12 @@ pub(super) fn householder(e: &mut Emitter, a: &V, output: HouseholderOutput) -> 
             // The trailing columns get h^H = I - conj(tau) v v^H:
             // a -= conj(tau) v (v^H a).
             let v_full = e.broadcast_in_dim(&v, &shape, 0..r as i64 - 1);
-            let v_conj = conj(e, &v_full);
+            let v_conj = e.conj(&v_full);
             let weighted = e.mul(&v_conj, a);
             let w = e.reduce(&weighted, Scalar::Int(0), "stablehlo.add", &[r - 2]);
             let w_full = e.broadcast_in_dim(&w, &shape, all_but(r, r - 2));
             let tau_full = spread(e, &tau_i, &shape);
-            let tau_conj = conj(e, &tau_full);
+            let tau_conj = e.conj(&tau_full);
             let tau_v = e.mul(&tau_conj, &v_full);
             let update = e.mul(&tau_v, &w_full);
             let reduced = e.sub(a, &update);
@@ -522,7 +522,7 @@ pub(super) fn apply_householder(e: &mut Emitter, inputs: &[V], left: bool, trans
             // From the left, w = v^H c and c -= tau v w; from the right,
             // w = c v and c -= tau w v^H. w sums over c's m dim.
             let v_full = e.broadcast_in_dim(&v, &c_shape, all_but(r, other_dim));
-            let v_conj = conj(e, &v_full);
+            let v_conj = e.conj(&v_full);
             let (v_in_w, v_in_update) = if left {
                 (&v_conj, &v_full)
             } else {
@@ -533,7 +533,7 @@ pub(super) fn apply_householder(e: &mut Emitter, inputs: &[V], left: bool, trans
             let w_full = e.broadcast_in_dim(&w, &c_shape, all_but(r, m_dim));
             let tau_full = spread(e, &tau_i, &c_shape);
             let tau_full = if transpose {
-                conj(e, &tau_full)
+                e.conj(&tau_full)
             } else {
                 tau_full
             };
@@ -544,16 +544,6 @@ pub(super) fn apply_householder(e: &mut Emitter, inputs: &[V], left: bool, trans
         },
     );
     finals[1].clone()
-}
-
-/// `conj(x)` of a complex `x`; `x` itself otherwise.
-fn conj(e: &mut Emitter, x: &V) -> V {
-    if !x.ty.dtype.is_complex() {
-        return x.clone();
-    }
-    let (re, im) = (e.real_part(x), e.imag_part(x));
-    let minus_im = e.unary("stablehlo.negate", &im);
-    e.complex(&re, &minus_im)
 }
 
 /// `|x|^2`, in `x`'s real dtype.

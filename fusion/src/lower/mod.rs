@@ -507,6 +507,16 @@ impl Emitter {
         self.op("stablehlo.complex", &[re, im], "", ty)
     }
 
+    /// `conj(x)` of a complex `x`; `x` itself otherwise.
+    pub fn conj(&mut self, x: &V) -> V {
+        if !x.ty.dtype.is_complex() {
+            return x.clone();
+        }
+        let (re, im) = (self.real_part(x), self.imag_part(x));
+        let minus_im = self.unary("stablehlo.negate", &im);
+        self.complex(&re, &minus_im)
+    }
+
     /// `x` broadcast to `shape`, aligning trailing dims (NumPy rules).
     pub fn broadcast_to(&mut self, x: &V, shape: &[i64]) -> V {
         if x.ty.shape.as_slice() == shape {

@@ -283,7 +283,7 @@ fn largest_finite(dtype: DType) -> f64 {
 }
 
 /// `conj(x)` of a complex `x`; `x` itself otherwise (no op recorded).
-fn conjugate(x: &Tensor) -> Result<Tensor> {
+pub(super) fn conjugate(x: &Tensor) -> Result<Tensor> {
     if x.dtype().is_complex() {
         x.conj_physical()
     } else {

@@ -444,12 +444,7 @@ fn symmetric(a: &Tensor, upper: bool) -> Result<Tensor> {
 /// The conjugate transpose of matrices [..., m, n] (the transpose of real
 /// ones).
 fn adjoint(x: &Tensor) -> Result<Tensor> {
-    let t = x.transpose(-2, -1)?;
-    if x.dtype().is_complex() {
-        t.conj_physical()
-    } else {
-        Ok(t)
-    }
+    super::activation::conjugate(&x.transpose(-2, -1)?)
 }
 
 /// One step of Ogita and Aishima's refinement of approximate eigenvectors

@@ -405,10 +405,6 @@ fn describe(o: &Operand) -> String {
 /// gives NaN in both parts; equal infinite real parts give `lo` when they
 /// are -inf (the angle is lost) and `log(exp(lo) + exp(hi))` when +inf.
 fn complex_log_add_exp(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    let is_nan = |z: &Tensor| -> Result<Tensor> {
-        let (re, im) = (z.real()?, z.imag()?);
-        re.ne(&re)?.logical_or(&im.ne(&im)?)
-    };
     let a_is_hi = a.real()?.ge(&b.real()?)?;
     let hi = Tensor::where_(&a_is_hi, a, b)?;
     let lo = Tensor::where_(&a_is_hi, b, a)?;
@@ -421,6 +417,6 @@ fn complex_log_add_exp(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let both_infinite = lo.exp()?.add(&hi.exp()?)?.log()?;
     let infinite = Tensor::where_(&lo_re.lt(0.0)?, &lo, &both_infinite)?;
     let r = Tensor::where_(&same_infinity, &infinite, &general)?;
-    let nan = is_nan(a)?.logical_or(&is_nan(b)?)?;
+    let nan = a.isnan()?.logical_or(&b.isnan()?)?;
     Tensor::where_(&nan, &r.mul(f64::NAN)?, &r)
 }
