@@ -121,6 +121,12 @@ etpu_status eagertpu_set_check_nan(int32_t on);
 /* 1: fused mode's results depend only on the op stream, bit for bit (a hot chunk is compiled
    on the calling thread and used from its hot sighting on, never earlier from disk). */
 etpu_status eagertpu_set_deterministic(int32_t on);
+/* One op of the caller's: the ops this thread calls between begin and end run as one program in
+   debug and strict modes (a _foreach op over a list launches once, not once per tensor). Scopes
+   nest; the outermost end launches (in debug mode, and waits: a launch error is returned there).
+   end without a begin on this thread: ETPU_INVALID_ARGUMENT. */
+etpu_status etpu_one_op_begin(void);
+etpu_status etpu_one_op_end(void);
 /* The metrics report: at most `capacity` bytes (NUL-terminated) into `buf`
  * (may be NULL), and the full size including the NUL into `length`. */
 etpu_status eagertpu_metrics_report(char* buf, size_t capacity, size_t* length);

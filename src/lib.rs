@@ -28,9 +28,10 @@ pub use runtime::{
     Interpolation, KeyValueStore, KvFailure, LstmCell, LstmCellGrad, Manifest, Marker, Metrics,
     Mode, ModeGuard, Operand, OrderStatistic, OrderStatisticKind, PadMode, PointwiseLoss,
     PointwiseLossKind, ProcessGroup, Reduce, Result, ScatterReduction, Sgd, SgdParam, SgdUpdate,
-    Subgroups, Tensor, check_distributed_store, default_device, manifest, metrics, mode,
-    note_fallback, set_check_nan, set_deterministic, set_distributed_store, set_mode, shutdown,
-    sync, timing, trace, wait_for_compiles, with_mode, with_origin,
+    Subgroups, Tensor, as_one_op, begin_one_op, check_distributed_store, default_device,
+    end_one_op, manifest, metrics, mode, note_fallback, set_check_nan, set_deterministic,
+    set_distributed_store, set_mode, shutdown, sync, timing, trace, wait_for_compiles, with_mode,
+    with_origin,
 };
 
 /// Lower layers, for tools and tests: the op IR and the PJRT wrappers.

@@ -584,3 +584,76 @@ fn a_loop_reading_every_iteration_runs_one_program_per_iteration() {
         "{got} vs {want}"
     );
 }
+
+/// `as_one_op`: what it records is one program in debug and strict modes
+/// (as a `_foreach` op over a list is one op of the caller's), values as
+/// when each op ran alone; a read inside runs what is pending first; an
+/// error inside leaves the scope, and the next op runs alone again.
+#[test]
+fn calls_made_as_one_op_run_as_one_program_in_every_mode() {
+    let xs: Vec<Host> = (0..5)
+        .map(|i| Host::random(DType::F32, &[3, 4], 40 + i))
+        .collect();
+    for mode in MODES {
+        let _m = in_mode(mode);
+        let ts: Vec<Tensor> = xs.iter().map(Host::tensor).collect();
+        eagertpu::sync().unwrap();
+        let before = metrics();
+        let ys = eagertpu::as_one_op(|| {
+            ts.iter()
+                .map(|t| (&(t * 2.0).unwrap() + 1.0).unwrap().tanh().unwrap())
+                .collect::<Vec<_>>()
+        })
+        .unwrap();
+        let launched = metrics();
+        if mode != Mode::Fused {
+            assert_eq!(
+                launched.executions - before.executions,
+                1,
+                "{mode}: launched once, when the scope ends"
+            );
+        }
+        for (x, y) in xs.iter().zip(&ys) {
+            assert_close(
+                &format!("{mode}"),
+                y,
+                &x.map(DType::F32, |v| (2.0 * v + 1.0).tanh()),
+            );
+        }
+        let after = metrics();
+        assert!(
+            after.executions - before.executions <= 1,
+            "{mode}: one program for the five items"
+        );
+
+        // A read inside the scope runs what is pending first.
+        let read = eagertpu::as_one_op(|| {
+            let y = (&ts[0] * 3.0).unwrap();
+            let first = y.to_vec::<f32>().unwrap()[0];
+            (first, (&y + 1.0).unwrap())
+        })
+        .unwrap();
+        assert_eq!(read.0 as f64, (xs[0].data[0] as f32 * 3.0) as f64, "{mode}");
+        assert_eq!(read.1.to_vec::<f32>().unwrap()[0], read.0 + 1.0, "{mode}");
+
+        // An error inside (the caller's, returned by the closure) ends the
+        // scope: what was recorded before it runs, and ops run alone again.
+        let failed: eagertpu::Result<Tensor> = eagertpu::as_one_op(|| {
+            let _kept = (&ts[1] - 1.0)?;
+            ts[0].matmul(&ts[1])
+        })
+        .unwrap();
+        let e = err_text(failed);
+        assert!(e.contains("matmul") && e.contains("[3, 4]"), "{mode}: {e}");
+        let before = metrics();
+        let alone = (&ts[2] + 1.0).unwrap();
+        if mode != Mode::Fused {
+            assert_eq!(metrics().executions - before.executions, 1, "{mode}");
+        }
+        assert_close(
+            &format!("{mode}"),
+            &alone,
+            &xs[2].map(DType::F32, |v| v + 1.0),
+        );
+    }
+}

@@ -447,6 +447,24 @@ mod runtime_api {
             Ok(())
         }
 
+        /// Begins one op of the caller's: the runtime ops this thread calls
+        /// until the matching `etpu_one_op_end` run as one program in debug
+        /// and strict modes (a `_foreach` op over a list launches once, not
+        /// once per tensor). Scopes nest.
+        fn etpu_one_op_begin() {
+            eagertpu::begin_one_op();
+            Ok(())
+        }
+
+        /// Ends the scope `etpu_one_op_begin` began; the outermost one's end
+        /// launches what it recorded (in debug mode, and waits: a launch
+        /// error is returned here). ETPU_INVALID_ARGUMENT when this thread
+        /// began no scope.
+        fn etpu_one_op_end() {
+            eagertpu::end_one_op()?;
+            Ok(())
+        }
+
         /// The metrics report as text: writes at most `capacity` bytes
         /// (NUL-terminated) to `buf` and the full size (with the NUL) to
         /// `length`. `buf` may be NULL to ask for the size.

@@ -215,7 +215,8 @@ c_api! {
         unsafe {
             at(origin, || -> FfiResult {
                 let inputs = StepInputs::read(&lr, &grad_scale, &found_inf)?;
-                each_parameter(op, tensors, count, ADAM_SLOTS, |g| {
+                // One op: one program in debug and strict modes, not one per parameter.
+                eagertpu::as_one_op(|| each_parameter(op, tensors, count, ADAM_SLOTS, |g| {
                     let names = ["param", "grad", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"];
                     let (views, read) = read_views(g, &names, if amsgrad { 5 } else { 4 })?;
                     let step = optional_tensor(&g[5], "step")?.ok_or_else(|| Failure::invalid("step is absent"))?;
@@ -231,7 +232,7 @@ c_api! {
                     let mut new = vec![u.param, u.grad, u.exp_avg, u.exp_avg_sq];
                     new.extend(u.max_exp_avg_sq);
                     write_back(&views, new)
-                })
+                }))?
             })
         }
     }
@@ -261,7 +262,7 @@ c_api! {
         unsafe {
             at(origin, || -> FfiResult {
                 let inputs = StepInputs::read(&lr, &grad_scale, &found_inf)?;
-                each_parameter("fused_sgd", tensors, count, SGD_SLOTS, |g| {
+                eagertpu::as_one_op(|| each_parameter("fused_sgd", tensors, count, SGD_SLOTS, |g| {
                     let names = ["param", "grad", "momentum_buffer"];
                     let (views, read) = read_views(g, &names, if momentum != 0.0 { 3 } else { 2 })?;
                     let p = SgdParam { param: &read[0], grad: &read[1], momentum_buffer: read.get(2) };
@@ -269,7 +270,7 @@ c_api! {
                     let mut new = vec![u.param, u.grad];
                     new.extend(u.momentum_buffer);
                     write_back(&views, new)
-                })
+                }))?
             })
         }
     }

@@ -409,22 +409,25 @@ c_api! {
             let op = c_str(op, "op")?;
             let raw = std::slice::from_raw_parts(args, nargs * count);
             let outs = std::slice::from_raw_parts(outs, count);
+            // One op: one program in debug and strict modes, not one per item.
             at(origin, || -> FfiResult<()> {
-                for (i, (group, &out)) in raw.chunks_exact(nargs).zip(outs).enumerate() {
-                    let item = |e: Failure| Failure {
-                        message: format!("{op}: item {i} of {count}: {}", e.message),
-                        ..e
-                    };
-                    let out = view(out, "out").map_err(item)?;
-                    let mut values: SmallVec<[Value; 4]> = SmallVec::new();
-                    for (j, a) in group.iter().enumerate() {
-                        let arg = decode(a, j).map_err(item)?;
-                        values.push(read(arg).map_err(|e| item(e.into()))?);
+                eagertpu::as_one_op(|| -> FfiResult<()> {
+                    for (i, (group, &out)) in raw.chunks_exact(nargs).zip(outs).enumerate() {
+                        let item = |e: Failure| Failure {
+                            message: format!("{op}: item {i} of {count}: {}", e.message),
+                            ..e
+                        };
+                        let out = view(out, "out").map_err(item)?;
+                        let mut values: SmallVec<[Value; 4]> = SmallVec::new();
+                        for (j, a) in group.iter().enumerate() {
+                            let arg = decode(a, j).map_err(item)?;
+                            values.push(read(arg).map_err(|e| item(e.into()))?);
+                        }
+                        let value = run(op, &values).map_err(|e| item(e.into()))?;
+                        write_result(op, &out, value).map_err(item)?;
                     }
-                    let value = run(op, &values).map_err(|e| item(e.into()))?;
-                    write_result(op, &out, value).map_err(item)?;
-                }
-                Ok(())
+                    Ok(())
+                })?
             })
         }
     }

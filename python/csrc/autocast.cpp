@@ -37,17 +37,20 @@ void amp_unscale(at::TensorList grads, at::Tensor& found_inf, const at::Tensor& 
   TORCH_CHECK(inv_scale.scalar_type() == at::kFloat && found_inf.scalar_type() == at::kFloat,
               "_amp_foreach_non_finite_check_and_unscale_: inv_scale and found_inf must be float32, got ",
               inv_scale.scalar_type(), " and ", found_inf.scalar_type());
-  for (size_t i = 0; i < grads.size(); ++i) {
-    const at::Tensor& g = grads[i];
-    TORCH_CHECK(g.device() == found_inf.device(), "_amp_foreach_non_finite_check_and_unscale_: gradient ", i,
-                " is on ", g.device(), ", found_inf on ", found_inf.device());
-    TORCH_CHECK(at::isFloatingType(g.scalar_type()), "_amp_foreach_non_finite_check_and_unscale_: gradient ", i,
-                " has dtype ", g.scalar_type(), ", expected a floating-point dtype");
-    if (g.numel() == 0) continue;
-    at::Tensor nonfinite = at::logical_not(at::isfinite(g)).any().to(at::kFloat).reshape(found_inf.sizes());
-    found_inf.copy_(at::maximum(found_inf, nonfinite));
-    g.mul_(inv_scale.to(g.scalar_type()).reshape({}));
-  }
+  // One op over the list: one program in debug and strict modes.
+  as_one_op([&] {
+    for (size_t i = 0; i < grads.size(); ++i) {
+      const at::Tensor& g = grads[i];
+      TORCH_CHECK(g.device() == found_inf.device(), "_amp_foreach_non_finite_check_and_unscale_: gradient ", i,
+                  " is on ", g.device(), ", found_inf on ", found_inf.device());
+      TORCH_CHECK(at::isFloatingType(g.scalar_type()), "_amp_foreach_non_finite_check_and_unscale_: gradient ", i,
+                  " has dtype ", g.scalar_type(), ", expected a floating-point dtype");
+      if (g.numel() == 0) continue;
+      at::Tensor nonfinite = at::logical_not(at::isfinite(g)).any().to(at::kFloat).reshape(found_inf.sizes());
+      found_inf.copy_(at::maximum(found_inf, nonfinite));
+      g.mul_(inv_scale.to(g.scalar_type()).reshape({}));
+    }
+  });
 }
 
 // torch._amp_update_scale_: after a step with non-finite gradients the scale
@@ -63,16 +66,19 @@ at::Tensor& amp_update_scale(at::Tensor& scale, at::Tensor& growth_tracker, cons
                   growth_tracker.scalar_type() == at::kInt,
               "_amp_update_scale_: expected scale and found_inf float32 and growth_tracker int32, got ",
               scale.scalar_type(), ", ", found_inf.scalar_type(), " and ", growth_tracker.scalar_type());
-  at::Tensor inf = found_inf.reshape(scale.sizes()) != 0;
-  at::Tensor grown = growth_tracker + 1;
-  at::Tensor grow = at::logical_and(at::logical_not(inf), grown == growth_interval);
-  // A grown scale that would overflow is not taken (the tracker restarts).
-  at::Tensor grown_scale = scale * growth_factor;
-  at::Tensor take_growth = at::logical_and(grow, at::isfinite(grown_scale));
-  at::Tensor new_scale = at::where(inf, scale * backoff_factor, at::where(take_growth, grown_scale, scale));
-  at::Tensor new_tracker = at::where(at::logical_or(inf, grow), at::zeros_like(growth_tracker), grown);
-  scale.copy_(new_scale);
-  growth_tracker.copy_(new_tracker);
+  // One op: one program in debug and strict modes.
+  as_one_op([&] {
+    at::Tensor inf = found_inf.reshape(scale.sizes()) != 0;
+    at::Tensor grown = growth_tracker + 1;
+    at::Tensor grow = at::logical_and(at::logical_not(inf), grown == growth_interval);
+    // A grown scale that would overflow is not taken (the tracker restarts).
+    at::Tensor grown_scale = scale * growth_factor;
+    at::Tensor take_growth = at::logical_and(grow, at::isfinite(grown_scale));
+    at::Tensor new_scale = at::where(inf, scale * backoff_factor, at::where(take_growth, grown_scale, scale));
+    at::Tensor new_tracker = at::where(at::logical_or(inf, grow), at::zeros_like(growth_tracker), grown);
+    scale.copy_(new_scale);
+    growth_tracker.copy_(new_tracker);
+  });
   return scale;
 }
 

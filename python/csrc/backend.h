@@ -74,6 +74,22 @@ class Handle {
 // threads. Computed once per op, lazily.
 const char* origin();
 
+// Runs `f` as one op of the caller's (etpu_one_op_begin/end): the runtime ops
+// it calls run as one program in debug and strict modes, as a _foreach op
+// over a list is one op, not one per tensor. An exception from `f` still
+// ends the scope (what ran before it launches) and propagates.
+template <class F>
+void as_one_op(F&& f) {
+  check(etpu_one_op_begin());
+  try {
+    f();
+  } catch (...) {
+    etpu_one_op_end();  // f's error is the one to report
+    throw;
+  }
+  check(etpu_one_op_end());
+}
+
 // Marks the start of a kernel: the origin is recomputed on first use.
 struct OpScope {
   OpScope();

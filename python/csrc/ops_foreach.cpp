@@ -112,6 +112,8 @@ std::string runtime_op(const std::string& base) {
   return base;
 }
 
+bool has_fast_path(const std::string& base);
+
 // Runs the op when the fast path takes it: pops its arguments and pushes its
 // result. Returns false, the stack untouched, otherwise.
 bool run_fast(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
@@ -119,6 +121,7 @@ bool run_fast(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
   std::string base = schema.name().substr(kPrefix.size());
   bool inplace = !base.empty() && base.back() == '_';
   if (inplace) base.pop_back();
+  if (!has_fast_path(base)) return false;
   const auto& formals = schema.arguments();
   const size_t nformals = formals.size();
   auto actuals = torch::jit::last(stack, nformals);
@@ -191,7 +194,10 @@ bool run_fast(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
 
 void foreach_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   OpScope s;
-  if (!run_fast(op, *stack)) op.callBoxedForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd, *stack);
+  // PyTorch's per-tensor loop too is one op: one program for the list.
+  as_one_op([&] {
+    if (!run_fast(op, *stack)) op.callBoxedForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd, *stack);
+  });
 }
 
 // The foreach ops with a fast path, by base name; each overload of each (and
@@ -205,20 +211,27 @@ constexpr const char* kOps[] = {
     "add", "sub", "mul", "div", "pow", "maximum", "minimum", "clamp_min", "clamp_max",
     // ternary
     "addcmul", "addcdiv", "lerp"};
-constexpr const char* kOverloads[] = {"", "Scalar", "ScalarList", "List", "Tensor", "ScalarAndTensor"};
+
+bool has_fast_path(const std::string& base) {
+  for (const char* name : kOps)
+    if (base == name) return true;
+  return false;
+}
 
 }  // namespace
 }  // namespace etpu
 
+// Every _foreach op PyTorch defines with a per-tensor loop (its
+// CompositeExplicitAutograd kernel) takes the kernel above: the ops of kOps
+// run in one runtime call, the others as PyTorch's loop, all as one op.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  for (const char* name : etpu::kOps) {
-    for (const char* suffix : {"", "_"}) {
-      std::string op = std::string("_foreach_") + name + suffix;
-      for (const char* overload : etpu::kOverloads) {
-        if (!c10::Dispatcher::singleton().findSchema({"aten::" + op, overload}).has_value()) continue;
-        std::string full = *overload ? op + "." + overload : op;
-        m.impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&etpu::foreach_kernel>());
-      }
-    }
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
+    if (name.name.rfind("aten::_foreach_", 0) != 0) continue;
+    auto op = dispatcher.findOp(name);
+    if (!op || !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)) continue;
+    std::string full = name.name.substr(std::string("aten::").size());
+    if (!name.overload_name.empty()) full += "." + name.overload_name;
+    m.impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&etpu::foreach_kernel>());
   }
 }

@@ -147,6 +147,71 @@ def test_a_float_list_runs_as_one_call_and_other_lists_as_pytorchs_loop(mode, no
     assert_same(ints, ints_cpu)
 
 
+def executions(fn):
+    """The programs `fn` launched (what it recorded, all run)."""
+    eagertpu.sync()
+    before = eagertpu.metrics()["executions"]
+    fn()
+    eagertpu.sync()
+    return eagertpu.metrics()["executions"] - before
+
+
+@pytest.mark.parametrize("mode", ["debug", "strict"], indirect=True)
+def test_a_foreach_op_or_a_fused_optimizer_step_launches_one_program_for_its_list(mode, no_fallbacks):
+    # Debug and strict modes run one op at a time: the op is the list's, not
+    # each tensor's (an addcmul_ of six tensors was 18 programs, 3 a tensor).
+    shapes = [(3, 4), (5,), (), (2, 2), (7,), (1, 3)]
+    xs_cpu, ys_cpu = floats(70, shapes=shapes), floats(71, shapes=shapes)
+    xs, ys = tpu(xs_cpu), tpu(ys_cpu)
+    assert executions(lambda: torch._foreach_addcmul_(xs, ys, ys, value=0.5)) == 1
+    torch._foreach_addcmul_(xs_cpu, ys_cpu, ys_cpu, value=0.5)
+    assert_same(xs, xs_cpu)
+    assert executions(lambda: torch._foreach_lerp_(xs, ys, 0.25)) == 1
+    torch._foreach_lerp_(xs_cpu, ys_cpu, 0.25)
+    assert_same(xs, xs_cpu)
+    # PyTorch's per-tensor loop (an op the one-call path does not take, and
+    # integers), and AMP's unscaling of a list of gradients: one program too.
+    norms = []
+    assert executions(lambda: norms.extend(torch._foreach_norm(xs))) == 1
+    assert_same(norms, torch._foreach_norm(xs_cpu), 1e-5, 1e-6)
+    ints_cpu = [torch.arange(6).reshape(2, 3), torch.tensor([7, -8, 2**40 + 1])]
+    ints = tpu(ints_cpu)
+    assert executions(lambda: torch._foreach_mul_(ints, 3)) == 1
+    torch._foreach_mul_(ints_cpu, 3)
+    assert_same(ints, ints_cpu)
+    found_inf, inv_scale = torch.zeros(1), torch.full((1,), 0.5)
+    found_dev, inv_dev = tpu((found_inf, inv_scale))
+    ys_cpu[2] = torch.tensor(float("inf"))
+    ys = tpu(ys_cpu)
+    unscale = torch._amp_foreach_non_finite_check_and_unscale_
+    assert executions(lambda: unscale(ys, found_dev, inv_dev)) == 1
+    unscale(ys_cpu, found_inf, inv_scale)
+    assert_same(ys, ys_cpu)
+    assert_same(found_dev, found_inf)
+
+    torch.manual_seed(3)
+    cpu = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    dev = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2)).to("tpu")
+    dev.load_state_dict(cpu.state_dict())
+    opt_cpu = torch.optim.AdamW(cpu.parameters(), lr=1e-2)
+    opt_dev = torch.optim.AdamW(dev.parameters(), lr=1e-2, fused=True)
+    x = torch.randn(5, 4)
+    for step in range(2):
+        for model, opt, inp in ((cpu, opt_cpu, x), (dev, opt_dev, x.to("tpu"))):
+            opt.zero_grad()
+            model(inp).square().mean().backward()
+        opt_cpu.step()
+        # The second step (the first makes the state): the step counts'
+        # increment (a _foreach_add_, one program) and the update of the four
+        # parameters (one program, for its 60-odd ops).
+        before = eagertpu.metrics()["ops_recorded"]
+        launched = executions(opt_dev.step)
+        if step == 1:
+            assert eagertpu.metrics()["ops_recorded"] - before > 4 * 8 and launched == 2, launched
+    for p_dev, p_cpu in zip(dev.parameters(), cpu.parameters()):
+        assert_same(p_dev.detach(), p_cpu.detach(), 1e-5, 1e-6)
+
+
 def test_lists_the_fast_path_does_not_take_match_cpu_or_raise_as_it_does(mode, no_fallbacks):
     # Mixed dtypes and broadcasting: PyTorch's loop, the same results.
     mixed = lambda: ([torch.ones(3), torch.full((2,), 2.0, dtype=torch.float64)], [torch.ones(3), torch.ones(2)])

@@ -110,6 +110,56 @@ pub fn with_mode(mode: Mode) -> Result<ModeGuard> {
     Ok(ModeGuard { previous })
 }
 
+/// Runs `f` as one op of the caller's: the ops it records run as one program
+/// in debug and strict modes (launched once when `f` returns, and in debug
+/// mode waited for then), not one program each; fused mode cuts as its
+/// window says, as always. A `_foreach` op over a list of tensors or an
+/// optimizer step over every parameter is one op to the user, and launches
+/// once. A host read inside `f` still runs what is pending first. What `f`
+/// recorded before an error is launched too (its results stay written); an
+/// error of that launch comes back as `Err`, otherwise `f`'s own result.
+pub fn as_one_op<R>(f: impl FnOnce() -> R) -> Result<R> {
+    let scope = stream::OneOp::enter();
+    let out = f();
+    drop(scope);
+    end_one_op_scope()?;
+    Ok(out)
+}
+
+/// [`as_one_op`] for a caller that cannot pass a closure (the C ABI): the
+/// calls this thread records until the matching [`end_one_op`] are one op.
+/// Scopes nest; the outermost one's end launches.
+pub fn begin_one_op() {
+    std::mem::forget(stream::OneOp::enter());
+}
+
+/// Ends the scope [`begin_one_op`] began, launching what it recorded if it
+/// was the outermost. Refused when this thread is in no such scope.
+pub fn end_one_op() -> Result<()> {
+    if !stream::OneOp::leave() {
+        return Err(Error::Config {
+            what: "end_one_op",
+            message: "this thread is in no one-op scope (begin_one_op was not called)".into(),
+        });
+    }
+    end_one_op_scope()
+}
+
+/// Launches what the outermost one-op scope recorded, once it has ended.
+fn end_one_op_scope() -> Result<()> {
+    if stream::OneOp::depth() > 0 {
+        return Ok(());
+    }
+    let rt = context::get()?;
+    if rt.effective_mode() == Mode::Fused {
+        return Ok(());
+    }
+    for s in &rt.streams {
+        s.end_one_op(rt)?;
+    }
+    Ok(())
+}
+
 /// Runs everything pending and waits for it, then stops the background
 /// compile pool (queued chunks are dropped; fused chunks run op by op from
 /// then on): call before exiting to be sure work recorded but never read has

@@ -224,6 +224,22 @@ static void errors(void) {
   st = etpu_unary("exp", b, "abi.c:errors", &out);
   CHECK(st == ETPU_BAD_HANDLE, "use after free: %d", st);
 
+  /* A one-op scope: the ops inside give what they give alone; an end with no
+   * begin is refused. */
+  etpu_tensor s1 = 0, s2 = 0;
+  float sv[6];
+  OK(etpu_one_op_begin());
+  OK(etpu_binary_scalar("add", a, f64(2.0), false, "abi.c:errors", &s1));
+  OK(etpu_binary_scalar("mul", s1, f64(3.0), false, "abi.c:errors", &s2));
+  OK(etpu_one_op_end());
+  read_f32(s2, sv, 6);
+  CHECK(close_to(sv[5], 6.0f), "(0 + 2) * 3 = %f", sv[5]);
+  OK(etpu_tensor_free(s1));
+  OK(etpu_tensor_free(s2));
+  st = etpu_one_op_end();
+  CHECK(st == ETPU_INVALID_ARGUMENT && strstr(eagertpu_last_error(), "begin_one_op"), "unmatched end: %d %s", st,
+        eagertpu_last_error());
+
   /* And the next op works. */
   etpu_tensor e = 0;
   float ev[6];

@@ -110,6 +110,54 @@ fn this_thread_trace() -> u32 {
     TRACE_KEY.with(|k| *k)
 }
 
+thread_local! {
+    /// How many `OneOp` scopes this thread is in.
+    static ONE_OP_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// While alive, the calls this thread records are one op to debug and
+/// strict modes: they are not cut after each call, and when the outermost
+/// scope has ended they are cut together ([`Stream::end_one_op`]), so they
+/// run as one program. A `_foreach` op over a list, or a fused optimizer
+/// step over every parameter, is one op of the caller's; it launches once,
+/// not once per tensor. Fused mode cuts as its window says, scope or not.
+pub(crate) struct OneOp(());
+
+impl OneOp {
+    pub(crate) fn enter() -> OneOp {
+        ONE_OP_DEPTH.with(|d| d.set(d.get() + 1));
+        OneOp(())
+    }
+
+    /// Leaves a scope entered without a guard (the C ABI's); false if this
+    /// thread is in none.
+    pub(crate) fn leave() -> bool {
+        ONE_OP_DEPTH.with(|d| match d.get() {
+            0 => false,
+            n => {
+                d.set(n - 1);
+                true
+            }
+        })
+    }
+
+    /// How many scopes this thread is in.
+    pub(crate) fn depth() -> u32 {
+        ONE_OP_DEPTH.with(|d| d.get())
+    }
+}
+
+impl Drop for OneOp {
+    fn drop(&mut self) {
+        OneOp::leave();
+    }
+}
+
+/// Whether this thread is inside a [`OneOp`] scope.
+fn in_one_op() -> bool {
+    ONE_OP_DEPTH.with(|d| d.get() > 0)
+}
+
 pub(super) struct StreamState {
     /// The trace of thread `active` (the last one to record here).
     trace: Trace,
@@ -199,6 +247,8 @@ impl Stream {
                 return Ok(out);
             }
             match rt.effective_mode() {
+                // The scope's end cuts it.
+                Mode::Debug | Mode::Strict if in_one_op() => {}
                 Mode::Debug => self.flush(rt, &mut st, CutReason::EveryOp, true)?,
                 Mode::Strict => self.flush(rt, &mut st, CutReason::EveryOp, false)?,
                 Mode::Fused => {
@@ -222,6 +272,22 @@ impl Stream {
             }
             Ok(out)
         })
+    }
+
+    /// Cuts what this thread recorded in a [`OneOp`] scope that ended, as
+    /// debug and strict modes cut one op: launched (and, in debug mode,
+    /// waited for) as one program.
+    pub(crate) fn end_one_op(&self, rt: &Runtime) -> Result<()> {
+        let mut st = lock(&self.state);
+        st.activate(this_thread_trace());
+        if st.in_graph() || st.trace.nodes.is_empty() {
+            return Ok(());
+        }
+        match rt.effective_mode() {
+            Mode::Debug => self.flush(rt, &mut st, CutReason::EveryOp, true),
+            Mode::Strict => self.flush(rt, &mut st, CutReason::EveryOp, false),
+            Mode::Fused => Ok(()),
+        }
     }
 
     /// Launches everything pending on this stream (a cut for `reason`).
