@@ -194,10 +194,10 @@ bool run_fast(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
 
 void foreach_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   OpScope s;
-  // PyTorch's per-tensor loop too is one op: one program for the list.
-  as_one_op([&] {
-    if (!run_fast(op, *stack)) op.callBoxedForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd, *stack);
-  });
+  // The one runtime call is one op already; PyTorch's per-tensor loop is
+  // made one too: one program for the list.
+  if (run_fast(op, *stack)) return;
+  as_one_op([&] { op.callBoxedForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd, *stack); });
 }
 
 // The foreach ops with a fast path, by base name; each overload of each (and

@@ -130,7 +130,7 @@ pub fn as_one_op<R>(f: impl FnOnce() -> R) -> Result<R> {
 /// calls this thread records until the matching [`end_one_op`] are one op.
 /// Scopes nest; the outermost one's end launches.
 pub fn begin_one_op() {
-    std::mem::forget(stream::OneOp::enter());
+    stream::OneOp::begin();
 }
 
 /// Ends the scope [`begin_one_op`] began, launching what it recorded if it
@@ -151,11 +151,12 @@ fn end_one_op_scope() -> Result<()> {
         return Ok(());
     }
     let rt = context::get()?;
-    if rt.effective_mode() == Mode::Fused {
-        return Ok(());
-    }
+    let wait = match rt.effective_mode() {
+        Mode::Fused => return Ok(()),
+        mode => mode == Mode::Debug,
+    };
     for s in &rt.streams {
-        s.end_one_op(rt)?;
+        s.end_one_op(rt, wait)?;
     }
     Ok(())
 }

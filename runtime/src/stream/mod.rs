@@ -125,12 +125,17 @@ pub(crate) struct OneOp(());
 
 impl OneOp {
     pub(crate) fn enter() -> OneOp {
-        ONE_OP_DEPTH.with(|d| d.set(d.get() + 1));
+        OneOp::begin();
         OneOp(())
     }
 
-    /// Leaves a scope entered without a guard (the C ABI's); false if this
-    /// thread is in none.
+    /// Enters a scope with no guard (the C ABI's: [`OneOp::leave`] ends it).
+    pub(crate) fn begin() {
+        ONE_OP_DEPTH.with(|d| d.set(d.get() + 1));
+    }
+
+    /// Leaves a scope entered without a guard; false if this thread is in
+    /// none.
     pub(crate) fn leave() -> bool {
         ONE_OP_DEPTH.with(|d| match d.get() {
             0 => false,
@@ -151,11 +156,6 @@ impl Drop for OneOp {
     fn drop(&mut self) {
         OneOp::leave();
     }
-}
-
-/// Whether this thread is inside a [`OneOp`] scope.
-fn in_one_op() -> bool {
-    ONE_OP_DEPTH.with(|d| d.get() > 0)
 }
 
 pub(super) struct StreamState {
@@ -248,7 +248,7 @@ impl Stream {
             }
             match rt.effective_mode() {
                 // The scope's end cuts it.
-                Mode::Debug | Mode::Strict if in_one_op() => {}
+                Mode::Debug | Mode::Strict if OneOp::depth() > 0 => {}
                 Mode::Debug => self.flush(rt, &mut st, CutReason::EveryOp, true)?,
                 Mode::Strict => self.flush(rt, &mut st, CutReason::EveryOp, false)?,
                 Mode::Fused => {
@@ -275,19 +275,15 @@ impl Stream {
     }
 
     /// Cuts what this thread recorded in a [`OneOp`] scope that ended, as
-    /// debug and strict modes cut one op: launched (and, in debug mode,
-    /// waited for) as one program.
-    pub(crate) fn end_one_op(&self, rt: &Runtime) -> Result<()> {
+    /// debug and strict modes cut one op: launched as one program (and, with
+    /// `wait`, the debug mode's, waited for).
+    pub(crate) fn end_one_op(&self, rt: &Runtime, wait: bool) -> Result<()> {
         let mut st = lock(&self.state);
         st.activate(this_thread_trace());
         if st.in_graph() || st.trace.nodes.is_empty() {
             return Ok(());
         }
-        match rt.effective_mode() {
-            Mode::Debug => self.flush(rt, &mut st, CutReason::EveryOp, true),
-            Mode::Strict => self.flush(rt, &mut st, CutReason::EveryOp, false),
-            Mode::Fused => Ok(()),
-        }
+        self.flush(rt, &mut st, CutReason::EveryOp, wait)
     }
 
     /// Launches everything pending on this stream (a cut for `reason`).
