@@ -5,6 +5,9 @@
            recording, cuts (EAGERTPU_OP_TIMING=1 in a child process)
   replay   the tiny MLP's step and stages with trace-guarded replay on and off
            (child processes alternating EAGERTPU_REPLAY=1 and 0)
+  step_phases  the tiny MLP's step split by phase (zero_grad, forward,
+           backward, optimizer, the loss's read), PyTorch CPU eager next to
+           tpu in fused mode, interleaved in one process
 
 Each `run_*` returns a dict for torch.json and prints a table, as in
 torch_workloads.py.
@@ -22,7 +25,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import eagertpu
-from torch_workloads import enter, print_ratios, ratio, table
+from torch_workloads import device_of, enter, print_ratios, ratio, settle, table
 
 
 # ----------------------------------------------------------------- per_op ----
@@ -274,9 +277,92 @@ def run_replay(quick=False):
     return out
 
 
+# ------------------------------------------------------------ step_phases ----
+
+PHASES = ("zero_grad", "forward", "backward", "optimizer", "read")
+
+
+class PhasedLoop:
+    """The tiny MLP's training loop (784-32-32-10, batch 8, AdamW, the loss
+    read every step) on one device, timing each phase of each step; every
+    step's loss kept."""
+
+    def __init__(self, dev):
+        torch.manual_seed(0)
+        self.model = nn.Sequential(nn.Linear(784, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(),
+                                   nn.Linear(32, 10)).to(dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3)
+        g = torch.Generator().manual_seed(1)
+        self.x = torch.randn(8, 784, generator=g).to(dev)
+        self.y = torch.randint(0, 10, (8,), generator=g).to(dev)
+        self.losses = []
+
+    def steps(self, n):
+        """Runs n steps; the seconds each phase took, summed over them."""
+        spent = dict.fromkeys(PHASES, 0.0)
+        clock = time.perf_counter
+        for _ in range(n):
+            t0 = clock()
+            self.opt.zero_grad()
+            t1 = clock()
+            loss = F.cross_entropy(self.model(self.x), self.y)
+            t2 = clock()
+            loss.backward()
+            t3 = clock()
+            self.opt.step()
+            t4 = clock()
+            self.losses.append(loss.item())
+            t5 = clock()
+            for phase, (a, b) in zip(PHASES, ((t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5))):
+                spent[phase] += b - a
+        return spent
+
+
+def run_step_phases(quick=False):
+    """Where the tiny MLP's step spends its time on tpu (fused mode) against
+    PyTorch CPU eager: each phase's median over rounds of interleaved bursts.
+    In fused mode a phase's time is the host's (recording, and cuts where
+    the window makes them: the period's cut falls where the loss is
+    computed, in the forward pass), not the device's, except in the read."""
+    steps, rounds = (20, 3) if quick else (200, 11)
+    loops = {}
+    for config in ("cpu", "fused"):
+        enter(config)
+        loops[config] = PhasedLoop(device_of(config))
+        settle(lambda loop=loops[config]: loop.steps(1), config)
+    per_round = {config: [] for config in loops}
+    for _ in range(rounds):
+        for config, loop in loops.items():
+            enter(config)
+            spent = loop.steps(steps)
+            per_round[config].append({k: v / steps * 1e6 for k, v in spent.items()})
+    us = {config: {k: round(statistics.median(r[k] for r in rs), 2) for k in PHASES}
+          for config, rs in per_round.items()}
+    for config in us:
+        us[config]["step"] = round(statistics.median(sum(r.values()) for r in per_round[config]), 2)
+    out = {
+        "setup": f"tiny MLP 784-32-32-10, batch 8, AdamW, loss read every step; {rounds} rounds of {steps} "
+        "steps per device, interleaved; us per step, medians over rounds",
+        "us_per_step": us,
+        "fused_minus_cpu_us": {k: round(us["fused"][k] - us["cpu"][k], 2) for k in (*PHASES, "step")},
+        "ratios": {"step_cpu_over_fused": ratio(us["cpu"]["step"], us["fused"]["step"])},
+    }
+    # The same steps on both devices: the first ones (warm-up ran more on tpu).
+    first = min(len(loop.losses) for loop in loops.values())
+    out["checks"] = {
+        "losses_match_cpu": all(abs(a - b) <= 1e-3 * max(1.0, abs(b))
+                                for a, b in zip(loops["fused"].losses[:first], loops["cpu"].losses[:first])),
+    }
+    rows = [(k, [us["cpu"][k], us["fused"][k], out["fused_minus_cpu_us"][k]], "us/step") for k in (*PHASES, "step")]
+    table(f"step_phases: {out['setup']}", ["cpu", "fused", "fused - cpu"], rows)
+    print_ratios(out["ratios"], out["checks"])
+    return out
+
+
 RUNS = {
     "per_op": run_per_op,
     "replay": run_replay,
+    "step_phases": run_step_phases,
 }
 
 if __name__ == "__main__" and sys.argv[1:2] == ["replay"]:
