@@ -2,7 +2,8 @@
 
   generate       tiny random Llama, greedy generate with a static KV cache
   gpt_train      small GPT trained with AdamW, loss read every step or every 50
-  two_threads    two threads each training an MLP at once, vs each alone
+  two_threads    two threads each training an MLP at once, vs each alone (and
+                 the same with PyTorch CPU eager, and with two processes)
   compile_heavy  shapes that change every iteration (a compile each time)
 
 Where the runtime's own time goes (per_op, replay) is in torch_stages.py.
@@ -446,13 +447,13 @@ def mlp_job(seed):
     return model, x, y
 
 
-def mlp_train(job, steps, budget_s, result, barrier=None):
-    """Trains a tpu copy of the job's model from its initial weights, up to
-    `steps` steps or `budget_s` seconds; loss read every step."""
+def mlp_train(job, steps, budget_s, result, barrier=None, device="tpu"):
+    """Trains a copy of the job's model on `device` from its initial weights,
+    up to `steps` steps or `budget_s` seconds; loss read every step."""
     base, x, y = job
-    model = copy.deepcopy(base).to("tpu")
+    model = copy.deepcopy(base).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    x, y = x.to("tpu"), y.to("tpu")
+    x, y = x.to(device), y.to(device)
     losses = []
     if barrier is not None:
         barrier.wait()
@@ -467,11 +468,12 @@ def mlp_train(job, steps, budget_s, result, barrier=None):
     result["losses"] = losses
 
 
-def threaded(jobs, steps, budget_s):
+def threaded(jobs, steps, budget_s, device="tpu"):
     results = [{} for _ in jobs]
     barrier = threading.Barrier(len(jobs))
     threads = [
-        threading.Thread(target=mlp_train, args=(j, steps, budget_s, r, barrier)) for j, r in zip(jobs, results)
+        threading.Thread(target=mlp_train, args=(j, steps, budget_s, r, barrier, device))
+        for j, r in zip(jobs, results)
     ]
     for t in threads:
         t.start()
@@ -479,6 +481,39 @@ def threaded(jobs, steps, budget_s):
         t.join()
     eagertpu.sync()
     return results
+
+
+def two_processes_child(seed, steps, ready_dir, peers):
+    """In a child process: job `seed` warmed up alone on tpu, then, once
+    `peers` children are ready (a file each in `ready_dir`), trained for
+    `steps` steps; its ms/step."""
+    job = mlp_job(seed)
+    for _ in range(3):
+        mlp_train(job, 150, 6, {})
+    open(os.path.join(ready_dir, str(seed)), "w").close()
+    while len(os.listdir(ready_dir)) < peers:
+        time.sleep(0.001)
+    result = {}
+    mlp_train(job, steps, 30, result)
+    return {"ms_per_step": result["ms_per_step"]}
+
+
+def two_processes(seeds, steps):
+    """Children training jobs `seeds` on tpu at once (in step from a common
+    start); each one's ms/step."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as ready_dir:
+        env = dict(os.environ, EAGERTPU_MODE="fused", EAGERTPU_LOG="error")
+        procs = [
+            subprocess.Popen([sys.executable, os.path.abspath(__file__), "two_processes", str(seed), str(steps),
+                              ready_dir, str(len(seeds))], env=env, stdout=subprocess.PIPE, text=True)
+            for seed in seeds
+        ]
+        outs = [p.communicate()[0] for p in procs]
+    if any(p.returncode != 0 for p in procs):
+        raise RuntimeError("a two_processes child failed")
+    return [json.loads(o.strip().splitlines()[-1])["ms_per_step"] for o in outs]
 
 
 def run_two_threads(quick=False):
@@ -496,12 +531,24 @@ def run_two_threads(quick=False):
     # Rounds of three runs (each thread alone, both at once; the order
     # rotating): each figure is the median over rounds, each ratio the median
     # of the rounds' own ratios. Losses and counters are the first round's.
+    # The same three runs on PyTorch CPU eager, in the same rounds: how much
+    # two Python threads overlap on this machine with no runtime at all (the
+    # GIL, and two cores for both threads and their kernels).
     rounds = 2 if quick else 5
     alone_runs, together_runs = [[], []], [[], []]
+    cpu_alone_runs, cpu_together_runs = [[], []], [[], []]
     d_alone, d = ({"compiles": 0, "disk_hits": 0} for _ in range(2))
     for r in range(rounds):
-        kinds = ["alone0", "alone1", "together"]
-        for kind in kinds[r % 3 :] + kinds[: r % 3]:
+        kinds = ["alone0", "alone1", "together", "cpu_alone0", "cpu_alone1", "cpu_together"]
+        for kind in kinds[r % 6 :] + kinds[: r % 6]:
+            if kind == "cpu_together":
+                for runs, got in zip(cpu_together_runs, threaded(jobs, steps, budget_s, "cpu")):
+                    runs.append(got)
+                continue
+            if kind.startswith("cpu_alone"):
+                i = int(kind[-1])
+                cpu_alone_runs[i].append(threaded([jobs[i]], steps, budget_s, "cpu")[0])
+                continue
             before = counters()
             if kind == "together":
                 for runs, got in zip(together_runs, threaded(jobs, steps, budget_s)):
@@ -541,10 +588,35 @@ def run_two_threads(quick=False):
         median_ratio([x["ms_per_step"] for x in t], [x["ms_per_step"] for x in a])
         for t, a in zip(together_runs, alone_runs)
     ]
+    cpu_per_thread = [
+        median_ratio([x["ms_per_step"] for x in t], [x["ms_per_step"] for x in a])
+        for t, a in zip(cpu_together_runs, cpu_alone_runs)
+    ]
+    out["cpu_alone_ms_per_step"] = [round(statistics.median(x["ms_per_step"] for x in a), 3) for a in cpu_alone_runs]
+    out["cpu_threaded_ms_per_step"] = [
+        round(statistics.median(x["ms_per_step"] for x in t), 3) for t in cpu_together_runs
+    ]
+    # Two processes instead of two threads, for reference: no interpreter
+    # lock and no runtime state shared (each child warms up alone, then both
+    # train at once).
+    process_rounds = 1 if quick else 3
+    process_steps = 200 if quick else 2000
+    alone_proc = [two_processes([0], process_steps)[0] for _ in range(process_rounds)]
+    together_proc = [max(two_processes([0, 1], process_steps)) for _ in range(process_rounds)]
+    out["processes_alone_ms_per_step"] = round(statistics.median(alone_proc), 3)
+    out["processes_together_ms_per_step"] = round(statistics.median(together_proc), 3)
+    out["what"]["processes_alone_ms_per_step"] = "thread 0's job in a process of its own, alone"
+    out["what"]["processes_together_ms_per_step"] = (
+        "two processes training at once (the slower one's ms/step)"
+    )
+    out["what"]["cpu_alone_ms_per_step"] = "the same on PyTorch CPU eager, each thread alone"
+    out["what"]["cpu_threaded_ms_per_step"] = "the same on PyTorch CPU eager, both at once"
     out["ratios"] = {
         "threaded_over_alone_thread0": per_thread[0],
         "threaded_over_alone_thread1": per_thread[1],
         "threaded_over_alone_mean": round(statistics.mean(per_thread), 3),
+        "cpu_threaded_over_alone_mean": round(statistics.mean(cpu_per_thread), 3),
+        "processes_together_over_alone": median_ratio(together_proc, alone_proc),
     }
     out["checks"] = {}
     for i, (t, a) in enumerate(zip(together, alone)):
@@ -557,6 +629,11 @@ def run_two_threads(quick=False):
             ("alone", out["alone_ms_per_step"], "ms/step"),
             ("both at once", out["threaded_ms_per_step"], "ms/step"),
             ("threaded / alone", per_thread, "(1: full overlap, 2: none)"),
+            ("cpu alone", out["cpu_alone_ms_per_step"], "ms/step, PyTorch CPU eager"),
+            ("cpu both at once", out["cpu_threaded_ms_per_step"], "ms/step, PyTorch CPU eager"),
+            ("cpu threaded / alone", cpu_per_thread, ""),
+            ("tpu, 2 processes: alone", [out["processes_alone_ms_per_step"], None], "ms/step"),
+            ("tpu, 2 processes: at once", [out["processes_together_ms_per_step"], None], "ms/step, the slower"),
             ("steps alone", out["steps"]["alone"], ""),
             ("steps both at once", out["steps"]["threaded"], ""),
         ],
@@ -661,5 +738,7 @@ RUNS = {
     "compile_heavy": run_compile_heavy,
 }
 
+if __name__ == "__main__" and sys.argv[1:2] == ["two_processes"]:
+    print(json.dumps(two_processes_child(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]))))
 if __name__ == "__main__" and sys.argv[1:2] == ["compile_heavy"]:
     print(json.dumps(compile_heavy_child(sys.argv[2], int(sys.argv[3]))))
