@@ -491,7 +491,10 @@ def two_processes_child(seed, steps, ready_dir, peers):
     for _ in range(3):
         mlp_train(job, 150, 6, {})
     open(os.path.join(ready_dir, str(seed)), "w").close()
+    waited = time.perf_counter()
     while len(os.listdir(ready_dir)) < peers:
+        if time.perf_counter() - waited > 300:
+            raise RuntimeError(f"two_processes: {peers - len(os.listdir(ready_dir))} peer(s) never got ready")
         time.sleep(0.001)
     result = {}
     mlp_train(job, steps, 30, result)
