@@ -191,16 +191,22 @@ def run_per_op(quick=False):
 # ----------------------------------------------------------------- replay ----
 
 
+def tiny_mlp(dev):
+    """The tiny MLP (784-32-32-10) with AdamW and its batch of 8 on `dev`, the
+    same on every device for a seed: (model, optimizer, x, y)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(784, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 10)).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    g = torch.Generator().manual_seed(1)
+    return model, opt, torch.randn(8, 784, generator=g).to(dev), torch.randint(0, 10, (8,), generator=g).to(dev)
+
+
 def replay_child(steps):
     """In a process with EAGERTPU_OP_TIMING=1 and EAGERTPU_REPLAY as given:
     the tiny MLP (784-32-32-10, batch 8, AdamW) trained with the loss read
     every step; its time per step, the runtime's stages per step, the replay
     counters and the losses."""
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(784, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 10)).to("tpu")
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    g = torch.Generator().manual_seed(1)
-    x, y = torch.randn(8, 784, generator=g).to("tpu"), torch.randint(0, 10, (8,), generator=g).to("tpu")
+    model, opt, x, y = tiny_mlp("tpu")
     losses = []
 
     def step():
@@ -288,13 +294,7 @@ class PhasedLoop:
     step's loss kept."""
 
     def __init__(self, dev):
-        torch.manual_seed(0)
-        self.model = nn.Sequential(nn.Linear(784, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(),
-                                   nn.Linear(32, 10)).to(dev)
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3)
-        g = torch.Generator().manual_seed(1)
-        self.x = torch.randn(8, 784, generator=g).to(dev)
-        self.y = torch.randint(0, 10, (8,), generator=g).to(dev)
+        self.model, self.opt, self.x, self.y = tiny_mlp(dev)
         self.losses = []
 
     def steps(self, n):

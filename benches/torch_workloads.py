@@ -20,6 +20,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -504,8 +505,6 @@ def two_processes_child(seed, steps, ready_dir, peers):
 def two_processes(seeds, steps):
     """Children training jobs `seeds` on tpu at once (in step from a common
     start); each one's ms/step."""
-    import tempfile
-
     with tempfile.TemporaryDirectory() as ready_dir:
         env = dict(os.environ, EAGERTPU_MODE="fused", EAGERTPU_LOG="error")
         procs = [
