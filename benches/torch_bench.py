@@ -11,8 +11,9 @@ Configurations are interleaved in short bursts, round by round (this machine
 is noisy); each figure is the median over rounds and each ratio the median of
 the rounds' own ratios. Then the model-sized workloads of
 torch_workloads.py: generate, gpt_train, two_threads, compile_heavy;
-torch_stages.py: per_op, replay, step_phases; torch_compiled.py: compiled and llm (torch.compile
-with backend="tpu" next to fused eager and CPU eager).
+torch_stages.py: per_op, replay, step_phases; torch_compiled.py: compiled,
+cpu_heap and llm (torch.compile with backend="tpu" next to fused eager and
+CPU eager).
 Writes target/bench/torch.json; numerical checks are reported in it
 ("checks") and printed, and a failed one makes the exit status 1 once every
 workload has run.

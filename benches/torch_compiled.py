@@ -12,7 +12,11 @@ eager, side by side in one run (part of torch_bench.py):
             batch 32, AdamW: the step compiled whole (its graphs draw
             new keys at each direct call)                          -> ms/step
 
-and, as their own workload "llm", a small Hugging Face causal LM (Llama,
+and, as their own workloads, "cpu_heap": the mlp step (cpu, fused and
+compiled) in fresh processes, one model each as in a user's script, with the
+host heap keeping freed memory for reuse (EAGERTPU_CPU_HEAP=cache, the
+default on the XLA CPU plugin) and with glibc's defaults (=system), the two
+alternating -> ms/step; and "llm", a small Hugging Face causal LM (Llama,
 random weights, built from a config):
   train     forward with labels, backward and AdamW, batch 4 x 32 tokens;
             the step compiled whole                               -> ms/step
@@ -25,7 +29,11 @@ figures are medians over rounds, ratios medians of each round's own ratio.
 """
 
 import copy
+import json
+import os
 import statistics
+import subprocess
+import sys
 import time
 
 import torch
@@ -287,4 +295,55 @@ def run_llm(quick=False):
     return out
 
 
-RUNS = {"compiled": run_compiled, "llm": run_llm}
+# --------------------------------------------------------------- cpu_heap ----
+
+
+def cpu_heap_child(config, steps):
+    """In a fresh process: the mlp step in `config`, settled, then timed over
+    `steps` steps; ms per step and the first step's loss."""
+    enter("fused" if config == "compiled" else config)
+    job = Step(config)
+    settle(job, config)
+    ms = timed(job, steps) * 1e3
+    return {"ms_per_step": ms, "first_loss": job.losses[0]}
+
+
+def run_cpu_heap(quick=False):
+    rounds = 1 if quick else 2
+    steps = 20 if quick else 150
+    heaps = ("system", "cache")
+    runs = {(h, c): [] for h in heaps for c in CONFIGS}
+    losses = {}
+    for r in range(rounds):
+        for config in CONFIGS:
+            for heap in heaps if r % 2 == 0 else heaps[::-1]:
+                env = dict(os.environ, EAGERTPU_CPU_HEAP=heap, EAGERTPU_LOG="error")
+                cmd = [sys.executable, os.path.abspath(__file__), "cpu_heap", config, str(steps)]
+                proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+                if proc.returncode != 0:
+                    raise RuntimeError(f"cpu_heap child {config} {heap} failed:\n{proc.stderr[-2000:]}")
+                got = json.loads(proc.stdout.strip().splitlines()[-1])
+                runs[heap, config].append(got["ms_per_step"] / 1e3)
+                losses[heap, config] = got["first_loss"]
+    out = {
+        "setup": "784-512-512-10 MLP, batch 64, AdamW (the compiled workload's mlp step), one model per fresh "
+        f"process; {rounds} rounds, each config's two heaps run back to back, order alternating",
+        "ms_per_step": {h: {c: round(statistics.median(runs[h, c]) * 1e3, 3) for c in CONFIGS} for h in heaps},
+    }
+    out["ratios"] = {
+        f"{c}_cache_over_system_time": median_ratio(runs["cache", c], runs["system", c]) for c in CONFIGS
+    }
+    ref = losses["system", "cpu"]
+    out["checks"] = {
+        f"{c}_{h}_first_loss_matches_cpu": abs(losses[h, c] - ref) <= 1e-4 * abs(ref) for h in heaps for c in CONFIGS
+    }
+    rows = [(f"heap {h}", [out["ms_per_step"][h][c] for c in CONFIGS], "ms/step") for h in heaps]
+    table(f"cpu_heap: {out['setup']}", CONFIGS, rows)
+    print_ratios(out["ratios"], out["checks"])
+    return out
+
+
+RUNS = {"compiled": run_compiled, "cpu_heap": run_cpu_heap, "llm": run_llm}
+
+if __name__ == "__main__" and sys.argv[1:2] == ["cpu_heap"]:
+    print(json.dumps(cpu_heap_child(sys.argv[2], int(sys.argv[3]))))

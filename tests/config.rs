@@ -83,6 +83,11 @@ fn a_bad_setting_is_an_error_on_every_call_not_a_crash() {
             "EAGERTPU_DEVICE_COUNT=zero: expected a positive integer",
         ),
         (
+            "EAGERTPU_CPU_HEAP",
+            "jemalloc",
+            "EAGERTPU_CPU_HEAP=jemalloc: expected cache or system",
+        ),
+        (
             "EAGERTPU_CHECK_NAN",
             "maybe",
             "EAGERTPU_CHECK_NAN=maybe: expected 0 or 1",
@@ -213,7 +218,43 @@ fn the_run_manifest_is_logged_once_at_start() {
         "PJRT C API        0.81",
         "StableHLO         1.",
         "mode              fused",
+        "host heap         freed memory kept for reuse (EAGERTPU_CPU_HEAP=cache)",
     ] {
         assert!(out.contains(part), "{part:?} missing from:\n{out}");
+    }
+}
+
+#[test]
+fn child_cpu_heap() {
+    if !is_child("child_cpu_heap") {
+        return;
+    }
+    use eagertpu::internals::pjrt::heap;
+    let expected = std::env::var("EXPECTED").unwrap();
+    let x = Tensor::from_slice(&[1.0f32, 2.0], &[2]).unwrap();
+    assert_eq!((&x * 2.0).unwrap().to_vec::<f32>().unwrap(), vec![2.0, 4.0]);
+    assert_eq!(eagertpu::manifest().unwrap().cpu_heap, expected);
+    // A block of 4 MiB (a layer's weights), written and freed: kept in the
+    // heap for the next allocation when cached; given back to the kernel
+    // (its own mapping, or a trimmed heap top) when not.
+    let block = std::hint::black_box(vec![7u8; 4 << 20]);
+    assert_eq!(block[(4 << 20) - 1], 7);
+    let in_use = heap::free_bytes().unwrap();
+    drop(block);
+    let kept = heap::free_bytes().unwrap().saturating_sub(in_use);
+    println!("kept {kept} bytes");
+    match expected.as_str() {
+        "cached" => assert!(kept >= 4 << 20, "kept {kept} bytes"),
+        _ => assert!(kept < 4 << 20, "kept {kept} bytes"),
+    }
+}
+
+#[test]
+fn the_cpu_plugin_keeps_freed_heap_memory_for_reuse_unless_told_not_to() {
+    for (setting, expected) in [(None, "cached"), (Some("system"), "system")] {
+        let mut env = vec![("EXPECTED", expected)];
+        env.extend(setting.map(|s| ("EAGERTPU_CPU_HEAP", s)));
+        let (ok, out) = child("child_cpu_heap", &env);
+        assert!(ok, "EAGERTPU_CPU_HEAP={setting:?}: {out}");
     }
 }

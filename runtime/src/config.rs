@@ -94,6 +94,11 @@ pub struct Config {
     /// `sync()`) polls the device's event, yielding the core, before it
     /// blocks (default 100; 0 blocks at once).
     pub wait_spin: std::time::Duration,
+    /// `EAGERTPU_CPU_HEAP`: `cache` (the default) keeps the host heap's
+    /// freed memory for reuse when the device is the XLA CPU plugin, whose
+    /// device memory it is (`pjrt::heap`); `system` leaves the C library's
+    /// defaults.
+    pub cpu_heap_cached: bool,
 }
 
 fn bad(name: &str, value: &str, expected: &str) -> Error {
@@ -242,6 +247,11 @@ impl Config {
                 Some(n) if n.trim() == "0" => 0,
                 Some(n) => positive("EAGERTPU_WAIT_SPIN_US", &n)?,
             }),
+            cpu_heap_cached: match var("EAGERTPU_CPU_HEAP").as_deref().map(str::trim) {
+                None | Some("cache") => true,
+                Some("system") => false,
+                Some(other) => return Err(bad("EAGERTPU_CPU_HEAP", other, "cache or system")),
+            },
         })
     }
 }

@@ -34,6 +34,9 @@ pub struct Manifest {
     pub mode: Mode,
     /// The on-disk compile cache directory (`None`: off).
     pub cache_dir: Option<String>,
+    /// How the host heap treats freed memory: `cached` (kept for reuse, the
+    /// CPU plugin's device memory: `EAGERTPU_CPU_HEAP`) or `system`.
+    pub cpu_heap: &'static str,
 }
 
 impl Manifest {
@@ -46,7 +49,8 @@ impl Manifest {
              StableHLO         {} (minimum {})\n\
              devices           {} x {}\n\
              mode              {}\n\
-             compile cache     {}\n",
+             compile cache     {}\n\
+             host heap         {}\n",
             self.plugin_path,
             self.plugin_kind,
             self.platform_name,
@@ -59,7 +63,11 @@ impl Manifest {
             self.mode,
             self.cache_dir
                 .as_deref()
-                .unwrap_or("memory only (EAGERTPU_CACHE_DIR=off)")
+                .unwrap_or("memory only (EAGERTPU_CACHE_DIR=off)"),
+            match self.cpu_heap {
+                "cached" => "freed memory kept for reuse (EAGERTPU_CPU_HEAP=cache)",
+                _ => "the C library's defaults",
+            }
         )
     }
 }
@@ -219,6 +227,13 @@ fn start() -> Result<Runtime> {
     let located = locate::resolve(config.plugin.as_deref())?;
     locate::prepare_environment(located.kind);
     let plugin = Plugin::load(&located.path)?;
+    let cpu_heap = match located.kind == PluginKind::Cpu
+        && config.cpu_heap_cached
+        && crate::pjrt::heap::keep_freed_memory()
+    {
+        true => "cached",
+        false => "system",
+    };
     let mut options = vec![];
     if located.kind == PluginKind::Cpu
         && let Some(n) = config.device_count
@@ -245,6 +260,7 @@ fn start() -> Result<Runtime> {
         });
     }
     let mut manifest = manifest(&plugin, &client, located.kind, config.mode);
+    manifest.cpu_heap = cpu_heap;
     manifest.cache_dir = config.disk_cache.as_ref().map(|d| {
         let ro = if d.readonly { " (read-only)" } else { "" };
         format!("{}{ro}", d.dir.display())
@@ -296,6 +312,7 @@ fn manifest(plugin: &Arc<Plugin>, client: &Client, kind: PluginKind, mode: Mode)
         xla_version: attr("xla_version"),
         device_count: devices.len(),
         cache_dir: None,
+        cpu_heap: "system",
         device_kind: devices
             .first()
             .map(|d| d.kind().to_string())

@@ -342,6 +342,7 @@ pub fn child_command(name: &str, env: &[(&str, &str)]) -> std::process::Command 
         "EAGERTPU_REPLAY",
         "EAGERTPU_COLLECTIVE_TIMEOUT",
         "EAGERTPU_WAIT_SPIN_US",
+        "EAGERTPU_CPU_HEAP",
     ] {
         cmd.env_remove(var);
     }

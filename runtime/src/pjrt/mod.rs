@@ -6,7 +6,8 @@
 //! - `client`, `buffer`, `event`, `executable`: RAII handles;
 //! - `options`: the `CompileOptionsProto` every compile needs;
 //! - `exit`: work to finish before the process tears a plugin down;
-//! - `probe`: asks a plugin which argument-struct sizes it expects.
+//! - `probe`: asks a plugin which argument-struct sizes it expects;
+//! - `heap`: the CPU plugin's device memory, the host heap, kept for reuse.
 
 #![allow(non_upper_case_globals)]
 
@@ -16,6 +17,7 @@ mod client;
 mod event;
 mod executable;
 mod exit;
+pub mod heap;
 pub mod kv;
 pub mod locate;
 mod options;
