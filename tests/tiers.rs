@@ -198,18 +198,62 @@ fn child_never_repeating() {
     eagertpu::wait_for_compiles().unwrap();
     let m = metrics().unwrap();
     println!(
-        "KEYS {} SPLIT {} BACKGROUND {}",
-        m.chunk_keys, m.chunks_split, m.background_compiles
+        "KEYS {} SPLIT {} BACKGROUND {} DRIFTING {}",
+        m.chunk_keys, m.chunks_split, m.background_compiles, m.drifting_calls
     );
+    // Then the shape stops changing: the loop fuses again.
+    for step in 0..8 {
+        let before = metrics().unwrap();
+        let x = Tensor::full(&[3, 40], 0.5, DType::F32).unwrap();
+        let y = (&x.exp().unwrap() * 2.0).unwrap().sum_all().unwrap();
+        let got = y.item::<f32>().unwrap() as f64;
+        let want = 3.0 * 40.0 * 2.0 * 0.5f64.exp();
+        assert!((got - want).abs() < 1e-4 * want, "{got} vs {want}");
+        if step == 5 {
+            eagertpu::wait_for_compiles().unwrap();
+        }
+        let after = metrics().unwrap();
+        println!(
+            "FIXED{step} drifting {} background {} promotions {} split {}",
+            after.drifting_calls - before.drifting_calls,
+            after.background_compiles - before.background_compiles,
+            after.promotions - before.promotions,
+            after.chunks_split - before.chunks_split,
+        );
+    }
 }
 
 #[test]
 fn chunks_that_never_repeat_never_compile_a_program_of_their_own() {
     let (ok, out) = child("child_never_repeating", POOL);
     assert!(ok, "{out}");
-    // The first iteration is a chunk of its own; every later one has the same
-    // ops with other sizes, so each of its calls runs alone.
-    assert!(out.contains("KEYS 1 SPLIT 11 BACKGROUND 0"), "{out}");
+    // The first iteration is a chunk of its own; the second has the same ops
+    // with other sizes, so it runs as its calls; with every op's size
+    // changed the stream drifts: the ten later iterations launch their four
+    // calls each as they record them, as strict mode does, with no chunk to
+    // split.
+    assert!(
+        out.contains("KEYS 1 SPLIT 1 BACKGROUND 0 DRIFTING 40"),
+        "{out}"
+    );
+    // The shape stops changing: the first fixed iteration is new, the
+    // second repeats it and ends the drift; the loop fuses again: its chunk
+    // runs op by op at first sight, compiles in the background from its
+    // second (hot), and is promoted once compiled, with no split on the way.
+    let lines: Vec<&str> = out.lines().filter(|l| l.starts_with("FIXED")).collect();
+    assert_eq!(lines.len(), 8, "{out}");
+    for (step, line) in lines.iter().enumerate() {
+        let drifting = if step < 2 { 4 } else { 0 };
+        assert!(
+            line.starts_with(&format!("FIXED{step} drifting {drifting} "))
+                && line.ends_with(" split 0"),
+            "{out}"
+        );
+    }
+    // Hot at its second fused sighting (FIXED3), compiled by FIXED5's wait.
+    let compiled = lines.iter().filter(|l| l.contains("background 1")).count();
+    assert_eq!(compiled, 1, "{out}");
+    assert!(lines[6].contains("promotions 1"), "{out}");
 }
 
 /// A decode-like loop: each step reads the last entry of a tensor that grows

@@ -47,6 +47,9 @@
 //!   one is cut into `ceil(period / max_ops)` equal
 //!   segments at fixed offsets from its phase.
 
+mod drift;
+pub use drift::SizeDrift;
+
 /// Why a chunk was cut.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CutReason {

@@ -35,13 +35,14 @@ use std::sync::{Arc, Mutex};
 
 use fusion::DType;
 use fusion::hash::FxBuild;
-use fusion::policy::{CutReason, Window};
+use fusion::policy::{CutReason, SizeDrift, Window};
 
 use crate::completion::Completion;
 use crate::config::Mode;
 use crate::context::Runtime;
 use crate::error::{Error, Result};
 use crate::lock;
+use crate::metrics::Counters;
 use crate::pjrt::{Buffer, Device};
 use crate::timing::{Stage, timed};
 use crate::trace;
@@ -79,6 +80,13 @@ pub(super) struct Trace {
     replay: replay::Replay,
     /// The compiled graph being called on this thread, if any (`graphs.rs`).
     graph: Option<graphs::GraphScope>,
+    /// While the sizes of this thread's ops change at every iteration (a
+    /// chunk split into all of its calls, `tiers.rs`): each call is launched
+    /// as it is recorded, until the segments between host reads repeat.
+    drift: Option<SizeDrift>,
+    /// The drift just ended: the next chunk is not split by comparing it
+    /// with the last one of before the drift.
+    refit: bool,
 }
 
 impl Trace {
@@ -90,6 +98,8 @@ impl Trace {
             index: checks::IndexChecks::default(),
             replay: replay::Replay::default(),
             graph: None,
+            drift: None,
+            refit: false,
         }
     }
 }
@@ -254,6 +264,14 @@ impl Stream {
                 Mode::Fused => {
                     let mut cut = None;
                     let trace = &mut st.trace;
+                    if let Some(drift) = &mut trace.drift {
+                        for node in &trace.nodes[before..] {
+                            drift.record(tiers::exact_signature(node));
+                        }
+                        // Launched now, as strict mode launches the call.
+                        cut = Some(CutReason::EveryOp);
+                        Counters::add(&rt.counters.drifting_calls, 1);
+                    }
                     for i in before..trace.nodes.len() {
                         for v in &trace.nodes[i].inputs {
                             if !v.is_pending() {
@@ -369,6 +387,12 @@ impl Stream {
         if rt.effective_mode() == Mode::Fused {
             let computed_at = (value.trace == st.active).then_some(value.computed_at);
             period_cut = st.trace.window.host_read(computed_at.filter(|&c| c > 0));
+            if let Some(drift) = &mut st.trace.drift
+                && drift.end_segment()
+            {
+                st.trace.drift = None;
+                st.trace.refit = true;
+            }
         }
         let mut index = checks::IndexChecks::default();
         if value.trace != st.active && value.is_pending() {

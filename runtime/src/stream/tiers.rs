@@ -34,6 +34,7 @@ use std::sync::{Arc, Weak};
 use fusion::Graph;
 use fusion::Op;
 use fusion::hash::{FxBuild, FxHasher};
+use fusion::policy::SizeDrift;
 use lru::LruCache;
 use smallvec::SmallVec;
 
@@ -86,23 +87,29 @@ impl Shapes {
                 v.ty.shape.len().hash(&mut structure);
             }
             l.from.hash(&mut structure);
-            let mut h = FxHasher::default();
-            match &node.op {
-                // A scalar's value is a parameter (a learning rate, a random
-                // key), not a change of size.
-                Op::Full { ty, .. } => ty.hash(&mut h),
-                op => op.hash(&mut h),
-            }
-            for v in &node.inputs {
-                v.ty.hash(&mut h);
-            }
-            exact.push(h.finish());
+            exact.push(exact_signature(node));
         }
         Shapes {
             structure: structure.finish(),
             exact,
         }
     }
+}
+
+/// A node's exact signature: its op with its parameters, and its inputs'
+/// types (sizes included).
+pub(super) fn exact_signature(node: &TraceNode) -> u64 {
+    let mut h = FxHasher::default();
+    match &node.op {
+        // A scalar's value is a parameter (a learning rate, a random key),
+        // not a change of size.
+        Op::Full { ty, .. } => ty.hash(&mut h),
+        op => op.hash(&mut h),
+    }
+    for v in &node.inputs {
+        v.ty.hash(&mut h);
+    }
+    h.finish()
 }
 
 impl Default for Tiers {
@@ -187,7 +194,9 @@ impl Stream {
         }
         let Shapes { structure, exact } = Shapes::of(launches);
         let before = st.tiers.structures.put(structure, exact.clone());
-        if let Some(before) = before
+        // The first chunk after a drift compares with no chunk of before it.
+        let refit = std::mem::take(&mut st.trace.refit);
+        if let Some(before) = before.filter(|_| !refit)
             && before.len() == exact.len()
             && before != exact
         {
@@ -195,6 +204,18 @@ impl Stream {
             let parts = split_at_changes(launches, &changed);
             if parts.len() > 1 {
                 Counters::add(&rt.counters.chunks_split, 1);
+                // Most of its ops changed sizes (constants aside): the chunk
+                // is mostly new, and so will the next be; the stream drifts
+                // (`fusion::policy::SizeDrift`). (A decode step whose mask
+                // grows changes a few ops; its bulk keeps one program.)
+                let (ops, changed_ops) = launches
+                    .iter()
+                    .zip(&changed)
+                    .filter(|(l, _)| !matches!(l.node.op, Op::Full { .. }))
+                    .fold((0, 0), |(n, k), (_, c)| (n + 1, k + usize::from(*c)));
+                if !st.tiers.in_split && 2 * changed_ops > ops {
+                    st.trace.drift = Some(SizeDrift::new());
+                }
                 return Err(parts);
             }
         }
