@@ -8,6 +8,10 @@ eager, side by side in one run (part of torch_bench.py):
             backward and the optimizer step are graphs)           -> ms/step
   tiny_call a compiled x + 1 on a [4] tensor, called without a read:
             the call overhead of a graph                          -> us/call
+            (and, in a child process with EAGERTPU_OP_TIMING=1, the
+            part of a call spent inside the runtime's C ABI: the direct
+            call of the graph's program, next to which the rest is
+            dynamo's guards, aot_autograd's wrapper and the C++ binding)
   dropout   64-256-256-10 with dropout 0.1 after each hidden layer,
             batch 32, AdamW: the step compiled whole (its graphs draw
             new keys at each direct call)                          -> ms/step
@@ -205,9 +209,35 @@ def run_compiled(quick=False):
         ("tiny call (x + 1, no read)", [out["tiny_call_us"][c] for c in CONFIGS], "us"),
         ("dropout mlp step", [out["dropout_ms_per_step"][c] for c in CONFIGS], "ms"),
     ]
-    table("compiled: torch.compile(backend='tpu') vs fused eager vs PyTorch CPU eager", CONFIGS, rows)
+    env = dict(os.environ, EAGERTPU_OP_TIMING="1", EAGERTPU_LOG="error")
+    cmd = [sys.executable, os.path.abspath(__file__), "tiny_call_abi", str(200 if quick else 20000)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"tiny_call_abi child failed:\n{proc.stderr[-2000:]}")
+    out["tiny_call_inside_c_abi_us"] = json.loads(proc.stdout.strip().splitlines()[-1])
+    table("compiled: torch.compile(backend='tpu') vs fused eager vs PyTorch CPU eager", CONFIGS, rows,
+          note=f"tiny call inside the runtime's C ABI (a process timing its stages): "
+          f"{out['tiny_call_inside_c_abi_us']['abi_us']} of {out['tiny_call_inside_c_abi_us']['call_us']} us; "
+          "raw PJRT execute + await: debug.json")
     print_ratios(out["ratios"], out["checks"])
     return out
+
+
+def tiny_call_abi_child(n):
+    """With EAGERTPU_OP_TIMING=1: the compiled tiny call, n times; us per call
+    in all, and inside the runtime's C ABI (op_timing's `abi` stage)."""
+    job = TinyCall("compiled")
+    for _ in range(100):
+        job()
+    eagertpu.sync()
+    t0 = eagertpu.metrics()["op_timing"]["abi"]["nanos"]
+    start = time.perf_counter()
+    for _ in range(n):
+        job()
+    call = (time.perf_counter() - start) / n * 1e6
+    abi = (eagertpu.metrics()["op_timing"]["abi"]["nanos"] - t0) / n / 1e3
+    eagertpu.sync()
+    return {"call_us": round(call, 2), "abi_us": round(abi, 2)}
 
 
 class LlmStep(TrainStep):
@@ -345,5 +375,7 @@ def run_cpu_heap(quick=False):
 
 RUNS = {"compiled": run_compiled, "cpu_heap": run_cpu_heap, "llm": run_llm}
 
+if __name__ == "__main__" and sys.argv[1:2] == ["tiny_call_abi"]:
+    print(json.dumps(tiny_call_abi_child(int(sys.argv[2]))))
 if __name__ == "__main__" and sys.argv[1:2] == ["cpu_heap"]:
     print(json.dumps(cpu_heap_child(sys.argv[2], int(sys.argv[3]))))
