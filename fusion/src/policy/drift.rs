@@ -2,8 +2,8 @@
 //! iteration (a loop over inputs of a new length each time): nothing in it
 //! repeats, so deferring its ops finds no chunk to compile, only costs the
 //! overlap of the device's work with the host's recording that eager
-//! dispatch gets. When a chunk's every call has new sizes (`stream::tiers`
-//! splits it into its calls, all of them), the stream drifts: each call is
+//! dispatch gets. When most ops of two chunks in a row have new sizes
+//! (`stream::tiers` splits them), the stream drifts: each call is
 //! launched as it is recorded, as strict mode launches it (the same
 //! programs), while `SizeDrift` watches the segments between host reads.
 //! A segment whose ops and sizes are those of one of the last few segments

@@ -80,10 +80,13 @@ pub(super) struct Trace {
     replay: replay::Replay,
     /// The compiled graph being called on this thread, if any (`graphs.rs`).
     graph: Option<graphs::GraphScope>,
-    /// While the sizes of this thread's ops change at every iteration (a
-    /// chunk split into all of its calls, `tiers.rs`): each call is launched
-    /// as it is recorded, until the segments between host reads repeat.
+    /// While the sizes of this thread's ops change at every iteration (two
+    /// chunks in a row split with most of their ops resized, `tiers.rs`):
+    /// each call is launched as it is recorded, until the segments between
+    /// host reads repeat.
     drift: Option<SizeDrift>,
+    /// Chunks in a row split with most of their ops resized.
+    resized_in_a_row: u32,
     /// The drift just ended: the next chunk is not split by comparing it
     /// with the last one of before the drift.
     refit: bool,
@@ -99,6 +102,7 @@ impl Trace {
             replay: replay::Replay::default(),
             graph: None,
             drift: None,
+            resized_in_a_row: 0,
             refit: false,
         }
     }

@@ -190,6 +190,9 @@ impl Stream {
             if st.tiers.compiling.remove(&key) {
                 Counters::add(&rt.counters.promotions, 1);
             }
+            if !st.tiers.in_split {
+                st.trace.resized_in_a_row = 0;
+            }
             return Ok(p);
         }
         let Shapes { structure, exact } = Shapes::of(launches);
@@ -204,20 +207,34 @@ impl Stream {
             let parts = split_at_changes(launches, &changed);
             if parts.len() > 1 {
                 Counters::add(&rt.counters.chunks_split, 1);
-                // Most of its ops changed sizes (constants aside): the chunk
-                // is mostly new, and so will the next be; the stream drifts
+                // Most of its ops changed sizes (constants aside), for the
+                // second chunk in a row: the chunks are mostly new each
+                // time, and so will the next be; the stream drifts
                 // (`fusion::policy::SizeDrift`). (A decode step whose mask
-                // grows changes a few ops; its bulk keeps one program.)
+                // grows changes a few ops, and keeps one program for its
+                // bulk; a loop whose batch size changed once runs its new
+                // chunk once split, then compiles it, as before.)
                 let (ops, changed_ops) = launches
                     .iter()
                     .zip(&changed)
                     .filter(|(l, _)| !matches!(l.node.op, Op::Full { .. }))
                     .fold((0, 0), |(n, k), (_, c)| (n + 1, k + usize::from(*c)));
-                if !st.tiers.in_split && 2 * changed_ops > ops {
-                    st.trace.drift = Some(SizeDrift::new());
+                if !st.tiers.in_split {
+                    let trace = &mut st.trace;
+                    trace.resized_in_a_row = match 2 * changed_ops > ops {
+                        true => trace.resized_in_a_row + 1,
+                        false => 0,
+                    };
+                    if trace.resized_in_a_row >= 2 {
+                        trace.resized_in_a_row = 0;
+                        trace.drift = Some(SizeDrift::new());
+                    }
                 }
                 return Err(parts);
             }
+        }
+        if !st.tiers.in_split {
+            st.trace.resized_in_a_row = 0;
         }
         // A split chunk is no key of its own: its parts are.
         if st.tiers.keys.insert(key) {
