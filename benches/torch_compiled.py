@@ -34,16 +34,23 @@ figures are medians over rounds, ratios medians of each round's own ratio.
 
 import copy
 import json
-import os
 import statistics
-import subprocess
 import sys
 import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch_workloads import chain_ops, enter, make_llama, median_ratio, print_ratios, settle, table
+from torch_workloads import (
+    chain_ops,
+    child_json,
+    enter,
+    make_llama,
+    median_ratio,
+    print_ratios,
+    settle,
+    table,
+)
 
 import eagertpu
 
@@ -209,12 +216,9 @@ def run_compiled(quick=False):
         ("tiny call (x + 1, no read)", [out["tiny_call_us"][c] for c in CONFIGS], "us"),
         ("dropout mlp step", [out["dropout_ms_per_step"][c] for c in CONFIGS], "ms"),
     ]
-    env = dict(os.environ, EAGERTPU_OP_TIMING="1", EAGERTPU_LOG="error")
-    cmd = [sys.executable, os.path.abspath(__file__), "tiny_call_abi", str(200 if quick else 20000)]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"tiny_call_abi child failed:\n{proc.stderr[-2000:]}")
-    out["tiny_call_inside_c_abi_us"] = json.loads(proc.stdout.strip().splitlines()[-1])
+    out["tiny_call_inside_c_abi_us"] = child_json(
+        __file__, ["tiny_call_abi", 200 if quick else 20000], EAGERTPU_OP_TIMING="1", EAGERTPU_LOG="error"
+    )
     table("compiled: torch.compile(backend='tpu') vs fused eager vs PyTorch CPU eager", CONFIGS, rows,
           note=f"tiny call inside the runtime's C ABI (a process timing its stages): "
           f"{out['tiny_call_inside_c_abi_us']['abi_us']} of {out['tiny_call_inside_c_abi_us']['call_us']} us; "
@@ -347,12 +351,9 @@ def run_cpu_heap(quick=False):
     for r in range(rounds):
         for config in CONFIGS:
             for heap in heaps if r % 2 == 0 else heaps[::-1]:
-                env = dict(os.environ, EAGERTPU_CPU_HEAP=heap, EAGERTPU_LOG="error")
-                cmd = [sys.executable, os.path.abspath(__file__), "cpu_heap", config, str(steps)]
-                proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-                if proc.returncode != 0:
-                    raise RuntimeError(f"cpu_heap child {config} {heap} failed:\n{proc.stderr[-2000:]}")
-                got = json.loads(proc.stdout.strip().splitlines()[-1])
+                got = child_json(
+                    __file__, ["cpu_heap", config, steps], EAGERTPU_CPU_HEAP=heap, EAGERTPU_LOG="error"
+                )
                 runs[heap, config].append(got["ms_per_step"] / 1e3)
                 losses[heap, config] = got["first_loss"]
     out = {

@@ -25,7 +25,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import eagertpu
-from torch_workloads import device_of, enter, print_ratios, ratio, settle, table
+from torch_workloads import child_json, device_of, enter, print_ratios, ratio, settle, table
 
 
 # ----------------------------------------------------------------- per_op ----
@@ -240,14 +240,10 @@ def run_replay(quick=False):
         for name, flag in (("on", "1"), ("off", "0")):
             # Deterministic: the losses are compared bit for bit, and the first
             # child may find a cold disk cache where the others find it warm.
-            env = dict(os.environ, EAGERTPU_OP_TIMING="1", EAGERTPU_REPLAY=flag, EAGERTPU_MODE="fused",
-                       EAGERTPU_LOG="error", EAGERTPU_DETERMINISTIC="1")
-            proc = subprocess.run([sys.executable, os.path.abspath(__file__), "replay", str(steps)], env=env,
-                                  capture_output=True, text=True)
-            if proc.returncode != 0:
-                print(proc.stderr[-2000:], file=sys.stderr)
-                raise RuntimeError("the replay child failed")
-            runs[name].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+            runs[name].append(child_json(
+                __file__, ["replay", steps], EAGERTPU_OP_TIMING="1", EAGERTPU_REPLAY=flag, EAGERTPU_MODE="fused",
+                EAGERTPU_LOG="error", EAGERTPU_DETERMINISTIC="1",
+            ))
 
     def median(name, get):
         return statistics.median(get(r) for r in runs[name])

@@ -89,6 +89,17 @@ def ratio(a, b):
     return round(a / b, 3) if b else None
 
 
+def child_json(script, args, **env):
+    """Runs bench file `script` in a fresh process with `args` (after its
+    path) and the environment plus `env`; its last line of output, as JSON.
+    A failed child is an error carrying the tail of its stderr."""
+    cmd = [sys.executable, os.path.abspath(script), *map(str, args)]
+    proc = subprocess.run(cmd, env=dict(os.environ, **env), capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"child {' '.join(map(str, args))} failed:\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def median_ratio(nums, dens):
     """The median of the ratios of runs made side by side (num[i] / den[i]):
     this machine drifts between fast and slow spells of a second or two, and

@@ -96,6 +96,31 @@ impl Shapes {
     }
 }
 
+impl StreamState {
+    /// Notes whether a chunk of the active trace (not a part of a split one)
+    /// was split with most of its ops resized. The second such chunk in a
+    /// row makes the trace drift (`fusion::policy::SizeDrift`): the chunks
+    /// are mostly new each time, and so will the next be. (A decode step
+    /// whose mask grows changes a few ops and keeps one program for its
+    /// bulk; a loop whose batch size changed once runs its new chunk split
+    /// once, then compiles it.)
+    fn chunk_resized(&mut self, resized: bool) {
+        if self.tiers.in_split {
+            return;
+        }
+        let trace = &mut self.trace;
+        trace.resized_in_a_row = if resized {
+            trace.resized_in_a_row + 1
+        } else {
+            0
+        };
+        if trace.resized_in_a_row >= 2 {
+            trace.resized_in_a_row = 0;
+            trace.drift = Some(SizeDrift::new());
+        }
+    }
+}
+
 /// A node's exact signature: its op with its parameters, and its inputs'
 /// types (sizes included).
 pub(super) fn exact_signature(node: &TraceNode) -> u64 {
@@ -190,9 +215,7 @@ impl Stream {
             if st.tiers.compiling.remove(&key) {
                 Counters::add(&rt.counters.promotions, 1);
             }
-            if !st.tiers.in_split {
-                st.trace.resized_in_a_row = 0;
-            }
+            st.chunk_resized(false);
             return Ok(p);
         }
         let Shapes { structure, exact } = Shapes::of(launches);
@@ -207,35 +230,17 @@ impl Stream {
             let parts = split_at_changes(launches, &changed);
             if parts.len() > 1 {
                 Counters::add(&rt.counters.chunks_split, 1);
-                // Most of its ops changed sizes (constants aside), for the
-                // second chunk in a row: the chunks are mostly new each
-                // time, and so will the next be; the stream drifts
-                // (`fusion::policy::SizeDrift`). (A decode step whose mask
-                // grows changes a few ops, and keeps one program for its
-                // bulk; a loop whose batch size changed once runs its new
-                // chunk once split, then compiles it, as before.)
+                // Most of its ops changed sizes (constants aside)?
                 let (ops, changed_ops) = launches
                     .iter()
                     .zip(&changed)
                     .filter(|(l, _)| !matches!(l.node.op, Op::Full { .. }))
                     .fold((0, 0), |(n, k), (_, c)| (n + 1, k + usize::from(*c)));
-                if !st.tiers.in_split {
-                    let trace = &mut st.trace;
-                    trace.resized_in_a_row = match 2 * changed_ops > ops {
-                        true => trace.resized_in_a_row + 1,
-                        false => 0,
-                    };
-                    if trace.resized_in_a_row >= 2 {
-                        trace.resized_in_a_row = 0;
-                        trace.drift = Some(SizeDrift::new());
-                    }
-                }
+                st.chunk_resized(2 * changed_ops > ops);
                 return Err(parts);
             }
         }
-        if !st.tiers.in_split {
-            st.trace.resized_in_a_row = 0;
-        }
+        st.chunk_resized(false);
         // A split chunk is no key of its own: its parts are.
         if st.tiers.keys.insert(key) {
             Counters::add(&rt.counters.chunk_keys, 1);
