@@ -11,7 +11,10 @@ eager, side by side in one run (part of torch_bench.py):
             (and, in a child process with EAGERTPU_OP_TIMING=1, the
             part of a call spent inside the runtime's C ABI: the direct
             call of the graph's program, next to which the rest is
-            dynamo's guards, aot_autograd's wrapper and the C++ binding)
+            dynamo's guards, aot_autograd's wrapper and the C++ binding;
+            and torch.compile's own floor: the same function compiled with
+            backend="aot_eager" on a CPU tensor, its graph's one op a CPU
+            kernel, timed in bursts alternating with the tpu call's)
   dropout   64-256-256-10 with dropout 0.1 after each hidden layer,
             batch 32, AdamW: the step compiled whole (its graphs draw
             new keys at each direct call)                          -> ms/step
@@ -127,9 +130,9 @@ class DropoutStep(TrainStep):
 
 
 class TinyCall:
-    def __init__(self, config):
-        self.x = torch.ones(4, device=device_of(config))
-        self.fn = torch.compile(self.add, backend="tpu") if config == "compiled" else self.add
+    def __init__(self, config, backend="tpu", device=None):
+        self.x = torch.ones(4, device=device or device_of(config))
+        self.fn = torch.compile(self.add, backend=backend) if config == "compiled" else self.add
 
     @staticmethod
     def add(x):
@@ -216,14 +219,36 @@ def run_compiled(quick=False):
         ("tiny call (x + 1, no read)", [out["tiny_call_us"][c] for c in CONFIGS], "us"),
         ("dropout mlp step", [out["dropout_ms_per_step"][c] for c in CONFIGS], "ms"),
     ]
+    out["tiny_call_floor_us"] = tiny_call_floor(jobs["tiny_call", "compiled"], rounds, burst["tiny_call"])
+    out["ratios"]["tiny_call_compiled_over_cpu_aot_eager_time"] = out["tiny_call_floor_us"]["compiled_over_floor"]
     out["tiny_call_inside_c_abi_us"] = child_json(
         __file__, ["tiny_call_abi", 200 if quick else 20000], EAGERTPU_OP_TIMING="1", EAGERTPU_LOG="error"
     )
     table("compiled: torch.compile(backend='tpu') vs fused eager vs PyTorch CPU eager", CONFIGS, rows,
           note=f"tiny call inside the runtime's C ABI (a process timing its stages): "
           f"{out['tiny_call_inside_c_abi_us']['abi_us']} of {out['tiny_call_inside_c_abi_us']['call_us']} us; "
-          "raw PJRT execute + await: debug.json")
+          "raw PJRT execute + await: debug.json; torch.compile's own floor (backend='aot_eager' on a CPU "
+          f"tensor): {out['tiny_call_floor_us']['cpu_aot_eager']} us against "
+          f"{out['tiny_call_floor_us']['compiled']} us here")
     print_ratios(out["ratios"], out["checks"])
+    return out
+
+
+def tiny_call_floor(compiled, rounds, burst):
+    """The compiled tiny call on tpu next to torch.compile's own floor: the
+    same function compiled with backend="aot_eager" on a CPU tensor (dynamo's
+    guards, aot_autograd's wrapper, and the graph's one op as a CPU kernel),
+    bursts alternating; medians, and the median of the rounds' ratios."""
+    floor = TinyCall("compiled", backend="aot_eager", device="cpu")
+    for _ in range(100):
+        floor()
+    runs = {"compiled": [], "cpu_aot_eager": []}
+    for r in range(rounds):
+        pair = [("compiled", compiled), ("cpu_aot_eager", floor)]
+        for name, job in pair[r % 2 :] + pair[: r % 2]:
+            runs[name].append(timed(job, burst))
+    out = {name: round(statistics.median(t) * 1e6, 2) for name, t in runs.items()}
+    out["compiled_over_floor"] = median_ratio(runs["compiled"], runs["cpu_aot_eager"])
     return out
 
 
