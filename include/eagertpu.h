@@ -101,21 +101,26 @@ etpu_status eagertpu_graph_begin(int64_t device, uint64_t id, int32_t* opened);
 etpu_status eagertpu_graph_end(int64_t device);
 /* After a call of graph `id` through a scope, with the tensors it read and returned:
    makes its later calls direct (*captured = 1) if that call ran as one chunk whose
-   parameters were those inputs (and scalars) and whose results are those outputs. */
+   parameters were those inputs (and scalars) and whose results are those outputs.
+   `updates` holds n_updates pairs (input, output): inputs the caller updates with those
+   outputs after each call, donated to them where nothing else holds them. */
 etpu_status eagertpu_graph_capture(int64_t device, uint64_t id, const etpu_tensor* inputs,
                                    size_t n_inputs, const etpu_tensor* outputs, size_t n_outputs,
-                                   int32_t* captured);
+                                   const int64_t* updates, size_t n_updates, int32_t* captured);
 /* The random draws a direct call of captured graph `id` makes (the keys
    eagertpu_graph_call takes), or -1 when it has no direct call. */
 etpu_status eagertpu_graph_draws(int64_t device, uint64_t id, int64_t* draws);
-/* Calls captured graph `id`: its program runs on the inputs' buffers with n_keys keys
-   for its random draws (`keys`: two halves each, in the order drawn), nothing is recorded,
-   and n_outputs new handles are written to `outputs` (*called = 1). *called = 0, nothing
-   written, when it has no direct call, the inputs' types differ from the captured ones,
-   or n_keys is not its number of draws. */
+/* Calls captured graph `id`: its program runs on the inputs' buffers (each input the
+   contents of allocation storages[i]) with n_keys keys for its random draws (`keys`: two
+   halves each, in the order drawn), nothing is recorded, and n_outputs new handles are
+   written to `outputs` (*called = 1). An input the graph updates that nothing but its
+   allocation and its handle holds is donated: its allocation then holds the updated value.
+   *called = 0, nothing written, when it has no direct call, the inputs' types differ from
+   the captured ones, or n_keys is not its number of draws. */
 etpu_status eagertpu_graph_call(int64_t device, uint64_t id, const etpu_tensor* inputs,
-                                size_t n_inputs, const uint64_t* keys, size_t n_keys,
-                                etpu_tensor* outputs, size_t n_outputs, int32_t* called);
+                                const etpu_storage* storages, size_t n_inputs,
+                                const uint64_t* keys, size_t n_keys, etpu_tensor* outputs,
+                                size_t n_outputs, int32_t* called);
 /* 1: the first op producing NaN/Inf is an error naming it. */
 etpu_status eagertpu_set_check_nan(int32_t on);
 /* 1: fused mode's results depend only on the op stream, bit for bit (a hot chunk is compiled

@@ -7,7 +7,8 @@
 mod common;
 
 use common::*;
-use eagertpu::{DType, Device, Mode, Tensor, metrics};
+use eagertpu::storage::{self, StorageId};
+use eagertpu::{DType, Device, Mode, Tensor, metrics, wait_for_compiles};
 
 /// `steps` rounds of `tanh(x * 1.01 + 0.5) - 0.25`: four ops a round.
 fn chain(x: &Tensor, steps: usize) -> Tensor {
@@ -113,7 +114,72 @@ fn child_graph_calls() {
         (1e-5, 1e-6),
     );
     direct_calls(&device);
+    donated_updates(&device);
     println!("GRAPHS OK");
+}
+
+/// Allocation `id`'s contents, as an optimizer state's tensor is read.
+fn contents(id: StorageId) -> Tensor {
+    storage::read_contents(id, DType::F32).unwrap()
+}
+
+/// Writes `value` over the whole of allocation `id` (the caller's copy of a
+/// graph's updated input back into it, as aot_autograd makes).
+fn write_back(id: StorageId, value: &Tensor) {
+    storage::write_view(id, 0, DType::F32, &[64], &[1], value.clone()).unwrap();
+}
+
+/// A graph updating its input (an optimizer's state: the caller writes its
+/// output back into the input's allocation after each call): its direct
+/// calls donate the input's buffer to the output, the allocation then
+/// holding the new value, unless something else holds the old one, which
+/// then keeps its values.
+fn donated_updates(device: &Device) {
+    let host = Host::random(DType::F32, &[64], 30);
+    let id = storage::register(device.index(), 64 * 4).unwrap();
+    write_back(id, &host.tensor());
+    let x = contents(id);
+    assert!(device.graph_begin(30).unwrap());
+    let y = chain(&x, 2);
+    device.graph_end().unwrap();
+    assert!(
+        device
+            .graph_capture_updating(30, &[x], std::slice::from_ref(&y), &[(0, 0)])
+            .unwrap()
+    );
+    write_back(id, &y);
+    drop(y);
+    // The donating variant of the program, compiled in the background.
+    wait_for_compiles().unwrap();
+    let donated = || metrics().unwrap().donated_buffers;
+    let mut want = chain_reference(&host, 2);
+    for call in 0..4 {
+        // Call 2: a tensor still holds the input's value (its buffer is not
+        // donated, and the tensor keeps its values).
+        let kept = (call == 2).then(|| contents(id));
+        let before = donated();
+        // The caller holds each input once: in this call's slice.
+        let out = device
+            .graph_call_on_storages(30, &[contents(id)], &[], &[id], 1)
+            .unwrap()
+            .expect("a direct call");
+        assert_eq!(donated() - before, u64::from(kept.is_none()), "call {call}");
+        if let Some(kept) = kept {
+            assert_close_tol("a tensor holding the old value", &kept, &want, (1e-5, 1e-6));
+        }
+        want = chain_reference(&want, 2);
+        assert_close_tol(&format!("call {call}"), &out[0], &want, (1e-5, 1e-6));
+        // The allocation holds the new value whether donated or not once
+        // the caller wrote it back; donated, it held it already.
+        write_back(id, &out[0]);
+        assert_close_tol(
+            &format!("allocation after call {call}"),
+            &contents(id),
+            &want,
+            (1e-5, 1e-6),
+        );
+    }
+    storage::release(id).unwrap();
 }
 
 /// (ops recorded, graph calls, direct graph calls) so far.

@@ -36,6 +36,7 @@ use std::cell::RefCell;
 use std::ffi::{CStr, CString, c_char};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
+use eagertpu::storage::StorageId;
 use eagertpu::{Error, Mode};
 
 pub use op_lists::{BEGIN as OP_LISTS_BEGIN, END as OP_LISTS_END, elementwise_op_lists};
@@ -298,7 +299,7 @@ mod runtime_api {
     use std::ffi::c_char;
 
     use super::*;
-    use crate::types::TensorHandle;
+    use crate::types::{StorageHandle, TensorHandle};
 
     c_api! {
         /// Number of devices of the loaded plugin.
@@ -367,7 +368,10 @@ mod runtime_api {
         /// After a call of graph `id` through a scope: makes its later calls
         /// direct if that call ran as one chunk whose parameters were the
         /// `n_inputs` tensors it read and whose results are the `n_outputs`
-        /// it returned (`captured`: 1 if so).
+        /// it returned (`captured`: 1 if so). `updates` holds `n_updates`
+        /// pairs (input, output): inputs the caller updates with those
+        /// outputs after each call, donated to them where nothing else holds
+        /// them (`eagertpu_graph_call`).
         fn eagertpu_graph_capture(
             device: i64,
             id: u64,
@@ -375,12 +379,32 @@ mod runtime_api {
             n_inputs: usize,
             outputs: *const TensorHandle,
             n_outputs: usize,
+            updates: *const i64,
+            n_updates: usize,
             captured: *mut i32,
         ) {
             let device = crate::handles::device(device)?;
-            // SAFETY: `inputs` and `outputs` as documented.
-            let (ins, outs) = unsafe { (crate::handles::tensors(inputs, n_inputs, "inputs")?, crate::handles::tensors(outputs, n_outputs, "outputs")?) };
-            let ok = device.graph_capture(id, &ins, &outs)?;
+            // SAFETY: `inputs`, `outputs` and `updates` as documented.
+            let (ins, outs, pairs) = unsafe {
+                (
+                    crate::handles::tensors(inputs, n_inputs, "inputs")?,
+                    crate::handles::tensors(outputs, n_outputs, "outputs")?,
+                    crate::handles::dims(updates, 2 * n_updates, "updates")?,
+                )
+            };
+            let mut updated = Vec::with_capacity(n_updates);
+            for pair in pairs.chunks_exact(2) {
+                let (Ok(k), Ok(o)) = (usize::try_from(pair[0]), usize::try_from(pair[1])) else {
+                    return Err(Failure::invalid(format!("graph {id}: update ({}, {}) names a negative index", pair[0], pair[1])));
+                };
+                if k >= n_inputs || o >= n_outputs {
+                    return Err(Failure::invalid(format!(
+                        "graph {id}: update ({k}, {o}) is out of range for {n_inputs} inputs and {n_outputs} outputs"
+                    )));
+                }
+                updated.push((k, o));
+            }
+            let ok = device.graph_capture_updating(id, &ins, &outs, &updated)?;
             // SAFETY: `captured` is NULL or writable.
             unsafe { put(captured, i32::from(ok), "captured") }
         }
@@ -394,17 +418,21 @@ mod runtime_api {
             unsafe { put(draws, n, "draws") }
         }
 
-        /// Calls captured graph `id` on the `n_inputs` tensors: its program
-        /// runs on their buffers, with `n_keys` keys (`keys` holds two
-        /// halves each) for its random draws; nothing is recorded, and
-        /// `n_outputs` new handles are written to `outputs`. `called` is 0
-        /// (nothing written) when the graph has no direct call, the inputs'
-        /// types differ from the captured ones, or `n_keys` is not its
-        /// number of draws.
+        /// Calls captured graph `id` on the `n_inputs` tensors, each the
+        /// contents of allocation `storages[i]`: its program runs on their
+        /// buffers, with `n_keys` keys (`keys` holds two halves each) for its
+        /// random draws; nothing is recorded, and `n_outputs` new handles
+        /// are written to `outputs`. An input the graph updates
+        /// (`eagertpu_graph_capture`) that nothing but its allocation and
+        /// its handle holds is donated: its allocation then holds the
+        /// updated value. `called` is 0 (nothing written) when the graph has
+        /// no direct call, the inputs' types differ from the captured ones,
+        /// or `n_keys` is not its number of draws.
         fn eagertpu_graph_call(
             device: i64,
             id: u64,
             inputs: *const TensorHandle,
+            storages: *const StorageHandle,
             n_inputs: usize,
             keys: *const u64,
             n_keys: usize,
@@ -413,12 +441,18 @@ mod runtime_api {
             called: *mut i32,
         ) {
             let device = crate::handles::device(device)?;
-            // SAFETY: `inputs` and `keys` as documented.
-            let (ins, halves) = unsafe {
-                (crate::handles::tensors(inputs, n_inputs, "inputs")?, crate::handles::dims(keys.cast::<i64>(), 2 * n_keys, "keys")?)
+            // SAFETY: `inputs`, `storages` and `keys` as documented.
+            let (ins, ids, halves) = unsafe {
+                (
+                    crate::handles::tensors(inputs, n_inputs, "inputs")?,
+                    crate::handles::dims(storages.cast::<i64>(), n_inputs, "storages")?,
+                    crate::handles::dims(keys.cast::<i64>(), 2 * n_keys, "keys")?,
+                )
             };
             let keys: Vec<(u64, u64)> = halves.chunks_exact(2).map(|k| (k[0] as u64, k[1] as u64)).collect();
-            let results = device.graph_call(id, &ins, &keys)?;
+            let ids: Vec<StorageId> = ids.iter().map(|&n| crate::storage::id(StorageHandle(n as u64))).collect();
+            // Each input is held by its handle and by `ins`.
+            let results = device.graph_call_on_storages(id, &ins, &keys, &ids, 2)?;
             let Some(results) = results.filter(|r| r.len() == n_outputs) else {
                 // SAFETY: `called` is NULL or writable.
                 return unsafe { put(called, 0, "called") };

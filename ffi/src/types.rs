@@ -154,6 +154,7 @@ c_types! {
     TensorHandle => "etpu_tensor",
     StorageHandle => "etpu_storage",
     *mut StorageHandle => "etpu_storage*",
+    *const StorageHandle => "const etpu_storage*",
     *mut MemoryCounts => "etpu_memory_counts*",
     GroupHandle => "etpu_group",
     EventHandle => "etpu_event",

@@ -81,11 +81,14 @@ std::vector<etpu_tensor> raw(const std::vector<Handle>& handles) {
 // After a graph's call through a scope: asks the runtime to call it directly
 // from now on. `outputs` are what the call returned (None for a gradient an
 // input does not need): views of inputs, or of new allocations whose
-// contents the program computed. False when it cannot: a tensor not on the
-// device, or a program the runtime cannot call directly (its results not
-// those allocations' contents, a donation).
+// contents the program computed. `updates` pairs an input with the output
+// aot_autograd copies into it after each call (an optimizer's state): the
+// runtime donates that input's buffer where nothing else holds it. False when
+// it cannot: a tensor not on the device, or a program the runtime cannot call
+// directly (its results not those allocations' contents, a donation).
 bool graph_capture(int64_t device, uint64_t id, const std::vector<at::Tensor>& inputs,
-                   const std::vector<std::optional<at::Tensor>>& outputs) {
+                   const std::vector<std::optional<at::Tensor>>& outputs,
+                   const std::vector<std::pair<int64_t, int64_t>>& updates) {
   OpScope scope;
   auto captured = std::make_shared<Captured>();
   std::vector<Handle> in, results;
@@ -132,9 +135,30 @@ bool graph_capture(int64_t device, uint64_t id, const std::vector<at::Tensor>& i
     captured->outputs.emplace_back(std::move(spec));
   }
   captured->results = results.size();
+  // An update names a result of the program (an output that is the whole of
+  // a new allocation): the runtime's output index of that allocation. An
+  // input an output views (saved for the backward, say) is never donated:
+  // that output must keep the input's old values.
+  auto viewed = [&](int64_t k) {
+    return std::any_of(captured->outputs.begin(), captured->outputs.end(), [&](const std::optional<OutputSpec>& o) {
+      return o.has_value() && o->of_input && inputs[o->source].storage().is_alias_of(inputs[static_cast<size_t>(k)].storage());
+    });
+  };
+  std::vector<int64_t> pairs;
+  for (const auto& [k, o] : updates) {
+    if (k < 0 || o < 0 || static_cast<size_t>(k) >= inputs.size() || static_cast<size_t>(o) >= outputs.size()) continue;
+    if (viewed(k)) continue;
+    const std::optional<OutputSpec>& spec = captured->outputs[static_cast<size_t>(o)];
+    if (!spec.has_value() || spec->of_input || spec->offset != 0) continue;
+    const at::Tensor& out = *allocations[spec->source];
+    if (!outputs[static_cast<size_t>(o)]->is_same(out) || out.sizes() != inputs[static_cast<size_t>(k)].sizes()) continue;
+    pairs.push_back(k);
+    pairs.push_back(static_cast<int64_t>(spec->source));
+  }
   std::vector<etpu_tensor> in_raw = raw(in), out_raw = raw(results);
   int32_t ok = 0;
-  check(eagertpu_graph_capture(device, id, in_raw.data(), in_raw.size(), out_raw.data(), out_raw.size(), &ok));
+  check(eagertpu_graph_capture(device, id, in_raw.data(), in_raw.size(), out_raw.data(), out_raw.size(), pairs.data(),
+                               pairs.size() / 2, &ok));
   if (ok == 0) return false;
   std::lock_guard<std::mutex> lock(graphs_mutex);
   if (graphs.size() >= kMaxGraphs) graphs.clear();
@@ -171,8 +195,13 @@ std::pair<bool, std::vector<std::optional<at::Tensor>>> graph_run(int64_t device
   check(eagertpu_graph_draws(device, id, &draws));
   if (draws < 0) return {false, {}};
   std::vector<Handle> in;
+  std::vector<etpu_storage> storages;
   in.reserve(inputs.size());
-  for (const at::Tensor& t : inputs) in.push_back(contents(t));
+  storages.reserve(inputs.size());
+  for (const at::Tensor& t : inputs) {
+    in.push_back(contents(t));
+    storages.push_back(storage_id(t.storage().data_ptr()));
+  }
   std::vector<etpu_tensor> in_raw = raw(in);
   std::vector<etpu_tensor> results(captured->results, 0);
   // The graph's random draws take their keys from the device's default
@@ -183,7 +212,8 @@ std::pair<bool, std::vector<std::optional<at::Tensor>>> graph_run(int64_t device
   int32_t called = 0;
   // A call that failed may have run with its keys: they stay drawn (as an
   // eager kernel's are), so no later draw repeats them.
-  check(eagertpu_graph_call(device, id, in_raw.data(), in_raw.size(), keys.halves.data(), keys.halves.size() / 2,
+  check(eagertpu_graph_call(device, id, in_raw.data(), storages.data(), in_raw.size(), keys.halves.data(),
+                            keys.halves.size() / 2,
                             results.data(), results.size(), &called));
   if (called == 0) {
     return_keys(index, keys);

@@ -13,8 +13,10 @@ restarted process loads it and compiles nothing). The graph's later calls are
 bound to its program by trace-guarded replay (no graph is built, hashed or
 looked up again), or, when its first call allowed it (`GraphCall._capture`),
 run that program directly on the inputs' buffers with no op dispatched
-(`_backend.graph_run`). In debug mode a graph's ops run one by one,
-as every op does there.
+(`_backend.graph_run`). A direct call donates the buffers of the inputs
+the graph updates (an optimizer's state, `_updated_inputs`) to their new
+values when nothing else holds them. In debug mode a graph's ops run one by
+one, as every op does there.
 
 Graph breaks run in the current eager mode between graphs. Dynamo's own
 counters (graph breaks, recompiles and their reasons) are in `dynamo_stats()`,
@@ -80,6 +82,29 @@ def user_line(filename: str, lineno: int):
     return _user_lines.get((filename, lineno))
 
 
+def _updated_inputs(kind: str) -> list:
+    """The inputs a forward or inference graph being compiled updates, as
+    (input, output) pairs: aot_autograd's metadata for it (in the tracing
+    context while its compiler runs) lists the inputs whose data it mutates,
+    and its first outputs are their new values, which aot_autograd's wrapper
+    copies into them after each call. The runtime donates such an input to
+    its output when nothing else holds it, and only after seeing that the
+    input holds the output of the call before (the copy made). A backward
+    graph updates nothing (the context then still holds its forward's)."""
+    if kind == "backward":
+        return []
+    context = torch._guards.TracingContext.try_get()
+    meta = getattr(context, "fw_metadata", None)
+    if meta is None:
+        return []
+    updates = []
+    for output, k in enumerate(meta.mutated_inp_runtime_indices):
+        info = meta.input_info[k]
+        if info.mutates_data and not info.mutates_metadata and not info.mutates_storage_metadata:
+            updates.append((k, output))
+    return updates
+
+
 class GraphCall:
     """One aot_autograd graph (forward or backward) as a boxed callable: each
     call is one graph scope of the runtime."""
@@ -97,6 +122,7 @@ class GraphCall:
         self.captured = False
         self.direct = False
         self.out_type = tuple
+        self.updates = _updated_inputs(kind)
         _map_user_lines(gm)
 
     def __call__(self, *args):
@@ -123,7 +149,7 @@ class GraphCall:
         if not isinstance(out, (tuple, list)):
             return
         try:
-            captured = _backend.graph_capture(self.device, self.id, args, list(out))
+            captured = _backend.graph_capture(self.device, self.id, args, list(out), self.updates)
         except TypeError:  # an argument that is not a tensor (a Python number)
             return
         if captured:

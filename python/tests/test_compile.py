@@ -152,6 +152,62 @@ def test_a_compiled_training_step_with_adamw_runs_each_graph_directly(mode, no_f
         assert since(before)["direct"] == 3 * 3, since(before)
 
 
+def test_a_compiled_optimizer_step_donates_the_state_it_updates(mode, no_fallbacks):
+    # The optimizer's graph updates every parameter and its AdamW state; its
+    # direct calls donate each one's buffer to its new value (as a TPU user
+    # needs: the state not held twice) unless something else still holds
+    # the old value: a clone of a weight, an unlaunched op reading one.
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3))
+    model_tpu = copy.deepcopy(model).to("tpu")
+    models = {"cpu": model, "tpu": model_tpu}
+    opts = {d: torch.optim.AdamW(m.parameters(), lr=1e-2) for d, m in models.items()}
+
+    def step(dev, x, y):
+        opts[dev].zero_grad()
+        loss = F.mse_loss(models[dev](x), y)
+        loss.backward()
+        opts[dev].step()
+        return loss
+
+    compiled = torch.compile(step, backend="tpu")
+    updated = 4 * len(list(model.parameters()))  # each parameter, its two moments and step count
+    g = torch.Generator().manual_seed(5)
+
+    def run(i):
+        x, y = torch.randn(8, 6, generator=g), torch.randn(8, 3, generator=g)
+        want = step("cpu", x, y).item()
+        before = eagertpu.metrics()["donated_buffers"]
+        got = compiled("tpu", tpu(x), tpu(y)).item()
+        assert got == pytest.approx(want, rel=1e-5), i
+        return eagertpu.metrics()["donated_buffers"] - before
+
+    for i in range(2):
+        run(i)
+    eagertpu.wait_for_compiles()  # the donating program, compiled in the background
+    donated = [run(i) for i in range(2, 4)]
+    # Held elsewhere: a clone of the first weight (the same value), and an
+    # op reading the second weight (launched when the step's first graph is
+    # called: it blocks that donation only if it still runs then).
+    first, second = model_tpu[0].weight, model_tpu[2].weight
+    held, held_want = first.detach().clone(), model[0].weight.detach().clone()
+    doubled, doubled_want = second.detach() * 2, model[2].weight.detach() * 2
+    donated.append(run(4))
+    donated.append(run(5))
+    assert_same(held, held_want, rtol=1e-5, atol=1e-6, what="a clone taken before the step")
+    assert_same(doubled, doubled_want, rtol=1e-5, atol=1e-6, what="an op read before the step")
+    for (name, p), q in zip(model_tpu.named_parameters(), model.parameters()):
+        assert_same(p, q, rtol=1e-5, atol=1e-6, what=name)
+    for p, q in zip(model_tpu.parameters(), model.parameters()):
+        for key in ("exp_avg", "exp_avg_sq"):
+            assert_same(opts["tpu"].state[p][key], opts["cpu"].state[q][key], rtol=1e-5, atol=1e-6, what=key)
+    if mode == "debug":
+        assert donated == [0, 0, 0, 0]  # no direct calls: each op runs alone
+    else:
+        assert donated[:2] == [updated, updated] and donated[3] == updated, donated
+        assert updated - 2 <= donated[2] <= updated - 1, donated
+
+
 def test_a_compiled_step_with_dropout_runs_directly_and_samples_as_eager(mode, no_fallbacks):
     # Dropout in a compiled training step: after the first call each graph
     # runs directly, drawing new keys from the tpu generator in the order

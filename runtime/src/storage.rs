@@ -29,7 +29,7 @@
 //! device (`bitcast_convert`): no host round trip, no sync.
 
 use std::fmt;
-use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 
 use fusion::DType;
 
@@ -37,6 +37,7 @@ use crate::error::{Error, Result};
 use crate::slots::Slots;
 use crate::tensor::{Device, Tensor};
 use crate::timing::{Stage, timed};
+use crate::value::Value;
 
 struct Storage {
     device: usize,
@@ -349,6 +350,22 @@ pub fn write_view(
         s.value = Some(new);
         Ok(())
     })
+}
+
+/// Makes allocation `id` hold `new` where its contents are `old` (a direct
+/// graph call donated `old`'s buffer to `new`, the allocation's updated
+/// value: `Stream::graph_call`). False, with nothing changed, where it holds
+/// anything else.
+pub(crate) fn replace_contents(id: StorageId, old: &Arc<Value>, new: Tensor) -> Result<bool> {
+    let mut table = storages();
+    let s = table.get(id)?;
+    match &s.value {
+        Some(held) if held.is(old) => {
+            s.value = Some(new);
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
 }
 
 /// Copies the first `nbytes` of allocation `src` into allocation `dst`, as

@@ -29,7 +29,7 @@
 //! so every call samples anew and a caller drawing them from the generator
 //! the graph's kernels would have used gets the samples an eager call gets.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use fusion::policy::CutReason;
 use fusion::{DType, Graph, Scalar, TensorType};
@@ -45,7 +45,7 @@ use crate::context::Runtime;
 use crate::error::{Error, Result};
 use crate::metrics::Counters;
 use crate::pjrt::Buffer;
-use crate::value::Value;
+use crate::value::{Launched, Value};
 
 /// Graphs whose replay plans a stream keeps; past this, all are dropped (the
 /// next call of each builds its chunk in full once, and finds its program in
@@ -70,6 +70,9 @@ pub(super) struct GraphScope {
 pub(super) struct GraphLaunch {
     id: u64,
     program: Arc<Program>,
+    /// The chunk's graph: a direct call that updates inputs in place runs
+    /// a variant of it that donates them (`DirectCall::donations`).
+    graph: Arc<Graph>,
     params: Vec<(Option<Arc<Value>>, Arc<Buffer>, bool)>,
     exports: Vec<Arc<Value>>,
     blame: Blame,
@@ -115,6 +118,50 @@ pub(super) struct DirectCall {
     index: Option<ExportedFlag>,
     /// The random draws of a call (each takes a new key).
     draws: usize,
+    /// The inputs each call updates: aot_autograd copies the result it
+    /// returns for one into it (an optimizer's parameters and state,
+    /// BatchNorm's running stats), so that input's buffer is donated to that
+    /// result when nothing else holds it.
+    donations: Vec<Donation>,
+    donating: Mutex<Donating>,
+}
+
+/// An input a graph's call updates, and the program result that is its new
+/// value.
+struct Donation {
+    input: usize,
+    /// Its parameter of the program.
+    param: usize,
+    /// The program result (`DirectCall::program`'s output) it becomes.
+    export: usize,
+}
+
+/// The program that donates a graph's updated inputs (the captured program
+/// with their parameters aliased to their results), and what each call
+/// returned as their new values.
+struct Donating {
+    program: DonatingProgram,
+    /// Per donation: the value the last call returned as the input's new
+    /// value. The input is donated only if it holds that value now, which
+    /// shows that the caller copied the result into it (as aot_autograd's
+    /// wrapper does) and that the donation names the right input.
+    returned: Vec<Weak<Value>>,
+}
+
+enum DonatingProgram {
+    /// Compiling in the background.
+    Compiling(Box<Graph>),
+    Ready(Arc<Program>),
+    /// No donating program: the captured one runs every call.
+    Unavailable,
+}
+
+/// A direct call's results, and the inputs it updated: for each donated
+/// input, its new value. The input's buffer went to that value, so the
+/// caller of [`Stream::graph_call`] makes the input's allocation hold it.
+pub(crate) struct DirectResults {
+    pub(crate) outputs: Vec<Arc<Value>>,
+    pub(crate) updated: Vec<(usize, Arc<Value>)>,
 }
 
 impl Stream {
@@ -178,12 +225,18 @@ impl Stream {
     /// ran as one pure chunk whose parameters were its `inputs` (the values
     /// the call read, in order) and lifted scalars, and whose `outputs` are
     /// that chunk's results or inputs. True if it did.
+    ///
+    /// `updates` pairs an input with the output the caller copies into it
+    /// after each call (`(input, output)`, as aot_autograd's metadata says):
+    /// such an input is donated to that output's program result at the
+    /// calls where nothing else holds it (`graph_call`).
     pub fn graph_capture(
         &self,
         rt: &Runtime,
         id: u64,
         inputs: &[Arc<Value>],
         outputs: &[Arc<Value>],
+        updates: &[(usize, usize)],
     ) -> Result<bool> {
         if rt.effective_mode() == Mode::Debug {
             return Ok(false);
@@ -230,15 +283,32 @@ impl Stream {
                 },
             }
         }
+        let out_types: Vec<TensorType> = last.exports.iter().map(|v| v.ty.clone()).collect();
+        let donations = donations(updates, inputs, &params, &outs, &out_types);
+        let returned = donations
+            .iter()
+            .map(|d| Arc::downgrade(&last.exports[d.export]))
+            .collect();
+        let program = if donations.is_empty() {
+            DonatingProgram::Unavailable
+        } else {
+            let mut graph = (*last.graph).clone();
+            for d in &donations {
+                graph.alias(d.param, d.export);
+            }
+            Self::donating_program(rt, graph)
+        };
         let call = DirectCall {
             program: last.program,
             inputs: inputs.iter().map(|v| v.ty.clone()).collect(),
             params,
             outputs: outs,
-            out_types: last.exports.iter().map(|v| v.ty.clone()).collect(),
+            out_types,
             blame: last.blame,
             index: last.index,
             draws: halves / 2,
+            donations,
+            donating: Mutex::new(Donating { program, returned }),
         };
         if st.direct_calls.len() >= MAX_GRAPHS {
             st.direct_calls.clear();
@@ -263,13 +333,20 @@ impl Stream {
     /// the graph has no direct call, the inputs' types are not those it was
     /// captured with, or `keys` are not one per draw (the caller then calls
     /// it through a graph scope).
+    ///
+    /// With `held`, each input is an allocation's contents, which the caller
+    /// holds `held` more times (its handles), and an updated input
+    /// (`graph_capture`) that nothing else holds is donated to its result:
+    /// the caller must then make its allocation hold the new value
+    /// (`DirectResults::updated`). Without, nothing is donated.
     pub fn graph_call(
         &self,
         rt: &Runtime,
         id: u64,
         inputs: &[Arc<Value>],
         keys: &[(u64, u64)],
-    ) -> Result<Option<Vec<Arc<Value>>>> {
+        held: Option<usize>,
+    ) -> Result<Option<DirectResults>> {
         if rt.effective_mode() == Mode::Debug {
             return Ok(None);
         }
@@ -325,19 +402,31 @@ impl Stream {
                 Source::Key(draw, half) => halves[2 * draw + half].as_ref(),
             })
             .collect();
-        let (outputs, event) = call
-            .program
-            .exe
-            .execute(&buffers, &self.device)
-            .map_err(|e| call.blame.error(e))?;
-        Counters::add(&rt.counters.executions, 1);
-        Counters::add(&rt.counters.compiled_graph_calls, 1);
-        Counters::add(&rt.counters.direct_graph_calls, 1);
         let deps: Vec<Arc<Completion>> = launched
             .iter()
             .filter_map(|(_, d)| d.clone())
             .filter(|d| !d.done_ok())
             .collect();
+        let donating = match held {
+            Some(held) if !call.donations.is_empty() => {
+                // Settled chunks let go of the buffers they read.
+                st.outstanding.retain(|c| !c.finished());
+                let upstream = Completion::upstream(deps.iter().cloned());
+                call.kept(rt, inputs, &launched, &upstream, held)
+            }
+            _ => None,
+        };
+        let (program, kept) = match &donating {
+            Some((p, kept)) => (p, kept.as_slice()),
+            None => (&call.program, &[][..]),
+        };
+        let (outputs, event) = program
+            .exe
+            .execute_keeping(&buffers, &self.device, kept)
+            .map_err(|e| call.blame.error(e))?;
+        Counters::add(&rt.counters.executions, 1);
+        Counters::add(&rt.counters.compiled_graph_calls, 1);
+        Counters::add(&rt.counters.direct_graph_calls, 1);
         let reads: Vec<Arc<Buffer>> = launched.iter().map(|(b, _)| b.clone()).collect();
         let done = Completion::new(event, call.blame.clone(), deps, reads);
         crate::trace::execution(&done, &call.blame.origin, call.blame.chunk_ops);
@@ -355,15 +444,27 @@ impl Stream {
                 self.take_index_error(rt, old)?;
             }
         }
-        Ok(Some(
-            call.outputs
-                .iter()
-                .map(|o| match o {
-                    Output::Program(j) => results[*j].clone(),
-                    Output::Input(k) => inputs[*k].clone(),
-                })
-                .collect(),
-        ))
+        let mut updated = vec![];
+        if let Some((_, kept)) = &donating {
+            for d in &call.donations {
+                if !kept.contains(&(d.param as i64)) {
+                    updated.push((d.input, results[d.export].clone()));
+                }
+            }
+            Counters::add(&rt.counters.donated_buffers, updated.len() as u64);
+        }
+        if !call.donations.is_empty() {
+            call.returned(&results);
+        }
+        let outputs = call
+            .outputs
+            .iter()
+            .map(|o| match o {
+                Output::Program(j) => results[*j].clone(),
+                Output::Input(k) => inputs[*k].clone(),
+            })
+            .collect();
+        Ok(Some(DirectResults { outputs, updated }))
     }
 
     /// Notes a chunk launched inside a graph scope (`launch.rs`).
@@ -414,6 +515,7 @@ impl Stream {
         scope.last = Some(GraphLaunch {
             id: scope.id,
             program: program.clone(),
+            graph: graph.clone(),
             params: params
                 .iter()
                 .map(|p| {
@@ -432,6 +534,134 @@ impl Stream {
             pure,
             index,
         });
+    }
+
+    /// The program of `graph` (a captured program with the updated inputs
+    /// aliased to their results): from memory or the disk, or compiled in
+    /// the background (then used once ready), or here when chunks compile
+    /// on the caller's thread. A failed compile leaves the call without it.
+    fn donating_program(rt: &Runtime, graph: Graph) -> DonatingProgram {
+        if let Some(p) = rt.cache.loaded(&graph, &rt.counters) {
+            return DonatingProgram::Ready(p);
+        }
+        if rt.cache.has_disk()
+            && let Some(p) = rt.cache.load_from_disk(&graph, &rt.counters)
+        {
+            return DonatingProgram::Ready(p);
+        }
+        if rt.deterministic() || !rt.compiler.enabled() {
+            return match rt.cache.get(&graph, &rt.counters) {
+                Ok(p) => DonatingProgram::Ready(p),
+                Err(_) => DonatingProgram::Unavailable,
+            };
+        }
+        if rt.compiler.submit(graph.clone()) {
+            DonatingProgram::Compiling(Box::new(graph))
+        } else {
+            DonatingProgram::Unavailable
+        }
+    }
+}
+
+/// The donations of a captured call: each `(input, output)` update whose
+/// input is one parameter of the program and no output of the call (which
+/// must keep its values), and whose output is one of the program's results,
+/// of the input's type; each input and result once.
+fn donations(
+    updates: &[(usize, usize)],
+    inputs: &[Arc<Value>],
+    params: &[Source],
+    outputs: &[Output],
+    out_types: &[TensorType],
+) -> Vec<Donation> {
+    let mut found: Vec<Donation> = Vec::with_capacity(updates.len());
+    for &(input, output) in updates {
+        let Some(Output::Program(export)) = outputs.get(output) else {
+            continue;
+        };
+        let mut reading = params
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| matches!(s, Source::Input(k) if *k == input));
+        let (Some((param, _)), None) = (reading.next(), reading.next()) else {
+            continue;
+        };
+        let returned = outputs
+            .iter()
+            .any(|o| matches!(o, Output::Input(k) if *k == input));
+        let taken = returned
+            || found
+                .iter()
+                .any(|d| d.input == input || d.export == *export);
+        if !taken
+            && inputs
+                .get(input)
+                .is_some_and(|v| v.ty == out_types[*export])
+        {
+            found.push(Donation {
+                input,
+                param,
+                export: *export,
+            });
+        }
+    }
+    found
+}
+
+impl DirectCall {
+    /// The parameters (of the donating program) not to donate at this call:
+    /// `None` to run the captured program (no donating program yet, or
+    /// nothing to donate). An input is donated when it holds the value the
+    /// last call returned for it, nothing but its allocation and the call
+    /// (`held` references) holds that value, and no chunk holds its buffer
+    /// but those this call runs after (`upstream`).
+    fn kept(
+        &self,
+        rt: &Runtime,
+        inputs: &[Arc<Value>],
+        launched: &[Launched],
+        upstream: &[Arc<Completion>],
+        held: usize,
+    ) -> Option<(Arc<Program>, Vec<i64>)> {
+        let mut donating = lock(&self.donating);
+        if let DonatingProgram::Compiling(graph) = &donating.program {
+            if rt.compiler.failed(graph.key_hash()) {
+                donating.program = DonatingProgram::Unavailable;
+            } else if let Some(p) = rt.cache.loaded(graph, &rt.counters) {
+                Counters::add(&rt.counters.promotions, 1);
+                donating.program = DonatingProgram::Ready(p);
+            }
+        }
+        let DonatingProgram::Ready(program) = &donating.program else {
+            return None;
+        };
+        let mut kept = Vec::new();
+        for (d, returned) in self.donations.iter().zip(&donating.returned) {
+            let v = &inputs[d.input];
+            let copied = returned.upgrade().is_some_and(|r| Arc::ptr_eq(&r, v));
+            // The allocation's reference, and the call's.
+            let only_allocation = Arc::strong_count(v) == held + 1;
+            let buffer = &launched[d.input].0;
+            let ordered: usize = upstream.iter().map(|c| c.holds(buffer)).sum();
+            // The value's and `launched`'s, and the chunks run before.
+            let read_elsewhere = Arc::strong_count(buffer) > 2 + ordered;
+            if copied && only_allocation && read_elsewhere {
+                Counters::add(&rt.counters.donations_blocked_by_readers, 1);
+            }
+            if !(copied && only_allocation) || read_elsewhere {
+                kept.push(d.param as i64);
+            }
+        }
+        (kept.len() < self.donations.len()).then(|| (program.clone(), kept))
+    }
+
+    /// Notes what a call returned for its updated inputs (`results`: the
+    /// program's).
+    fn returned(&self, results: &[Arc<Value>]) {
+        let mut donating = lock(&self.donating);
+        for (d, returned) in self.donations.iter().zip(donating.returned.iter_mut()) {
+            *returned = Arc::downgrade(&results[d.export]);
+        }
     }
 }
 

@@ -5,6 +5,7 @@ use crate::context;
 use crate::error::{Error, Result};
 use crate::marker::Marker;
 use crate::pjrt::MemoryStats;
+use crate::storage::{self, StorageId};
 use crate::stream::Stream;
 
 /// A device of the loaded PJRT plugin (a TPU core, a GPU, a CPU "device").
@@ -76,9 +77,29 @@ impl Device {
     /// inputs, scalars and random keys, and whose results are those outputs.
     /// True if it did.
     pub fn graph_capture(&self, id: u64, inputs: &[Tensor], outputs: &[Tensor]) -> Result<bool> {
+        self.graph_capture_updating(id, inputs, outputs, &[])
+    }
+
+    /// [`Device::graph_capture`], with `updates`: `(input, output)` pairs,
+    /// each an input the caller updates with that output after every call
+    /// (aot_autograd's mutated inputs: an optimizer's state), which
+    /// [`Device::graph_call_on_storages`] donates to it where nothing else
+    /// holds it.
+    pub fn graph_capture_updating(
+        &self,
+        id: u64,
+        inputs: &[Tensor],
+        outputs: &[Tensor],
+        updates: &[(usize, usize)],
+    ) -> Result<bool> {
         let values = |ts: &[Tensor]| ts.iter().map(|t| t.value.clone()).collect::<Vec<_>>();
-        self.stream
-            .graph_capture(context::get()?, id, &values(inputs), &values(outputs))
+        self.stream.graph_capture(
+            context::get()?,
+            id,
+            &values(inputs),
+            &values(outputs),
+            updates,
+        )
     }
 
     /// How many random draws a direct call of captured graph `id` makes:
@@ -98,13 +119,66 @@ impl Device {
         inputs: &[Tensor],
         keys: &[(u64, u64)],
     ) -> Result<Option<Vec<Tensor>>> {
+        self.call_graph(id, inputs, keys, None)
+    }
+
+    /// [`Device::graph_call`] on inputs that are the contents of PyTorch
+    /// allocations (`storages`, one per input), each held `held` more times
+    /// by the caller (its handles): an input the graph updates
+    /// ([`Device::graph_capture_updating`]) that nothing else holds is
+    /// donated to its new value, which its allocation then holds.
+    pub fn graph_call_on_storages(
+        &self,
+        id: u64,
+        inputs: &[Tensor],
+        keys: &[(u64, u64)],
+        storages: &[StorageId],
+        held: usize,
+    ) -> Result<Option<Vec<Tensor>>> {
+        if storages.len() != inputs.len() {
+            return Err(Error::Internal(format!(
+                "compiled graph {id}: {} inputs but {} storages",
+                inputs.len(),
+                storages.len()
+            )));
+        }
+        self.call_graph(id, inputs, keys, Some((storages, held)))
+    }
+
+    fn call_graph(
+        &self,
+        id: u64,
+        inputs: &[Tensor],
+        keys: &[(u64, u64)],
+        storages: Option<(&[StorageId], usize)>,
+    ) -> Result<Option<Vec<Tensor>>> {
         let values: Vec<_> = inputs.iter().map(|t| t.value.clone()).collect();
-        let outputs = self.stream.graph_call(context::get()?, id, &values, keys)?;
-        Ok(outputs.map(|vs| {
-            vs.into_iter()
+        // `values` holds each input once more.
+        let held = storages.map(|(_, held)| held + 1);
+        let Some(results) = self
+            .stream
+            .graph_call(context::get()?, id, &values, keys, held)?
+        else {
+            return Ok(None);
+        };
+        if let Some((storages, _)) = storages {
+            for (k, new) in results.updated {
+                let new = Tensor::new(new, self.stream);
+                if !storage::replace_contents(storages[k], &values[k], new)? {
+                    return Err(Error::Internal(format!(
+                        "compiled graph {id}: its input {k}, donated, is not the contents of allocation {}",
+                        storages[k]
+                    )));
+                }
+            }
+        }
+        Ok(Some(
+            results
+                .outputs
+                .into_iter()
                 .map(|v| Tensor::new(v, self.stream))
-                .collect()
-        }))
+                .collect(),
+        ))
     }
 
     /// Memory in use, when the plugin reports it (libtpu and CUDA do; the XLA

@@ -70,6 +70,11 @@ impl Tensor {
         Tensor { value, stream }
     }
 
+    /// Whether this tensor is `value`.
+    pub(crate) fn is(&self, value: &Arc<Value>) -> bool {
+        Arc::ptr_eq(&self.value, value)
+    }
+
     /// The dimension sizes, outermost first.
     pub fn shape(&self) -> &[i64] {
         &self.value.ty.shape
