@@ -118,15 +118,14 @@ def test_views_in_and_out_of_direct_calls_match_cpu(mode):
         assert since(before)["direct"] == 2 + 3
 
 
-def test_a_compiled_training_step_with_adamw_runs_each_graph_directly(mode, no_fallbacks):
-    # The whole step compiled with the default AdamW (capturable=False): as
-    # on CUDA, dynamo keeps the optimizer's step counts on the device, so the
-    # forward, the backward and the optimizer's graph all run directly.
+def mlp_with_adamw():
+    """A 6-16-3 MLP on the CPU and its copy on tpu, each with AdamW, and a
+    training step `step(device, x, y)` of either (its loss)."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3))
     model_tpu = copy.deepcopy(model).to("tpu")
-    opts = {"cpu": torch.optim.AdamW(model.parameters(), lr=1e-2), "tpu": torch.optim.AdamW(model_tpu.parameters(), lr=1e-2)}
     models = {"cpu": model, "tpu": model_tpu}
+    opts = {d: torch.optim.AdamW(m.parameters(), lr=1e-2) for d, m in models.items()}
 
     def step(dev, x, y):
         opts[dev].zero_grad()
@@ -135,6 +134,14 @@ def test_a_compiled_training_step_with_adamw_runs_each_graph_directly(mode, no_f
         opts[dev].step()
         return loss
 
+    return model, model_tpu, opts, step
+
+
+def test_a_compiled_training_step_with_adamw_runs_each_graph_directly(mode, no_fallbacks):
+    # The whole step compiled with the default AdamW (capturable=False): as
+    # on CUDA, dynamo keeps the optimizer's step counts on the device, so the
+    # forward, the backward and the optimizer's graph all run directly.
+    model, model_tpu, opts, step = mlp_with_adamw()
     compiled = torch.compile(step, backend="tpu")
     g = torch.Generator().manual_seed(5)
     for i in range(6):
@@ -157,19 +164,7 @@ def test_a_compiled_optimizer_step_donates_the_state_it_updates(mode, no_fallbac
     # direct calls donate each one's buffer to its new value (as a TPU user
     # needs: the state not held twice) unless something else still holds
     # the old value: a clone of a weight, an unlaunched op reading one.
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3))
-    model_tpu = copy.deepcopy(model).to("tpu")
-    models = {"cpu": model, "tpu": model_tpu}
-    opts = {d: torch.optim.AdamW(m.parameters(), lr=1e-2) for d, m in models.items()}
-
-    def step(dev, x, y):
-        opts[dev].zero_grad()
-        loss = F.mse_loss(models[dev](x), y)
-        loss.backward()
-        opts[dev].step()
-        return loss
-
+    model, model_tpu, opts, step = mlp_with_adamw()
     compiled = torch.compile(step, backend="tpu")
     updated = 4 * len(list(model.parameters()))  # each parameter, its two moments and step count
     g = torch.Generator().manual_seed(5)
