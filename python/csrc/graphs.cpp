@@ -151,7 +151,7 @@ bool graph_capture(int64_t device, uint64_t id, const std::vector<at::Tensor>& i
     const std::optional<OutputSpec>& spec = captured->outputs[static_cast<size_t>(o)];
     if (!spec.has_value() || spec->of_input || spec->offset != 0) continue;
     const at::Tensor& out = *allocations[spec->source];
-    if (!outputs[static_cast<size_t>(o)]->is_same(out) || out.sizes() != inputs[static_cast<size_t>(k)].sizes()) continue;
+    if (!outputs[static_cast<size_t>(o)]->is_same(out)) continue;  // (the runtime checks the types)
     pairs.push_back(k);
     pairs.push_back(static_cast<int64_t>(spec->source));
   }
