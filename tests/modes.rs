@@ -246,6 +246,67 @@ fn weight_updates_donate_their_buffer() {
     assert!(v.iter().all(|&x| (x - 0.0).abs() < 1e-5), "{}", v[0]);
 }
 
+/// An AdamW-shaped step that reads its parameter before it updates the
+/// moment: each dead input is donated to its own update (the update lands
+/// at the old value's address), not to the first output of its type, which
+/// made XLA copy both in and out of the aliased buffers. The values are the
+/// host's.
+#[test]
+fn an_update_takes_the_memory_of_the_value_it_updates() {
+    let _m = in_mode(Mode::Fused);
+    let shape = [64, 32];
+    let g = Host::random(DType::F32, &shape, 5);
+    let w0 = Host::random(DType::F32, &shape, 6);
+    let grad = g.tensor();
+    let mut w = w0.tensor();
+    let mut m = Tensor::zeros(&shape, DType::F32).unwrap();
+    for t in [&grad, &w, &m] {
+        t.sync().unwrap();
+    }
+    let step = |w: &mut Tensor, m: &mut Tensor| {
+        // `w` is the chunk's first input; `m`'s update its first output.
+        let decayed = (&*w * 0.99).unwrap();
+        *m = m.lerp(&grad, 0.1).unwrap();
+        *w = (&decayed - &(&*m * 0.01).unwrap()).unwrap();
+    };
+    let (mut w_host, mut m_host) = (w0.data.clone(), vec![0.0f64; w0.data.len()]);
+    let host_step = |w: &mut [f64], m: &mut [f64]| {
+        for ((w, m), g) in w.iter_mut().zip(m.iter_mut()).zip(&g.data) {
+            let (w32, m32, g32) = (*w as f32, *m as f32, *g as f32);
+            let m_new = m32 + 0.1 * (g32 - m32);
+            *m = m_new as f64;
+            *w = (w32 * 0.99 - m_new * 0.01) as f64;
+        }
+    };
+    // Op by op until the step's program is ready (tiered execution).
+    for _ in 0..2 {
+        step(&mut w, &mut m);
+        host_step(&mut w_host, &mut m_host);
+        w.sync().unwrap();
+    }
+    eagertpu::wait_for_compiles().unwrap();
+    for _ in 0..4 {
+        let (w_at, m_at) = (
+            w.unsafe_buffer_pointer().unwrap(),
+            m.unsafe_buffer_pointer().unwrap(),
+        );
+        assert_ne!(w_at, m_at);
+        step(&mut w, &mut m);
+        host_step(&mut w_host, &mut m_host);
+        assert_eq!(
+            (
+                w.unsafe_buffer_pointer().unwrap(),
+                m.unsafe_buffer_pointer().unwrap()
+            ),
+            (w_at, m_at),
+            "each update in its old value's memory (w, m)"
+        );
+    }
+    let host = |data: Vec<f64>| Host { data, ..w0.clone() };
+    assert_close("w", &w, &host(w_host));
+    assert_close("m", &m, &host(m_host));
+}
+
 /// Runs `acc = tanh(acc * scale(step) + x)` 300 times with no read, three
 /// times over (`step` counts on across runs), and checks that the last run
 /// is cut at its period, loads no program, adds no chunk key, and computes

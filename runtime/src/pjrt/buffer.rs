@@ -186,6 +186,18 @@ impl Buffer {
         Ok(args.on_device_size_in_bytes)
     }
 
+    /// The buffer's address in device memory (`PJRT_Buffer_UnsafePointer`),
+    /// to tell whether two buffers share memory (an update donated in
+    /// place); never dereferenced.
+    pub fn device_address(&self) -> Result<usize> {
+        let mut args = PJRT_Buffer_UnsafePointer_Args {
+            buffer: self.raw,
+            ..Default::default()
+        };
+        pjrt_call!(self.client.plugin, PJRT_Buffer_UnsafePointer, &mut args)?;
+        Ok(args.buffer_pointer as usize)
+    }
+
     /// Whether the device memory was released (e.g. donated to an execution).
     pub fn is_deleted(&self) -> Result<bool> {
         let mut args = PJRT_Buffer_IsDeleted_Args {

@@ -221,10 +221,14 @@ impl Stream {
         // nodes read each.
         let mut param_ids: HashMap<usize, (ValueId, u32, usize), FxBuild> = HashMap::default();
         let mut ids: Vec<ValueId> = Vec::with_capacity(launches.len());
+        // For each node, the parameter it updates in place, if any
+        // (`Stream::donate`).
+        let mut updates: Vec<Option<u32>> = Vec::with_capacity(launches.len());
         let mut lifted: HashMap<(DType, u64), (ValueId, u32), FxBuild> = HashMap::default();
         let mut binding = Binding::default();
         for l in launches {
             let node = &l.node;
+            let mut updated = None;
             let id = match &node.op {
                 Op::Full { value, ty } if is_parameter(*value, node.lift) => {
                     // One parameter per distinct scalar: a loop of `x * 0.9`
@@ -264,16 +268,27 @@ impl Stream {
                 op => {
                     let mut inputs: SmallVec<[ValueId; 3]> = SmallVec::new();
                     for (input, from) in node.inputs.iter().zip(&l.from) {
+                        // Its first input of its own type: what it updates.
+                        let first = updated.is_none() && input.ty == node.ty;
                         if let Some(k) = from {
+                            if first {
+                                updated = updates[*k as usize];
+                            }
                             inputs.push(ids[*k as usize]);
                             continue;
                         }
                         let addr = Arc::as_ptr(input) as usize;
                         if let Some((id, index, uses)) = param_ids.get_mut(&addr) {
                             *uses += 1;
+                            if first {
+                                updated = Some(*index);
+                            }
                             binding.slots.push(*index);
                             inputs.push(*id);
                             continue;
+                        }
+                        if first {
+                            updated = Some(params.len() as u32);
                         }
                         binding.slots.push(params.len() as u32);
                         let (buffer, done) = input.buffer()?.ok_or_else(|| {
@@ -295,10 +310,14 @@ impl Stream {
                 }
             };
             ids.push(id);
+            updates.push(updated);
         }
-        for (l, id) in launches.iter().zip(&ids) {
+        // For each output, the parameter it updates.
+        let mut updated_params = vec![];
+        for ((l, id), updated) in launches.iter().zip(&ids).zip(&updates) {
             if l.export.is_some() {
                 graph.output(*id);
+                updated_params.push(*updated);
             }
         }
         binding.dead = vec![false; params.len()];
@@ -307,7 +326,13 @@ impl Stream {
                 .iter()
                 .map(|(addr, (_, _, uses))| (*addr, *uses))
                 .collect();
-            self.donate(&mut graph, &params, &uses, &mut binding.dead);
+            Self::donate(
+                &mut graph,
+                &params,
+                &uses,
+                &updated_params,
+                &mut binding.dead,
+            );
         }
         Ok((graph, params, binding))
     }
@@ -318,27 +343,47 @@ impl Stream {
     /// (part of the program's key) are the same at every step; whether its
     /// buffer can be donated now is decided at launch (`kept_by_readers`).
     /// `dead[i]`: parameter `i` is dead (whether or not an output was free).
+    ///
+    /// A dead parameter goes first to the output that updates it
+    /// (`updated[k]`: output `k` is computed from that parameter through the
+    /// first input of its own type of each op, as `w.mul_(c)` then
+    /// `w.addcdiv_(m, d)` are). Given any other output of its type, XLA
+    /// must keep the old value alive while the update is computed, and
+    /// copies both in and out: an AdamW step's parameters and moments
+    /// were copied twice over.
     fn donate(
-        &self,
         graph: &mut Graph,
         params: &[Param],
         uses: &HashMap<usize, usize, FxBuild>,
+        updated: &[Option<u32>],
         dead: &mut [bool],
     ) {
-        let mut taken = vec![false; graph.outputs().len()];
         for (i, p) in params.iter().enumerate() {
             let Some(v) = &p.value else { continue };
             let internal = uses.get(&(Arc::as_ptr(v) as usize)).copied().unwrap_or(0);
             // References: this parameter's own, plus the chunk's readers.
-            if Arc::strong_count(v) != internal + 1 {
+            dead[i] = Arc::strong_count(v) == internal + 1;
+        }
+        let types: Vec<TensorType> = graph.output_types().cloned().collect();
+        let mut taken = vec![false; types.len()];
+        let mut aliased = vec![false; params.len()];
+        for (k, p) in updated.iter().enumerate() {
+            let Some(i) = p.map(|p| p as usize) else {
+                continue;
+            };
+            let own_type = params[i].value.as_ref().is_some_and(|v| v.ty == types[k]);
+            if dead[i] && !aliased[i] && own_type {
+                taken[k] = true;
+                aliased[i] = true;
+                graph.alias(i, k);
+            }
+        }
+        for (i, p) in params.iter().enumerate() {
+            let Some(v) = &p.value else { continue };
+            if !dead[i] || aliased[i] {
                 continue;
             }
-            dead[i] = true;
-            let out = graph
-                .output_types()
-                .enumerate()
-                .position(|(k, t)| !taken[k] && *t == v.ty);
-            if let Some(k) = out {
+            if let Some(k) = (0..types.len()).find(|&k| !taken[k] && types[k] == v.ty) {
                 taken[k] = true;
                 graph.alias(i, k);
             }

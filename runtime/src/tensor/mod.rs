@@ -243,6 +243,14 @@ impl Tensor {
         Ok(self.to_vec::<T>()?[0])
     }
 
+    /// The address of this tensor's device buffer once computed, as JAX's
+    /// `Array.unsafe_buffer_pointer()`: two tensors at one address share
+    /// memory (an update reused its input's). Never dereferenced here.
+    #[track_caller]
+    pub fn unsafe_buffer_pointer(&self) -> Result<usize> {
+        self.ready(context::get()?)?.device_address()
+    }
+
     /// Waits until this tensor is computed; its error if it failed.
     #[track_caller]
     pub fn sync(&self) -> Result<()> {
