@@ -195,7 +195,7 @@ impl Buffer {
             ..Default::default()
         };
         pjrt_call!(self.client.plugin, PJRT_Buffer_UnsafePointer, &mut args)?;
-        Ok(args.buffer_pointer as usize)
+        Ok(args.buffer_pointer)
     }
 
     /// Whether the device memory was released (e.g. donated to an execution).
