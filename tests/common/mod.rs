@@ -623,3 +623,19 @@ pub fn acc_tol(out: DType, scale: f64) -> (f64, f64) {
     let (rtol, atol) = tolerance(out);
     (rtol, atol + tolerance(acc).0 * scale)
 }
+
+/// `a` [m, n] row-major times `b` [n, p] on the host.
+pub fn matmul_f64(a: &[f64], b: &[f64], m: usize, n: usize, p: usize) -> Vec<f64> {
+    let mut out = vec![0.0; m * p];
+    for i in 0..m {
+        for j in 0..p {
+            out[i * p + j] = (0..n).map(|k| a[i * n + k] * b[k * p + j]).sum();
+        }
+    }
+    out
+}
+
+/// The transpose of `a` [m, n] row-major: [n, m] row-major.
+pub fn transpose_f64(a: &[f64], m: usize, n: usize) -> Vec<f64> {
+    (0..m * n).map(|p| a[(p % m) * n + p / m]).collect()
+}
