@@ -35,7 +35,7 @@ use fusion::policy::CutReason;
 use fusion::{DType, Graph, Scalar, TensorType};
 
 use super::checks::{IndexCheck, IndexChecks, UNREAD_FLAGS};
-use super::launch::Param;
+use super::launch::{self, Param};
 use super::liveness::Launch;
 use super::{Stream, StreamState, lock, replay, this_thread_trace};
 use crate::cache::Program;
@@ -641,10 +641,8 @@ impl DirectCall {
             let copied = returned.upgrade().is_some_and(|r| Arc::ptr_eq(&r, v));
             // The allocation's reference, and the call's.
             let only_allocation = Arc::strong_count(v) == held + 1;
-            let buffer = &launched[d.input].0;
-            let ordered: usize = upstream.iter().map(|c| c.holds(buffer)).sum();
-            // The value's and `launched`'s, and the chunks run before.
-            let read_elsewhere = Arc::strong_count(buffer) > 2 + ordered;
+            // Held by the value, `launched` and the chunks run before?
+            let read_elsewhere = launch::read_elsewhere(&launched[d.input].0, upstream);
             if copied && only_allocation && read_elsewhere {
                 Counters::add(&rt.counters.donations_blocked_by_readers, 1);
             }

@@ -394,13 +394,7 @@ impl Stream {
     /// its value, this launch and the `upstream` chunks it runs after (by a
     /// chunk it does not read from, or a host read, still reading it).
     fn blocked(graph: &Graph, i: usize, p: &Param, upstream: &[Arc<Completion>]) -> bool {
-        if graph.aliased_output(i).is_none() {
-            return false;
-        }
-        // Counted before the total: a reader letting go in between can only
-        // make the buffer look free, which it then is.
-        let ordered: usize = upstream.iter().map(|c| c.holds(&p.buffer)).sum();
-        Arc::strong_count(&p.buffer) > 2 + ordered
+        graph.aliased_output(i).is_some() && read_elsewhere(&p.buffer, upstream)
     }
 
     /// The aliased parameters whose buffer must not be donated at this launch.
@@ -528,6 +522,18 @@ impl Stream {
         drop(span);
         Ok(outputs.remove(0))
     }
+}
+
+/// Whether an input's `buffer` is held by more than its value, the launch
+/// reading it and the `upstream` chunks that launch runs after: by a chunk
+/// it does not read from, or a host read, still reading it. Such a buffer is
+/// not donated (the buffer invariant, `value.rs`); a fused chunk's launch
+/// and a graph's direct call both ask.
+pub(super) fn read_elsewhere(buffer: &Arc<Buffer>, upstream: &[Arc<Completion>]) -> bool {
+    // Counted before the total: a reader letting go in between can only
+    // make the buffer look free, which it then is.
+    let ordered: usize = upstream.iter().map(|c| c.holds(buffer)).sum();
+    Arc::strong_count(buffer) > 2 + ordered
 }
 
 /// `EAGERTPU_CHECK_NAN=1`: an exported float output with NaN/Inf, from inputs
