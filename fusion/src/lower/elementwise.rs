@@ -1,7 +1,7 @@
 //! Elementwise ops: operands are converted to the compute dtype and broadcast
 //! to the output shape first.
 
-use super::{Cmp, Emitter, V, reparameterized, special};
+use super::{Cmp, Emitter, V, bessel, reparameterized, special};
 use crate::dtype::DType;
 use crate::infer::binary_compute_dtype;
 use crate::op::{BinaryOp, UnaryOp};
@@ -82,23 +82,23 @@ pub(super) fn unary(e: &mut Emitter, u: UnaryOp, x: &V, out: TensorType) -> V {
         Asinh => wide_unary(e, "chlo.asinh", &xf),
         Acosh => wide_unary(e, "chlo.acosh", &xf),
         Atanh => wide_unary(e, "chlo.atanh", &xf),
-        I0 | SpecialModifiedBesselI0 => special::bessel_i0(e, &xf, false),
-        SpecialI0e => special::bessel_i0(e, &xf, true),
-        SpecialI1 | SpecialModifiedBesselI1 => special::bessel_i1(e, &xf, false),
-        SpecialI1e => special::bessel_i1(e, &xf, true),
+        I0 | SpecialModifiedBesselI0 => bessel::bessel_i0(e, &xf, false),
+        SpecialI0e => bessel::bessel_i0(e, &xf, true),
+        SpecialI1 | SpecialModifiedBesselI1 => bessel::bessel_i1(e, &xf, false),
+        SpecialI1e => bessel::bessel_i1(e, &xf, true),
         SpecialNdtri => special::ndtri(e, &xf),
         SpecialLogNdtr => special::log_ndtr(e, &xf),
         SpecialErfcx => special::erfcx(e, &xf),
-        SpecialModifiedBesselK0 => special::bessel_k(e, &xf, 0, false),
-        SpecialModifiedBesselK1 => special::bessel_k(e, &xf, 1, false),
-        SpecialScaledModifiedBesselK0 => special::bessel_k(e, &xf, 0, true),
-        SpecialScaledModifiedBesselK1 => special::bessel_k(e, &xf, 1, true),
-        SpecialBesselJ0 => special::bessel_j(e, &xf, 0),
-        SpecialBesselJ1 => special::bessel_j(e, &xf, 1),
-        SpecialBesselY0 => special::bessel_y(e, &xf, 0),
-        SpecialBesselY1 => special::bessel_y(e, &xf, 1),
-        SpecialAiryAi => special::airy_ai(e, &xf),
-        SpecialSphericalBesselJ0 => special::spherical_bessel_j0(e, &xf),
+        SpecialModifiedBesselK0 => bessel::bessel_k(e, &xf, 0, false),
+        SpecialModifiedBesselK1 => bessel::bessel_k(e, &xf, 1, false),
+        SpecialScaledModifiedBesselK0 => bessel::bessel_k(e, &xf, 0, true),
+        SpecialScaledModifiedBesselK1 => bessel::bessel_k(e, &xf, 1, true),
+        SpecialBesselJ0 => bessel::bessel_j(e, &xf, 0),
+        SpecialBesselJ1 => bessel::bessel_j(e, &xf, 1),
+        SpecialBesselY0 => bessel::bessel_y(e, &xf, 0),
+        SpecialBesselY1 => bessel::bessel_y(e, &xf, 1),
+        SpecialAiryAi => bessel::airy_ai(e, &xf),
+        SpecialSphericalBesselJ0 => bessel::spherical_bessel_j0(e, &xf),
         Real => e.real_part(x),
         Imag => e.imag_part(x),
         Conj => e.conj(x),

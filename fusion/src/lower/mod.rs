@@ -10,6 +10,7 @@
 //! which StableHLO ops to emit; conversions and broadcasts are no-ops when the
 //! value already has the wanted type.
 
+mod bessel;
 mod collective;
 mod conv;
 mod create;
