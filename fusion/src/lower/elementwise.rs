@@ -301,12 +301,7 @@ fn polygamma(e: &mut Emitter, n: &V, x: &V) -> V {
     ];
     let mut p = e.splat(f64::NAN, x);
     for (k, coefficients) in polys.iter().enumerate() {
-        // Horner's rule in c.
-        let mut value = e.splat(coefficients[coefficients.len() - 1], x);
-        for &a in coefficients.iter().rev().skip(1) {
-            let scaled = e.mul(&value, &c);
-            value = e.binary_const("stablehlo.add", &scaled, a);
-        }
+        let value = special::polynomial(e, &c, coefficients);
         let order = e.splat((k + 1) as f64, n);
         let is_order = e.compare(Cmp::Eq, n, &order);
         p = e.select(&is_order, &value, &p);
