@@ -39,8 +39,11 @@ $(VENV)/.eagertpu-installed: $(VENV)/.torch-deps python/pyproject.toml
 setup: $(VENV)/.eagertpu-installed
 setup-test: setup $(VENV)/.test-deps
 
+# The C ABI library PyTorch loads is built with the `ffi` profile (release
+# with whole-program LTO, Cargo.toml); the tests link the release build.
 build: setup
 	$(CARGO) build --release --workspace --lib --bins --examples
+	$(CARGO) build --profile ffi -p eagertpu-ffi
 	$(VPY) python/build_backend.py
 
 # The main job: an unchanged PyTorch training script on torch.device("tpu")

@@ -22,7 +22,7 @@ ROOT = os.path.dirname(HERE)
 CSRC = os.path.join(HERE, "csrc")
 BUILD = os.path.join(ROOT, "target", "python-backend")
 PACKAGE = os.path.join(HERE, "eagertpu")
-FFI = os.path.join(ROOT, "target", "release", "libeagertpu_ffi.so")
+FFI = os.path.join(ROOT, "target", "ffi", "libeagertpu_ffi.so")
 OUT = os.path.join(PACKAGE, "_backend.so")
 
 CXX = os.environ.get("CXX", "g++")
@@ -68,7 +68,7 @@ def compile_one(src, headers):
 
 def main():
     if not os.path.exists(FFI):
-        raise SystemExit(f"{FFI} is missing: run `cargo build --release -p eagertpu-ffi` first")
+        raise SystemExit(f"{FFI} is missing: run `cargo build --profile ffi -p eagertpu-ffi` first")
     os.makedirs(BUILD, exist_ok=True)
     sources = sorted(os.path.join(CSRC, f) for f in os.listdir(CSRC) if f.endswith(".cpp"))
     headers = [os.path.join(CSRC, f) for f in os.listdir(CSRC) if f.endswith(".h")]
