@@ -122,3 +122,70 @@ fn two_loops_running_at_once_each_settle_on_their_own_chunks() {
     assert_eq!(end.compiles - steady.compiles, 0, "{end:?}");
     eagertpu::shutdown().unwrap();
 }
+
+/// A thread hands each value of its loop to another thread as soon as it is
+/// recorded, then reads it (its chunk cut, bound, and run once the stream's
+/// lock is released). The other thread's ops find the value pending, in
+/// flight or ready, whichever the race gives, and compute with it; every
+/// result is checked against the host.
+fn values_handed_over_while_launching(mode: Mode) {
+    let _mode = in_mode(mode);
+    const STEPS: usize = 1000;
+    let x = Host::random(DType::F32, &[256], 5);
+    let (send, receive) = std::sync::mpsc::channel::<eagertpu::Tensor>();
+    let consumer = thread::spawn(move || -> eagertpu::Result<Vec<f32>> {
+        let mut sums = vec![];
+        for y in receive {
+            let z = (&(&y * 2.0)? - 1.0)?;
+            sums.push(z.sum_all()?.to_vec::<f32>()?[0]);
+        }
+        Ok(sums)
+    });
+    let t = x.tensor();
+    let mut y = t.clone();
+    let mut produced = vec![];
+    for _ in 0..STEPS {
+        y = (&(&y * 0.5).unwrap().tanh().unwrap() + &t).unwrap();
+        send.send(y.clone()).unwrap();
+        produced.push(y.to_vec::<f32>().unwrap());
+    }
+    drop(send);
+    let sums = consumer.join().unwrap().unwrap();
+    assert_eq!(sums.len(), STEPS);
+    let mut y_host: Vec<f64> = x.data.clone();
+    for (step, (got_y, got_sum)) in produced.iter().zip(&sums).enumerate() {
+        y_host = y_host
+            .iter()
+            .zip(&x.data)
+            .map(|(v, x0)| {
+                let half = round(DType::F32, v * 0.5);
+                round(DType::F32, round(DType::F32, half.tanh()) + x0)
+            })
+            .collect();
+        for (g, w) in got_y.iter().zip(&y_host) {
+            assert!(
+                (*g as f64 - w).abs() <= 1e-5 * w.abs().max(1.0),
+                "step {step}: y {g} vs {w}"
+            );
+        }
+        // The consumer's sum, from the producer's own values.
+        let want: f64 = got_y
+            .iter()
+            .map(|v| round(DType::F32, *v as f64 * 2.0) - 1.0)
+            .sum();
+        assert!(
+            (*got_sum as f64 - want).abs() <= 1e-4 * want.abs().max(1.0),
+            "step {step}: consumer's sum {got_sum} vs {want}"
+        );
+    }
+}
+
+#[test]
+fn values_handed_to_another_thread_while_launching_are_read_right_in_fused_mode() {
+    values_handed_over_while_launching(Mode::Fused);
+}
+
+#[test]
+fn values_handed_to_another_thread_while_launching_are_read_right_in_strict_mode() {
+    values_handed_over_while_launching(Mode::Strict);
+}

@@ -1,6 +1,9 @@
 //! Values: the runtime's side of a tensor. A value is pending (recorded, not
-//! yet launched), ready (backed by a device buffer, possibly still being
-//! computed) or failed (its op failed; reading it returns that error). Values
+//! yet launched), in flight (its chunk cut and bound, being handed to the
+//! plugin outside the stream's lock), ready (backed by a device buffer,
+//! possibly still being computed) or failed (its op failed; reading it
+//! returns that error). A read of a value in flight waits the few
+//! microseconds until it is ready or failed. Values
 //! are reference counted: a tensor handle holds one reference, and every
 //! recorded op that reads it holds one.
 //!
@@ -48,6 +51,10 @@ pub(crate) type Launched = (Arc<Buffer>, Option<Arc<Completion>>);
 
 pub(crate) enum State {
     Pending,
+    /// Taken from its trace and bound to a program that the thread which cut
+    /// it is handing to the plugin (`stream::Deferred`): no trace holds it,
+    /// and it has no buffer yet.
+    InFlight,
     Ready {
         buffer: Arc<Buffer>,
         /// The chunk computing the buffer, until known to be done.
@@ -116,7 +123,7 @@ impl Value {
     /// The buffer to pass to a launch (PJRT orders it after its producer);
     /// `None` if pending; the error if the value is known to have failed.
     pub fn buffer(&self) -> Result<Option<Launched>> {
-        let mut state = lock(&self.state);
+        let mut state = self.settled();
         if let State::Ready { done: Some(d), .. } = &*state
             && let Some(e) = d.known_failure()
         {
@@ -126,6 +133,27 @@ impl Value {
             State::Pending => Ok(None),
             State::Ready { buffer, done } => Ok(Some((buffer.clone(), done.clone()))),
             State::Failed(e) => Err(e.clone()),
+            State::InFlight => Err(Error::Internal("a value still in flight".into())),
+        }
+    }
+
+    /// The state once the value is not in flight. The thread launching it
+    /// makes it ready or failed without the stream's lock and without
+    /// waiting on anything of ours, so this wait is one plugin call long.
+    fn settled(&self) -> std::sync::MutexGuard<'_, State> {
+        let mut rounds = 0u32;
+        loop {
+            let state = lock(&self.state);
+            if !matches!(*state, State::InFlight) {
+                return state;
+            }
+            drop(state);
+            rounds += 1;
+            match rounds {
+                0..64 => std::hint::spin_loop(),
+                64..1024 => std::thread::yield_now(),
+                _ => std::thread::sleep(std::time::Duration::from_micros(20)),
+            }
         }
     }
 
@@ -136,8 +164,8 @@ impl Value {
     /// Waits until the value is computed; its buffer, or the error that
     /// stopped it. The value must not be pending.
     pub fn wait(&self) -> Result<Arc<Buffer>> {
-        let (buffer, done) = match &*lock(&self.state) {
-            State::Pending => {
+        let (buffer, done) = match &*self.settled() {
+            State::Pending | State::InFlight => {
                 return Err(Error::Internal(
                     "waiting on a value that was never launched".into(),
                 ));
@@ -157,6 +185,13 @@ impl Value {
         Ok(buffer)
     }
 
+    /// Marks a value whose chunk is bound and about to be handed to the
+    /// plugin: no longer pending, not yet readable.
+    pub fn set_in_flight(&self) {
+        *lock(&self.state) = State::InFlight;
+        self.launched.store(true, Ordering::Release);
+    }
+
     pub fn set_ready(&self, buffer: Buffer, done: Option<Arc<Completion>>) {
         *lock(&self.state) = State::Ready {
             buffer: Arc::new(buffer),
@@ -168,5 +203,64 @@ impl Value {
     pub fn set_failed(&self, error: Error) {
         *lock(&self.state) = State::Failed(error);
         self.launched.store(true, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use fusion::DType;
+
+    use super::*;
+
+    fn f32s(values: &[f32]) -> Buffer {
+        let rt = crate::context::get().expect("the XLA CPU plugin (make setup)");
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let dims = [values.len() as i64];
+        Buffer::from_host(&rt.streams[0].device, DType::F32, &dims, &bytes).unwrap()
+    }
+
+    /// A value in flight is no longer pending; reading it waits until the
+    /// thread launching it makes it ready, then gets that buffer.
+    #[test]
+    fn a_read_of_a_value_in_flight_waits_for_its_buffer() {
+        let ty = TensorType::new(DType::F32, &[2]);
+        let value = Value::pending(ty, 0, 0, 0);
+        value.set_in_flight();
+        assert!(!value.is_pending());
+        let buffer = f32s(&[1.5, -2.0]);
+        let launcher = {
+            let value = value.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(30));
+                value.set_ready(buffer, None);
+            })
+        };
+        let start = Instant::now();
+        let got = value.wait().unwrap();
+        assert!(start.elapsed() >= Duration::from_millis(30));
+        let mut host = [0u8; 8];
+        got.to_host(&mut host).unwrap();
+        assert_eq!(host[..4], 1.5f32.to_le_bytes());
+        assert_eq!(host[4..], (-2.0f32).to_le_bytes());
+        launcher.join().unwrap();
+    }
+
+    /// A value in flight whose launch fails reads as that failure.
+    #[test]
+    fn a_read_of_a_value_in_flight_gets_its_launch_failure() {
+        let value = Value::pending(TensorType::new(DType::F32, &[2]), 0, 0, 0);
+        value.set_in_flight();
+        let launcher = {
+            let value = value.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(10));
+                value.set_failed(Error::Internal("the launch failed".into()));
+            })
+        };
+        let err = value.buffer().err().expect("the launch's failure");
+        assert!(err.to_string().contains("the launch failed"), "{err}");
+        launcher.join().unwrap();
     }
 }

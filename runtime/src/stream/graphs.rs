@@ -410,7 +410,7 @@ impl Stream {
         let donating = match held {
             Some(held) if !call.donations.is_empty() => {
                 // Settled chunks let go of the buffers they read.
-                st.outstanding.retain(|c| !c.finished());
+                self.outstanding().retain(|c| !c.finished());
                 let upstream = Completion::upstream(deps.iter().cloned());
                 call.kept(rt, inputs, &launched, &upstream, held)
             }
@@ -430,8 +430,10 @@ impl Stream {
         let reads: Vec<Arc<Buffer>> = launched.iter().map(|(b, _)| b.clone()).collect();
         let done = Completion::new(event, call.blame.clone(), deps, reads);
         crate::trace::execution(&done, &call.blame.origin, call.blame.chunk_ops);
-        st.outstanding.retain(|c| !c.done_ok());
-        st.outstanding.push(done.clone());
+        let mut outstanding = self.outstanding();
+        outstanding.retain(|c| !c.done_ok());
+        outstanding.push(done.clone());
+        drop(outstanding);
         let results: Vec<Arc<Value>> = outputs
             .into_iter()
             .zip(&call.out_types)

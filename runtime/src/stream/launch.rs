@@ -9,12 +9,12 @@ use fusion::hash::FxBuild;
 use fusion::{DType, Graph, Op, Scalar, TensorType, ValueId};
 use smallvec::SmallVec;
 
-use super::liveness::Launch;
+use super::liveness::{Launch, fail};
 use super::record::{TraceNode, is_parameter};
 use super::replay::{Binding, Plan};
 use super::{HazardChecker, SCALAR_CACHE, Stream, StreamState, checks, tiers};
 use crate::cache::Program;
-use crate::completion::Completion;
+use crate::completion::{Blame, Completion};
 use crate::config::Mode;
 use crate::context::Runtime;
 use crate::error::{Error, Result};
@@ -30,6 +30,8 @@ use crate::value::Value;
 pub(super) struct Launched {
     pub(super) failure: Option<Error>,
     pub(super) plan: Option<(Binding, Arc<Graph>, Arc<Program>)>,
+    /// Bound but not yet handed to the plugin (a launch asked to defer).
+    pub(super) deferred: Option<Run>,
 }
 
 impl Launched {
@@ -37,6 +39,52 @@ impl Launched {
         Launched {
             failure,
             plan: None,
+            deferred: None,
+        }
+    }
+}
+
+/// A chunk bound to its program: what the plugin call takes.
+pub(super) struct Run {
+    program: Arc<Program>,
+    params: Vec<Param>,
+    /// Aliased parameters not donated (`Stream::kept_by_readers`).
+    kept: SmallVec<[i64; 4]>,
+    /// The chunk's last op, blamed for a failure of the whole.
+    blamed: Blame,
+    /// Buffers donated.
+    donated: usize,
+}
+
+/// How running a bound chunk failed: as a whole (nothing ran; every result
+/// fails with the error), or run op by op after failing (each result is
+/// ready or failed on its own; the first failure).
+enum RunFailure {
+    Whole(Error),
+    Isolated(Option<Error>),
+}
+
+/// A chunk cut and bound under the stream's state lock, run by the thread
+/// that cut it once the lock is released ([`Stream::run_deferred`]): the
+/// plugin call (tens of microseconds, most of it waking the plugin's worker)
+/// and the drop of the chunk's trace nodes then hold up no other thread's
+/// recording. Its exported values are in flight until then (`Value`).
+pub(super) struct Deferred {
+    /// The cut trace's nodes, owned (the launches' nodes, by index).
+    pub(super) nodes: Vec<TraceNode>,
+    /// Each launch: its node's index, and the value it exports.
+    pub(super) exports: Vec<(u32, Option<Arc<Value>>)>,
+    pub(super) run: Option<Run>,
+}
+
+impl Drop for Deferred {
+    /// A deferred chunk dropped unrun (an unwinding caller) fails its values:
+    /// no reader waits for them forever.
+    fn drop(&mut self) {
+        if self.run.is_some() {
+            for v in self.exports.iter().filter_map(|(_, v)| v.as_ref()) {
+                v.set_failed(Error::Internal("a chunk was cut but never launched".into()));
+            }
         }
     }
 }
@@ -56,13 +104,16 @@ impl Stream {
     /// Launches a chunk, bound to `plan`'s program if it binds (`replay.rs`).
     /// `Err`: nothing ran and every result fails with it. A `failure`: the
     /// chunk was run op by op after failing, each result is ready or failed on
-    /// its own, and that is the first failure.
+    /// its own, and that is the first failure. With `defer` (and no wait, no
+    /// hazard check, no compiled graph), a chunk bound to its program is
+    /// returned unrun in `deferred`, its results in flight.
     pub(super) fn launch(
         &self,
         rt: &Runtime,
         st: &mut StreamState,
         launches: &[Launch],
         wait: bool,
+        defer: bool,
         plan: Option<&Plan>,
     ) -> Result<Launched> {
         let last = launches.last().map(|l| l.node.blame(launches.len()));
@@ -76,7 +127,7 @@ impl Stream {
         }
         // Chunks known done release the input buffers they hold, so that
         // their last readers no longer block a donation.
-        st.outstanding.retain(|c| !c.done_ok());
+        self.outstanding().retain(|c| !c.done_ok());
         let replayed = match plan {
             Some(plan) => {
                 let bound = plan.bind(launches, |value, dtype, key| {
@@ -143,42 +194,45 @@ impl Stream {
         let kept = Self::kept_by_readers(rt, &graph, &params, &upstream);
         let snapshot = match &rt.hazards {
             Some(_) => {
-                HazardChecker::check_donations(&graph, &params, &kept, &st.outstanding, &upstream)
-                    .map_err(blame)?;
+                HazardChecker::check_donations(
+                    &graph,
+                    &params,
+                    &kept,
+                    &self.outstanding(),
+                    &upstream,
+                )
+                .map_err(blame)?;
                 Some(HazardChecker::snapshot(&graph, &params)?)
             }
             None => None,
         };
-        let inputs: Vec<&Buffer> = params.iter().map(|p| p.buffer.as_ref()).collect();
-        let (outputs, event) = match program.exe.execute_keeping(&inputs, &self.device, &kept) {
-            Ok(x) => x,
-            Err(e) if launches.len() > 1 => {
-                drop(inputs);
-                drop(params);
-                return Ok(Launched::failed(self.isolate(rt, launches, e)));
-            }
-            Err(e) => return Err(blame(e)),
-        };
-        Counters::add(&rt.counters.executions, 1);
         if st.in_graph() {
             Self::note_graph_launch(st, &program, &graph, &params, launches);
         }
-        let donated = graph.num_aliases() - kept.len();
-        Counters::add(&rt.counters.donated_buffers, donated as u64);
-        let deps: Vec<Arc<Completion>> = params
-            .iter()
-            .filter_map(|p| p.done.clone())
-            .filter(|d| !d.done_ok())
-            .collect();
-        let reads = params.iter().map(|p| p.buffer.clone()).collect();
-        let blamed = last.clone().expect("a chunk has nodes");
-        let completion = Completion::new(event, blamed, deps, reads);
-        trace::execution(&completion, &completion.blame().origin, launches.len());
-        let exported = launches.iter().filter_map(|l| l.export.as_ref());
-        for (value, buffer) in exported.zip(outputs) {
-            value.set_ready(buffer, Some(completion.clone()));
+        let run = Run {
+            donated: graph.num_aliases() - kept.len(),
+            program,
+            params,
+            kept,
+            blamed: last.clone().expect("a chunk has nodes"),
+        };
+        if defer && snapshot.is_none() && !st.in_graph() {
+            // Bound: the plugin call and what follows it need nothing of the
+            // state, and run after its lock is released (`Deferred`).
+            for v in launches.iter().filter_map(|l| l.export.as_ref()) {
+                v.set_in_flight();
+            }
+            return Ok(Launched {
+                failure: None,
+                plan: planned,
+                deferred: Some(run),
+            });
         }
-        st.outstanding.push(completion.clone());
+        let (completion, params) = match self.execute_run(rt, run, launches) {
+            Ok(ran) => ran,
+            Err(RunFailure::Isolated(failure)) => return Ok(Launched::failed(failure)),
+            Err(RunFailure::Whole(e)) => return Err(e),
+        };
         if let (Some(checker), Some(snapshot)) = (&rt.hazards, snapshot)
             && completion.wait().is_ok()
         {
@@ -201,7 +255,81 @@ impl Stream {
         Ok(Launched {
             failure: None,
             plan: planned,
+            deferred: None,
         })
+    }
+
+    /// Hands a bound chunk to the plugin and makes its exported values ready;
+    /// the chunk's completion (kept with the stream's outstanding ones) and
+    /// its parameters. Needs nothing of the stream's state: a deferred chunk
+    /// runs here after the state's lock is released.
+    fn execute_run(
+        &self,
+        rt: &Runtime,
+        run: Run,
+        launches: &[Launch],
+    ) -> std::result::Result<(Arc<Completion>, Vec<Param>), RunFailure> {
+        let Run {
+            program,
+            params,
+            kept,
+            blamed,
+            donated,
+        } = run;
+        let inputs: Vec<&Buffer> = params.iter().map(|p| p.buffer.as_ref()).collect();
+        let (outputs, event) = match program.exe.execute_keeping(&inputs, &self.device, &kept) {
+            Ok(x) => x,
+            Err(e) if launches.len() > 1 => {
+                drop(inputs);
+                drop(params);
+                return Err(RunFailure::Isolated(self.isolate(rt, launches, e)));
+            }
+            Err(e) => return Err(RunFailure::Whole(blamed.error(e))),
+        };
+        Counters::add(&rt.counters.executions, 1);
+        Counters::add(&rt.counters.donated_buffers, donated as u64);
+        let deps: Vec<Arc<Completion>> = params
+            .iter()
+            .filter_map(|p| p.done.clone())
+            .filter(|d| !d.done_ok())
+            .collect();
+        let reads = params.iter().map(|p| p.buffer.clone()).collect();
+        let completion = Completion::new(event, blamed, deps, reads);
+        trace::execution(&completion, &completion.blame().origin, launches.len());
+        let exported = launches.iter().filter_map(|l| l.export.as_ref());
+        for (value, buffer) in exported.zip(outputs) {
+            value.set_ready(buffer, Some(completion.clone()));
+        }
+        self.outstanding().push(completion.clone());
+        Ok((completion, params))
+    }
+
+    /// Runs a chunk [`Stream::launch`] bound and deferred, after the state's
+    /// lock is released: its failure is left in its results and with the
+    /// outstanding chunks (for `sync`), as a launch that does not wait does.
+    /// Its trace nodes are dropped here too, outside the lock.
+    pub(super) fn run_deferred(&self, rt: &Runtime, mut deferred: Deferred) {
+        let Some(run) = deferred.run.take() else {
+            return;
+        };
+        let exports = std::mem::take(&mut deferred.exports);
+        let launches: Vec<Launch> = exports
+            .into_iter()
+            .map(|(index, export)| Launch {
+                node: &deferred.nodes[index as usize],
+                index,
+                export,
+                from: SmallVec::new(),
+            })
+            .collect();
+        let failure = match self.execute_run(rt, run, &launches) {
+            Ok(_) => None,
+            Err(RunFailure::Isolated(failure)) => failure,
+            Err(RunFailure::Whole(e)) => Some(fail(&launches, e)),
+        };
+        if let Some(e) = failure {
+            self.outstanding().push(Completion::failed(e));
+        }
     }
 
     /// The chunk as a graph and its parameters: ready inputs become parameters,

@@ -21,6 +21,16 @@
 //! - a node's output leaves the device only if something outside the trace
 //!   still holds it; nodes nothing needs are dropped.
 //!
+//! The stream's state (the traces, their windows, the scalar cache, the tiers)
+//! is one lock. A cut that is the last thing its caller does under it (the
+//! cut after a recorded call in strict and fused mode, a host read's) binds
+//! its chunk there and returns it as a `Deferred`; the caller hands it to the
+//! plugin after releasing the lock, and drops the chunk's trace nodes then
+//! too. Its exported values are in flight meanwhile (`Value`): another
+//! thread's op or read that meets one waits until it is ready. The launched
+//! chunks not yet known done are kept apart from the state, so a deferred
+//! chunk joins them without the lock.
+//!
 //! In fused mode, a chunk that ran as a compiled program leaves a replay plan:
 //! the next chunk of the same ops skips inference while it records and, if it
 //! binds its tensors as the plan did, runs the plan's program without a graph
@@ -60,7 +70,7 @@ mod replay;
 mod tiers;
 
 pub(crate) use hazards::HazardChecker;
-use launch::Param;
+use launch::{Deferred, Param};
 use liveness::{Launch, fail, liveness};
 pub(crate) use record::Recorder;
 use record::TraceNode;
@@ -180,8 +190,6 @@ pub(super) struct StreamState {
     parked: Vec<(u32, Trace)>,
     limits: fusion::policy::WindowLimits,
     scalars: HashMap<(DType, u64), Arc<Buffer>, FxBuild>,
-    /// Launched chunks not yet known to be done (for `sync`).
-    outstanding: Vec<Arc<Completion>>,
     /// Fused chunks seen, and those compiling in the background.
     tiers: tiers::Tiers,
     /// API calls recorded (numbers each call's nodes).
@@ -199,6 +207,11 @@ pub(crate) struct Stream {
     pub index: usize,
     pub device: Device,
     state: Mutex<StreamState>,
+    /// Launched chunks not yet known to be done (for `sync`). Apart from the
+    /// state: a chunk handed to the plugin outside the state's lock
+    /// (`Deferred`) joins them without it. Taken inside the state's lock or
+    /// alone, never the other way round.
+    outstanding: Mutex<Vec<Arc<Completion>>>,
 }
 
 impl Stream {
@@ -212,14 +225,18 @@ impl Stream {
                 parked: vec![],
                 limits: window,
                 scalars: HashMap::default(),
-                outstanding: vec![],
                 tiers: tiers::Tiers::default(),
                 calls: 0,
                 graph_plans: HashMap::default(),
                 last_graph_launch: None,
                 direct_calls: HashMap::default(),
             }),
+            outstanding: Mutex::default(),
         }
+    }
+
+    fn outstanding(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Completion>>> {
+        lock(&self.outstanding)
     }
 
     /// Records the node(s) `build` adds for one API call at `origin`, then
@@ -232,68 +249,89 @@ impl Stream {
     ) -> Result<Arc<Value>> {
         timed(Stage::Record, || {
             let mut st = lock(&self.state);
-            st.activate(this_thread_trace());
-            let before = st.trace.nodes.len();
-            st.calls = st.calls.wrapping_add(1);
-            let call = st.calls;
-            let in_graph = st.in_graph();
-            let fed = st.compares_plans(rt).then_some(before);
-            let mut rec = Recorder {
-                st: &mut st,
-                stream: self,
-                rt,
-                origin,
-                call,
-                fed,
-            };
-            let out = match build(&mut rec) {
-                Ok(v) => v,
-                Err(e) => {
-                    st.trace.nodes.truncate(before);
-                    return Err(e);
-                }
-            };
-            if rt.effective_mode() != Mode::Debug {
-                self.record_index_checks(rt, &mut st, before)?;
-            }
-            if in_graph {
-                // The graph's end cuts it (`graphs.rs`).
-                return Ok(out);
-            }
-            match rt.effective_mode() {
-                // The scope's end cuts it.
-                Mode::Debug | Mode::Strict if OneOp::depth() > 0 => {}
-                Mode::Debug => self.flush(rt, &mut st, CutReason::EveryOp, true)?,
-                Mode::Strict => self.flush(rt, &mut st, CutReason::EveryOp, false)?,
-                Mode::Fused => {
-                    let mut cut = None;
-                    let trace = &mut st.trace;
-                    if let Some(drift) = &mut trace.drift {
-                        for node in &trace.nodes[before..] {
-                            drift.record(tiers::exact_signature(node));
-                        }
-                        // Launched now, as strict mode launches the call.
-                        cut = Some(CutReason::EveryOp);
-                        Counters::add(&rt.counters.drifting_calls, 1);
-                    }
-                    for i in before..trace.nodes.len() {
-                        for v in &trace.nodes[i].inputs {
-                            if !v.is_pending() {
-                                trace.params.insert(Arc::as_ptr(v) as usize);
-                            }
-                        }
-                        let sig = trace.nodes[i].signature;
-                        if let Some(reason) = trace.window.record(sig, i + 1, trace.params.len()) {
-                            cut = Some(reason);
-                        }
-                    }
-                    if let Some(reason) = cut {
-                        self.flush(rt, &mut st, reason, false)?;
-                    }
-                }
+            let (out, deferred) = self.record_locked(rt, &mut st, origin, build)?;
+            drop(st);
+            if let Some(d) = deferred {
+                self.run_deferred(rt, d);
             }
             Ok(out)
         })
+    }
+
+    /// [`Stream::record`] under the state's lock: the value, and the chunk
+    /// its cut bound, to run once the lock is released.
+    fn record_locked(
+        &self,
+        rt: &Runtime,
+        st: &mut StreamState,
+        origin: Origin,
+        build: impl FnOnce(&mut Recorder) -> Result<Arc<Value>>,
+    ) -> Result<(Arc<Value>, Option<Deferred>)> {
+        st.activate(this_thread_trace());
+        let before = st.trace.nodes.len();
+        st.calls = st.calls.wrapping_add(1);
+        let call = st.calls;
+        let in_graph = st.in_graph();
+        let fed = st.compares_plans(rt).then_some(before);
+        let mut rec = Recorder {
+            st: &mut *st,
+            stream: self,
+            rt,
+            origin,
+            call,
+            fed,
+        };
+        let out = match build(&mut rec) {
+            Ok(v) => v,
+            Err(e) => {
+                st.trace.nodes.truncate(before);
+                return Err(e);
+            }
+        };
+        if rt.effective_mode() != Mode::Debug {
+            self.record_index_checks(rt, st, before)?;
+        }
+        if in_graph {
+            // The graph's end cuts it (`graphs.rs`).
+            return Ok((out, None));
+        }
+        let deferred = match rt.effective_mode() {
+            // The scope's end cuts it.
+            Mode::Debug | Mode::Strict if OneOp::depth() > 0 => None,
+            Mode::Debug => {
+                self.flush(rt, st, CutReason::EveryOp, true)?;
+                None
+            }
+            Mode::Strict => self.flush_deferred(rt, st, CutReason::EveryOp)?,
+            Mode::Fused => {
+                let mut cut = None;
+                let trace = &mut st.trace;
+                if let Some(drift) = &mut trace.drift {
+                    for node in &trace.nodes[before..] {
+                        drift.record(tiers::exact_signature(node));
+                    }
+                    // Launched now, as strict mode launches the call.
+                    cut = Some(CutReason::EveryOp);
+                    Counters::add(&rt.counters.drifting_calls, 1);
+                }
+                for i in before..trace.nodes.len() {
+                    for v in &trace.nodes[i].inputs {
+                        if !v.is_pending() {
+                            trace.params.insert(Arc::as_ptr(v) as usize);
+                        }
+                    }
+                    let sig = trace.nodes[i].signature;
+                    if let Some(reason) = trace.window.record(sig, i + 1, trace.params.len()) {
+                        cut = Some(reason);
+                    }
+                }
+                match cut {
+                    Some(reason) => self.flush_deferred(rt, st, reason)?,
+                    None => None,
+                }
+            }
+        };
+        Ok((out, deferred))
     }
 
     /// Cuts what this thread recorded in a [`OneOp`] scope that ended, as
@@ -371,7 +409,7 @@ impl Stream {
     /// waited frees the dead inputs of what it waited for now, not at the
     /// next launch.
     fn release_done(&self) {
-        lock(&self.state).outstanding.retain(|c| !c.done_ok());
+        self.outstanding().retain(|c| !c.done_ok());
     }
 
     /// Launches `value`'s chunk if it is pending; takes the index checks to
@@ -379,8 +417,23 @@ impl Stream {
     /// a later read. So a read of a value a period's lead launched launches
     /// nothing: an index error is reported by the first read after the
     /// chunk that had it was launched, as CUDA reports a device-side assert.
+    /// The chunk it cuts runs after the state's lock is released.
     fn prepare_read(&self, rt: &Runtime, value: &Value) -> Result<checks::IndexChecks> {
         let mut st = lock(&self.state);
+        let (index, deferred) = self.prepare_read_locked(rt, &mut st, value)?;
+        drop(st);
+        if let Some(d) = deferred {
+            self.run_deferred(rt, d);
+        }
+        Ok(index)
+    }
+
+    fn prepare_read_locked(
+        &self,
+        rt: &Runtime,
+        st: &mut StreamState,
+        value: &Value,
+    ) -> Result<(checks::IndexChecks, Option<Deferred>)> {
         st.activate(this_thread_trace());
         // Where the loop reads is part of its stream: a read that recurs every
         // period moves the period's cuts onto it (`fusion::policy`).
@@ -400,15 +453,17 @@ impl Stream {
         }
         let mut index = checks::IndexChecks::default();
         if value.trace != st.active && value.is_pending() {
-            index = self.flush_trace(rt, &mut st, value.trace, CutReason::HostRead)?;
+            index = self.flush_trace(rt, st, value.trace, CutReason::HostRead)?;
         }
-        if value.is_pending() {
-            self.flush(rt, &mut st, CutReason::HostRead, false)?;
+        let deferred = if value.is_pending() {
+            self.flush_deferred(rt, st, CutReason::HostRead)?
         } else if period_cut {
-            self.flush(rt, &mut st, CutReason::Period, false)?;
-        }
+            self.flush_deferred(rt, st, CutReason::Period)?
+        } else {
+            None
+        };
         index.merge(st.trace.index.take_readable());
-        Ok(index)
+        Ok((index, deferred))
     }
 
     /// Copies `value` to the host with `copy`, launching its chunk first if it
@@ -448,9 +503,9 @@ impl Stream {
     /// collective) with the stream's launched chunks, so that `sync` waits
     /// for it and its inputs stay held until it is known done, read or not.
     pub(crate) fn track(&self, done: Arc<Completion>) {
-        let mut st = lock(&self.state);
-        st.outstanding.retain(|c| !c.done_ok());
-        st.outstanding.push(done);
+        let mut outstanding = self.outstanding();
+        outstanding.retain(|c| !c.done_ok());
+        outstanding.push(done);
     }
 
     /// Waits until at most `most` of the chunks launched on this device are
@@ -459,9 +514,9 @@ impl Stream {
     pub(crate) fn wait_until_in_flight_at_most(&self, most: usize) {
         loop {
             let oldest = {
-                let mut st = lock(&self.state);
-                st.outstanding.retain(|c| !c.done_ok());
-                let mut unfinished = st.outstanding.iter().filter(|c| !c.finished());
+                let mut outstanding = self.outstanding();
+                outstanding.retain(|c| !c.done_ok());
+                let mut unfinished = outstanding.iter().filter(|c| !c.finished());
                 if unfinished.clone().count() <= most {
                     return;
                 }
@@ -485,8 +540,9 @@ impl Stream {
             for old in st.trace.index.take_oldest(checks::UNREAD_FLAGS) {
                 self.take_index_error(rt, old)?;
             }
-            st.outstanding.retain(|c| !c.finished());
-            st.outstanding.clone()
+            let mut outstanding = self.outstanding();
+            outstanding.retain(|c| !c.finished());
+            outstanding.clone()
         };
         crate::marker::Marker::new(pending, timing)
     }
@@ -497,7 +553,7 @@ impl Stream {
         let (outstanding, checks) = {
             let mut st = lock(&self.state);
             let checks = self.flush_all(rt, &mut st, CutReason::Sync)?;
-            (std::mem::take(&mut st.outstanding), checks)
+            (std::mem::take(&mut *self.outstanding()), checks)
         };
         let mut first = Ok(());
         for c in outstanding {
@@ -520,6 +576,30 @@ impl Stream {
         reason: CutReason,
         wait: bool,
     ) -> Result<()> {
+        self.cut_trace(rt, st, reason, wait, false).map(|_| ())
+    }
+
+    /// Cuts the trace and binds it; the chunk is left for the caller to run
+    /// once it has released the state's lock ([`Stream::run_deferred`]), when
+    /// it can be. A caller whose cut is the last thing it does under the lock
+    /// (the cut after an op, a host read's) cuts this way.
+    fn flush_deferred(
+        &self,
+        rt: &Runtime,
+        st: &mut StreamState,
+        reason: CutReason,
+    ) -> Result<Option<Deferred>> {
+        self.cut_trace(rt, st, reason, false, true)
+    }
+
+    fn cut_trace(
+        &self,
+        rt: &Runtime,
+        st: &mut StreamState,
+        reason: CutReason,
+        wait: bool,
+        defer: bool,
+    ) -> Result<Option<Deferred>> {
         timed(Stage::Cut, || {
             let capacity = st.trace.nodes.capacity();
             let mut nodes =
@@ -529,7 +609,7 @@ impl Stream {
             // mode's recording compares nodes with plans).
             let plan = st.trace.replay.take(nodes.len());
             if nodes.is_empty() {
-                return Ok(());
+                return Ok(None);
             }
             let ops = nodes.len();
             let launches = liveness(&mut nodes);
@@ -542,28 +622,38 @@ impl Stream {
                 phase = ?st.trace.window.phase(),
             );
             if launches.iter().all(|l| l.export.is_none()) {
-                return Ok(());
+                return Ok(None);
             }
             rt.counters.cut(reason);
-            let failure = match self.launch(rt, st, &launches, wait, plan.as_deref()) {
+            let mut deferred = None;
+            let failure = match self.launch(rt, st, &launches, wait, defer, plan.as_deref()) {
                 Ok(launched) => {
                     if let Some((binding, graph, program)) = launched.plan.filter(|_| rt.replay) {
                         let plan = replay::Plan::new(ops, &launches, binding, graph, program);
                         st.trace.replay.insert(plan);
                     }
+                    deferred = launched.deferred;
                     launched.failure
                 }
                 Err(e) => Some(fail(&launches, e)),
             };
+            if let Some(run) = deferred {
+                let exports = launches.into_iter().map(|l| (l.index, l.export)).collect();
+                return Ok(Some(Deferred {
+                    nodes,
+                    exports,
+                    run: Some(run),
+                }));
+            }
             match failure {
                 // A hazard is the runtime's failure, not the program's: at once.
                 Some(e) if wait || matches!(e.root(), Error::Hazard(_)) => Err(e),
                 Some(e) => {
                     // `sync()` reports it too, even if nothing reads the results.
-                    st.outstanding.push(Completion::failed(e));
-                    Ok(())
+                    self.outstanding().push(Completion::failed(e));
+                    Ok(None)
                 }
-                None => Ok(()),
+                None => Ok(None),
             }
         })
     }

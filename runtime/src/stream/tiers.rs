@@ -419,7 +419,7 @@ impl Stream {
                 })
                 .collect();
             let outer = std::mem::replace(&mut st.tiers.in_split, true);
-            let launched = self.launch(rt, st, &unit, false, None);
+            let launched = self.launch(rt, st, &unit, false, false, None);
             st.tiers.in_split = outer;
             let failure = match launched {
                 Ok(launched) => launched.failure,
