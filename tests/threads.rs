@@ -189,3 +189,71 @@ fn values_handed_to_another_thread_while_launching_are_read_right_in_fused_mode(
 fn values_handed_to_another_thread_while_launching_are_read_right_in_strict_mode() {
     values_handed_over_while_launching(Mode::Strict);
 }
+
+/// A loop with no host read is cut by its period; those chunks are handed to
+/// the stream's launcher thread, and give the host's values (read at the
+/// end, from values the launcher made ready).
+#[test]
+fn chunks_the_window_cuts_run_on_the_launcher_thread() {
+    let name = "chunks_the_window_cuts_run_on_the_launcher_thread";
+    if !is_child(name) {
+        let (ok, out) = child(name, &[("EAGERTPU_MODE", "fused")]);
+        assert!(ok, "{out}");
+        return;
+    }
+    let _fused = in_mode(Mode::Fused);
+    const STEPS: usize = 3000;
+    let x = Host::random(DType::F32, &[64], 9);
+    let t = x.tensor();
+    let step = |y: &eagertpu::Tensor| (&(y * 0.5).unwrap().tanh().unwrap() + &t).unwrap();
+    // Warm-up: the period's chunks become hot and compile (until then they
+    // run op by op, on this thread).
+    let mut y = t.clone();
+    for _ in 0..STEPS {
+        y = step(&y);
+    }
+    eagertpu::wait_for_compiles().unwrap();
+    let before = metrics().unwrap();
+    let mut kept = vec![];
+    for i in 0..STEPS {
+        y = step(&y);
+        if i % 500 == 499 {
+            kept.push(y.clone());
+        }
+    }
+    let mut y_host: Vec<f64> = x.data.clone();
+    let mut want = vec![];
+    for i in 0..2 * STEPS {
+        y_host = y_host
+            .iter()
+            .zip(&x.data)
+            .map(|(v, x0)| {
+                let half = round(DType::F32, v * 0.5);
+                round(DType::F32, round(DType::F32, half.tanh()) + x0)
+            })
+            .collect();
+        if i >= STEPS && (i - STEPS) % 500 == 499 {
+            want.push(y_host.clone());
+        }
+    }
+    assert_eq!(kept.len(), want.len());
+    for (k, (got, want)) in kept.iter().zip(&want).enumerate() {
+        let got = got.to_vec::<f32>().unwrap();
+        for (g, w) in got.iter().zip(want) {
+            assert!(
+                (*g as f64 - w).abs() <= 1e-5 * w.abs().max(1.0),
+                "kept {k}: {g} vs {w}"
+            );
+        }
+    }
+    let after = metrics().unwrap();
+    assert!(
+        after.launcher_chunks > before.launcher_chunks,
+        "no chunk went to the launcher thread: {after:?}"
+    );
+    assert!(
+        after.chunks_cut("period") > before.chunks_cut("period"),
+        "{after:?}"
+    );
+    eagertpu::shutdown().unwrap();
+}

@@ -52,6 +52,10 @@ pub fn manifest() -> Result<Manifest> {
 /// A snapshot of the runtime's counters.
 pub fn metrics() -> Result<Metrics> {
     let rt = context::get()?;
+    // Chunks handed to a launcher thread count once they ran.
+    for s in &rt.streams {
+        s.launcher.settle();
+    }
     let mut m = rt.counters.snapshot(rt.cache.executables());
     m.compiling_in_background = rt.compiler.compiling() as u64;
     if let Some(checker) = &rt.hazards {

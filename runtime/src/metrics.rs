@@ -41,6 +41,7 @@ pub(crate) struct Counters {
     pub replayed_chunks: AtomicU64,
     pub replayed_ops: AtomicU64,
     pub replay_misses: AtomicU64,
+    pub launcher_chunks: AtomicU64,
     pub compiled_graph_calls: AtomicU64,
     pub direct_graph_calls: AtomicU64,
     /// Collectives run, and collectives that failed every rank (a mismatch,
@@ -111,6 +112,7 @@ impl Counters {
             replayed_chunks: get(&self.replayed_chunks),
             replayed_ops: get(&self.replayed_ops),
             replay_misses: get(&self.replay_misses),
+            launcher_chunks: get(&self.launcher_chunks),
             compiled_graph_calls: get(&self.compiled_graph_calls),
             direct_graph_calls: get(&self.direct_graph_calls),
             collectives: get(&self.collectives),
@@ -202,6 +204,10 @@ pub struct Metrics {
     /// Chunks whose ops matched a replay plan but whose binding did not (a
     /// tensor held elsewhere, two arguments now one tensor): built in full.
     pub replay_misses: u64,
+    /// Fused chunks cut by the window (period and length cuts) and handed to
+    /// the stream's launcher thread, which called the plugin while the
+    /// recording thread went on (`stream/launcher.rs`).
+    pub launcher_chunks: u64,
     /// Calls of compiled graphs (`torch.compile`), each one chunk of its own
     /// (in debug mode, none: a graph's ops run one by one there).
     pub compiled_graph_calls: u64,
@@ -281,7 +287,7 @@ impl Metrics {
              \"hazard_checks\": {}, \"lifted_scalars\": {}, \"chunk_keys\": {}, \
              \"chunks_op_by_op\": {}, \"chunks_op_by_op_while_compiling\": {}, \"chunks_split\": {}, \"drifting_calls\": {}, \
              \"background_compiles\": {}, \"compiling_in_background\": {}, \"promotions\": {}, \
-             \"replayed_chunks\": {}, \"replayed_ops\": {}, \"replay_misses\": {}, \
+             \"replayed_chunks\": {}, \"replayed_ops\": {}, \"replay_misses\": {}, \"launcher_chunks\": {}, \
              \"compiled_graph_calls\": {}, \"direct_graph_calls\": {}, \"collectives\": {}, \"collective_errors\": {}, \"collectives_waiting\": [{}], \
              \"cached_executables\": {}, \"live_buffers\": {}, \"live_executables\": {}, \
              \"recompile_reasons\": [{}], \"fallbacks\": {{{}}}, \"host_syncs_by_site\": {{{}}}, \
@@ -317,6 +323,7 @@ impl Metrics {
             self.replayed_chunks,
             self.replayed_ops,
             self.replay_misses,
+            self.launcher_chunks,
             self.compiled_graph_calls,
             self.direct_graph_calls,
             self.collectives,
@@ -357,6 +364,7 @@ impl Metrics {
              fused chunk keys    {} ({} chunks run op by op, {} while compiling; {} promoted; {} split by changing shapes; {} calls launched as recorded while sizes drift)\n\
              background compiles {} ({} compiling now)\n\
              replayed            {} chunks, {} ops ({} misses)\n\
+             launcher thread     {} chunks\n\
              compiled graph calls {} ({} direct)\n\
              collectives         {} ({} failed)\n\
              cached executables  {}\n\
@@ -396,6 +404,7 @@ impl Metrics {
             self.replayed_chunks,
             self.replayed_ops,
             self.replay_misses,
+            self.launcher_chunks,
             self.compiled_graph_calls,
             self.direct_graph_calls,
             self.collectives,

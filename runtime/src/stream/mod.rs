@@ -26,7 +26,8 @@
 //! cut after a recorded call in strict and fused mode, a host read's) binds
 //! its chunk there and returns it as a `Deferred`; the caller hands it to the
 //! plugin after releasing the lock, and drops the chunk's trace nodes then
-//! too. Its exported values are in flight meanwhile (`Value`): another
+//! too (a cut of fused mode's window hands it to the stream's launcher thread
+//! instead, and recording goes on: `launcher.rs`). Its exported values are in flight meanwhile (`Value`): another
 //! thread's op or read that meets one waits until it is ready. The launched
 //! chunks not yet known done are kept apart from the state, so a deferred
 //! chunk joins them without the lock.
@@ -64,6 +65,7 @@ mod checks;
 mod graphs;
 mod hazards;
 mod launch;
+mod launcher;
 mod liveness;
 mod record;
 mod replay;
@@ -202,6 +204,15 @@ pub(super) struct StreamState {
     direct_calls: HashMap<u64, Arc<graphs::DirectCall>, FxBuild>,
 }
 
+/// A chunk a recorded call's cut bound, and who hands it to the plugin once
+/// the state's lock is released.
+enum Bound {
+    /// The recording thread (a strict-mode op, a drifting loop's call).
+    ForCaller(Deferred),
+    /// The stream's launcher thread (a cut of fused mode's window).
+    ForLauncher(Deferred),
+}
+
 /// A device and its op stream.
 pub(crate) struct Stream {
     pub index: usize,
@@ -212,6 +223,8 @@ pub(crate) struct Stream {
     /// (`Deferred`) joins them without it. Taken inside the state's lock or
     /// alone, never the other way round.
     outstanding: Mutex<Vec<Arc<Completion>>>,
+    /// The thread fused mode's period and window cuts hand their chunks to.
+    pub(crate) launcher: launcher::Launcher,
 }
 
 impl Stream {
@@ -232,6 +245,7 @@ impl Stream {
                 direct_calls: HashMap::default(),
             }),
             outstanding: Mutex::default(),
+            launcher: launcher::Launcher::default(),
         }
     }
 
@@ -251,22 +265,25 @@ impl Stream {
             let mut st = lock(&self.state);
             let (out, deferred) = self.record_locked(rt, &mut st, origin, build)?;
             drop(st);
-            if let Some(d) = deferred {
-                self.run_deferred(rt, d);
+            match deferred {
+                Some(Bound::ForLauncher(d)) => self.hand_over(rt, d),
+                Some(Bound::ForCaller(d)) => self.run_deferred(rt, d),
+                None => {}
             }
             Ok(out)
         })
     }
 
     /// [`Stream::record`] under the state's lock: the value, and the chunk
-    /// its cut bound, to run once the lock is released.
+    /// its cut bound, to run once the lock is released (on the launcher
+    /// thread, if the flag says so: `launcher.rs`).
     fn record_locked(
         &self,
         rt: &Runtime,
         st: &mut StreamState,
         origin: Origin,
         build: impl FnOnce(&mut Recorder) -> Result<Arc<Value>>,
-    ) -> Result<(Arc<Value>, Option<Deferred>)> {
+    ) -> Result<(Arc<Value>, Option<Bound>)> {
         st.activate(this_thread_trace());
         let before = st.trace.nodes.len();
         st.calls = st.calls.wrapping_add(1);
@@ -302,7 +319,9 @@ impl Stream {
                 self.flush(rt, st, CutReason::EveryOp, true)?;
                 None
             }
-            Mode::Strict => self.flush_deferred(rt, st, CutReason::EveryOp)?,
+            Mode::Strict => self
+                .flush_deferred(rt, st, CutReason::EveryOp)?
+                .map(Bound::ForCaller),
             Mode::Fused => {
                 let mut cut = None;
                 let trace = &mut st.trace;
@@ -326,7 +345,10 @@ impl Stream {
                     }
                 }
                 match cut {
-                    Some(reason) => self.flush_deferred(rt, st, reason)?,
+                    Some(reason) => self.flush_deferred(rt, st, reason)?.map(|d| match reason {
+                        CutReason::EveryOp => Bound::ForCaller(d),
+                        _ => Bound::ForLauncher(d),
+                    }),
                     None => None,
                 }
             }
@@ -512,6 +534,7 @@ impl Stream {
     /// unfinished, oldest first. A failed chunk counts as finished: its
     /// error surfaces where its values are read.
     pub(crate) fn wait_until_in_flight_at_most(&self, most: usize) {
+        self.launcher.settle();
         loop {
             let oldest = {
                 let mut outstanding = self.outstanding();
@@ -531,6 +554,7 @@ impl Stream {
     /// Records an event (`torch.tpu.Event.record`): launches everything
     /// pending; the event is complete when the chunks launched so far are.
     pub fn record_marker(&self, rt: &Runtime, timing: bool) -> Result<crate::marker::Marker> {
+        self.launcher.settle();
         let pending = {
             let mut st = lock(&self.state);
             let checks = self.flush_all(rt, &mut st, CutReason::Event)?;
@@ -550,6 +574,7 @@ impl Stream {
     /// Launches everything pending and waits for every launched chunk;
     /// returns the first failure.
     pub fn sync(&self, rt: &Runtime) -> Result<()> {
+        self.launcher.settle();
         let (outstanding, checks) = {
             let mut st = lock(&self.state);
             let checks = self.flush_all(rt, &mut st, CutReason::Sync)?;
