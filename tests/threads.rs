@@ -22,17 +22,22 @@ fn elementwise_loop(x: &Host, scale: f64, steps: usize) -> eagertpu::Result<(Vec
     for _ in 0..steps {
         y = (&(&y * scale)?.tanh()? + &t)?;
         got.push(y.sum_all()?.to_vec::<f32>()?[0]);
-        y_host = y_host
-            .iter()
-            .zip(&x.data)
-            .map(|(v, x0)| {
-                let scaled = round(DType::F32, v * scale);
-                round(DType::F32, round(DType::F32, scaled.tanh()) + x0)
-            })
-            .collect();
+        y_host = host_step(&y_host, &x.data, scale);
         want.push(y_host.iter().sum());
     }
     Ok((got, want))
+}
+
+/// One step of those loops on the host, rounded to float32 as the device
+/// computes it: `tanh(y * scale) + x`.
+fn host_step(y: &[f64], x: &[f64], scale: f64) -> Vec<f64> {
+    y.iter()
+        .zip(x)
+        .map(|(v, x0)| {
+            let scaled = round(DType::F32, v * scale);
+            round(DType::F32, round(DType::F32, scaled.tanh()) + x0)
+        })
+        .collect()
 }
 
 fn assert_close(what: &str, got: &[f32], want: &[f64]) {
@@ -46,10 +51,10 @@ fn assert_close(what: &str, got: &[f32], want: &[f64]) {
 
 #[test]
 fn a_value_another_thread_left_pending_is_computed_before_it_is_read() {
-    let name = "a_value_another_thread_left_pending_is_computed_before_it_is_read";
-    if !is_child(name) {
-        let (ok, out) = child(name, &[("EAGERTPU_MODE", "fused")]);
-        assert!(ok, "{out}");
+    if !body_runs_here(
+        "a_value_another_thread_left_pending_is_computed_before_it_is_read",
+        &[("EAGERTPU_MODE", "fused")],
+    ) {
         return;
     }
     let _fused = in_mode(Mode::Fused);
@@ -75,10 +80,10 @@ fn a_value_another_thread_left_pending_is_computed_before_it_is_read() {
 
 #[test]
 fn two_loops_running_at_once_each_settle_on_their_own_chunks() {
-    let name = "two_loops_running_at_once_each_settle_on_their_own_chunks";
-    if !is_child(name) {
-        let (ok, out) = child(name, &[("EAGERTPU_MODE", "fused")]);
-        assert!(ok, "{out}");
+    if !body_runs_here(
+        "two_loops_running_at_once_each_settle_on_their_own_chunks",
+        &[("EAGERTPU_MODE", "fused")],
+    ) {
         return;
     }
     let _fused = in_mode(Mode::Fused);
@@ -154,14 +159,7 @@ fn values_handed_over_while_launching(mode: Mode) {
     assert_eq!(sums.len(), STEPS);
     let mut y_host: Vec<f64> = x.data.clone();
     for (step, (got_y, got_sum)) in produced.iter().zip(&sums).enumerate() {
-        y_host = y_host
-            .iter()
-            .zip(&x.data)
-            .map(|(v, x0)| {
-                let half = round(DType::F32, v * 0.5);
-                round(DType::F32, round(DType::F32, half.tanh()) + x0)
-            })
-            .collect();
+        y_host = host_step(&y_host, &x.data, 0.5);
         for (g, w) in got_y.iter().zip(&y_host) {
             assert!(
                 (*g as f64 - w).abs() <= 1e-5 * w.abs().max(1.0),
@@ -195,10 +193,10 @@ fn values_handed_to_another_thread_while_launching_are_read_right_in_strict_mode
 /// end, from values the launcher made ready).
 #[test]
 fn chunks_the_window_cuts_run_on_the_launcher_thread() {
-    let name = "chunks_the_window_cuts_run_on_the_launcher_thread";
-    if !is_child(name) {
-        let (ok, out) = child(name, &[("EAGERTPU_MODE", "fused")]);
-        assert!(ok, "{out}");
+    if !body_runs_here(
+        "chunks_the_window_cuts_run_on_the_launcher_thread",
+        &[("EAGERTPU_MODE", "fused")],
+    ) {
         return;
     }
     let _fused = in_mode(Mode::Fused);
@@ -224,14 +222,7 @@ fn chunks_the_window_cuts_run_on_the_launcher_thread() {
     let mut y_host: Vec<f64> = x.data.clone();
     let mut want = vec![];
     for i in 0..2 * STEPS {
-        y_host = y_host
-            .iter()
-            .zip(&x.data)
-            .map(|(v, x0)| {
-                let half = round(DType::F32, v * 0.5);
-                round(DType::F32, round(DType::F32, half.tanh()) + x0)
-            })
-            .collect();
+        y_host = host_step(&y_host, &x.data, 0.5);
         if i >= STEPS && (i - STEPS) % 500 == 499 {
             want.push(y_host.clone());
         }

@@ -403,6 +403,19 @@ pub fn is_child(name: &str) -> bool {
     std::env::var("EAGERTPU_TEST_CHILD").as_deref() == Ok(name)
 }
 
+/// For a test whose body runs in a child process of its own (it counts
+/// process-wide metrics): true in that child, which then runs the body; in
+/// the parent, runs the child with `env`, asserts that it passed, and
+/// returns false.
+pub fn body_runs_here(name: &str, env: &[(&str, &str)]) -> bool {
+    if is_child(name) {
+        return true;
+    }
+    let (ok, out) = child(name, env);
+    assert!(ok, "{out}");
+    false
+}
+
 pub mod builders;
 
 static MODE_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
