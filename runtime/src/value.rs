@@ -200,6 +200,15 @@ impl Value {
         self.launched.store(true, Ordering::Release);
     }
 
+    /// Fails the value if it is still in flight: the launch that was to make
+    /// it ready never ran (it panicked, or was dropped unrun).
+    pub fn fail_if_in_flight(&self, error: Error) {
+        let mut state = lock(&self.state);
+        if matches!(*state, State::InFlight) {
+            *state = State::Failed(error);
+        }
+    }
+
     pub fn set_failed(&self, error: Error) {
         *lock(&self.state) = State::Failed(error);
         self.launched.store(true, Ordering::Release);

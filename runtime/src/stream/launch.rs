@@ -78,13 +78,13 @@ pub(super) struct Deferred {
 }
 
 impl Drop for Deferred {
-    /// A deferred chunk dropped unrun (an unwinding caller) fails its values:
-    /// no reader waits for them forever.
+    /// A chunk whose launch never ran or did not finish (a panic) fails the
+    /// values it left in flight: no reader waits for them forever.
     fn drop(&mut self) {
-        if self.run.is_some() {
-            for v in self.exports.iter().filter_map(|(_, v)| v.as_ref()) {
-                v.set_failed(Error::Internal("a chunk was cut but never launched".into()));
-            }
+        for v in self.exports.iter().filter_map(|(_, v)| v.as_ref()) {
+            v.fail_if_in_flight(Error::Internal(
+                "a chunk was cut but its launch never completed".into(),
+            ));
         }
     }
 }
@@ -312,13 +312,15 @@ impl Stream {
         let Some(run) = deferred.run.take() else {
             return;
         };
-        let exports = std::mem::take(&mut deferred.exports);
-        let launches: Vec<Launch> = exports
-            .into_iter()
+        // The deferred chunk keeps its exports until it drops, after the
+        // launch (or a panic inside it): those still in flight then fail.
+        let launches: Vec<Launch> = deferred
+            .exports
+            .iter()
             .map(|(index, export)| Launch {
-                node: &deferred.nodes[index as usize],
-                index,
-                export,
+                node: &deferred.nodes[*index as usize],
+                index: *index,
+                export: export.clone(),
                 from: SmallVec::new(),
             })
             .collect();
@@ -689,4 +691,35 @@ fn check_finite(launches: &[Launch], params: &[Param]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use fusion::{DType, TensorType};
+
+    use super::*;
+
+    /// A deferred chunk dropped before its launch completed (a panic on the
+    /// launcher) fails the values it left in flight, and only those.
+    #[test]
+    fn a_deferred_chunk_dropped_unlaunched_fails_its_values_in_flight() {
+        let ty = TensorType::new(DType::F32, &[2]);
+        let in_flight = Value::pending(ty.clone(), 0, 0, 0);
+        in_flight.set_in_flight();
+        let failed_before = Value::pending(ty, 1, 0, 0);
+        failed_before.set_in_flight();
+        failed_before.set_failed(Error::Internal("its own failure".into()));
+        drop(Deferred {
+            nodes: vec![],
+            exports: vec![
+                (0, Some(in_flight.clone())),
+                (1, Some(failed_before.clone())),
+            ],
+            run: None,
+        });
+        let err = in_flight.buffer().err().expect("failed").to_string();
+        assert!(err.contains("its launch never completed"), "{err}");
+        let err = failed_before.buffer().err().expect("failed").to_string();
+        assert!(err.contains("its own failure"), "{err}");
+    }
 }
