@@ -350,6 +350,9 @@ impl Stream {
         if rt.effective_mode() == Mode::Debug {
             return Ok(None);
         }
+        // What it donates must not depend on whether the launcher has run
+        // the chunks handed to it (they hold their values until then).
+        self.launcher.settle();
         let mut st = lock(&self.state);
         st.activate(this_thread_trace());
         let Some(call) = st.direct_calls.get(&id).cloned() else {

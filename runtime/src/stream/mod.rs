@@ -625,6 +625,11 @@ impl Stream {
         wait: bool,
         defer: bool,
     ) -> Result<Option<Deferred>> {
+        // A chunk handed to the launcher holds its values, and so their
+        // buffers, until it has run: which of this chunk's inputs are dead
+        // (donated, part of its program's key) must not depend on how far
+        // the launcher got. It is usually done long before the next cut.
+        self.launcher.settle();
         timed(Stage::Cut, || {
             let capacity = st.trace.nodes.capacity();
             let mut nodes =
