@@ -149,11 +149,7 @@ impl Value {
             }
             drop(state);
             rounds += 1;
-            match rounds {
-                0..64 => std::hint::spin_loop(),
-                64..1024 => std::thread::yield_now(),
-                _ => std::thread::sleep(std::time::Duration::from_micros(20)),
-            }
+            back_off(rounds);
         }
     }
 
@@ -212,6 +208,16 @@ impl Value {
     pub fn set_failed(&self, error: Error) {
         *lock(&self.state) = State::Failed(error);
         self.launched.store(true, Ordering::Release);
+    }
+}
+
+/// One round of a wait for a hand-over that takes microseconds (a launch):
+/// spin, then yield the core, then sleep briefly.
+pub(crate) fn back_off(round: u32) {
+    match round {
+        0..64 => std::hint::spin_loop(),
+        64..1024 => std::thread::yield_now(),
+        _ => std::thread::sleep(std::time::Duration::from_micros(20)),
     }
 }
 

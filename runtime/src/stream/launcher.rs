@@ -39,11 +39,7 @@ impl Launcher {
         let mut rounds = 0u32;
         while self.queued.load(Ordering::Acquire) > 0 {
             rounds += 1;
-            if rounds < 256 {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(std::time::Duration::from_micros(20));
-            }
+            crate::value::back_off(rounds);
         }
     }
 }
