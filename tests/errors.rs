@@ -247,3 +247,46 @@ fn bad_reduction_and_nn_input_is_an_error_naming_the_op() {
         total / n
     );
 }
+
+/// A chunk whose program fails to compile is run op by op to find the op,
+/// and a read gets the compile's own error at that op's line, in every mode:
+/// also where an op reads a result no one holds (a number operand, the
+/// product feeding a sum), which has no value of its own to wait on. (An
+/// unknown XLA option fails every compile; test children have no disk
+/// cache.)
+#[test]
+fn a_chunk_that_fails_to_compile_gives_the_compile_error_at_the_op() {
+    if !body_runs_here(
+        "a_chunk_that_fails_to_compile_gives_the_compile_error_at_the_op",
+        &[("EAGERTPU_XLA_OPTIONS", "xla_cpu_no_such_option=true")],
+    ) {
+        return;
+    }
+    let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[4]).unwrap();
+    for mode in [
+        eagertpu::Mode::Debug,
+        eagertpu::Mode::Strict,
+        eagertpu::Mode::Fused,
+    ] {
+        let _mode = in_mode(mode);
+        for round in 0..3 {
+            let line = line!() + 1;
+            let sum = (&x * 2.0).and_then(|p| p.sum(&[0], false));
+            let e = err_text(sum.and_then(|s| s.to_vec::<f32>()));
+            for part in [
+                "No such compile option",
+                "xla_cpu_no_such_option",
+                &format!("tests/errors.rs:{line}"),
+            ] {
+                assert!(
+                    e.contains(part),
+                    "{mode:?}, round {round}: {e:?} should mention {part:?}"
+                );
+            }
+            assert!(
+                !e.contains("internal error"),
+                "{mode:?}, round {round}: {e}"
+            );
+        }
+    }
+}

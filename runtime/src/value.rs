@@ -188,9 +188,9 @@ impl Value {
         self.launched.store(true, Ordering::Release);
     }
 
-    pub fn set_ready(&self, buffer: Buffer, done: Option<Arc<Completion>>) {
+    pub fn set_ready(&self, buffer: impl Into<Arc<Buffer>>, done: Option<Arc<Completion>>) {
         *lock(&self.state) = State::Ready {
-            buffer: Arc::new(buffer),
+            buffer: buffer.into(),
             done,
         };
         self.launched.store(true, Ordering::Release);

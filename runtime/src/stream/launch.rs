@@ -606,6 +606,10 @@ impl Stream {
     /// (waiting for each) to find the op that fails. That op's results, and
     /// everything computed from them, fail with an error naming it; the other
     /// ops' results are computed. Returns the first failure, if any.
+    ///
+    /// An op reads the results of the chunk's earlier ops from this run, not
+    /// from their values: a result no one holds has no value to wait on (a
+    /// scalar operand, an intermediate of a chunk split by API call).
     fn isolate(&self, rt: &Runtime, launches: &[Launch], chunk_error: Error) -> Option<Error> {
         tracing::warn!(
             target: "eagertpu::exec",
@@ -613,36 +617,53 @@ impl Stream {
             launches.len()
         );
         let mut first = None;
+        let mut results: Vec<Result<Arc<Buffer>>> = Vec::with_capacity(launches.len());
         for l in launches {
-            let Some(out) = l.node.output.upgrade() else {
-                continue;
-            };
-            match self.run_alone(rt, l.node) {
-                Ok(buffer) => out.set_ready(buffer, None),
-                Err(e) => {
-                    first.get_or_insert_with(|| e.clone());
-                    out.set_failed(e);
+            let inputs: Result<Vec<Arc<Buffer>>> = l
+                .node
+                .inputs
+                .iter()
+                .zip(&l.from)
+                .map(|(input, from)| match from {
+                    Some(k) => results.get(*k as usize).cloned().unwrap_or_else(|| {
+                        Err(Error::Internal("an op ran before its input".into()))
+                    }),
+                    None => input.wait(),
+                })
+                .collect();
+            let outcome = inputs.and_then(|inputs| self.run_alone(rt, l.node, &inputs));
+            if let Some(out) = l.node.output.upgrade() {
+                match &outcome {
+                    Ok(buffer) => out.set_ready(buffer.clone(), None),
+                    Err(e) => out.set_failed(e.clone()),
                 }
             }
+            if let Err(e) = &outcome {
+                first.get_or_insert_with(|| e.clone());
+            }
+            results.push(outcome);
         }
         first
     }
 
-    /// Runs one node as its own program and waits for it. A failed input
-    /// fails it with the input's error.
-    fn run_alone(&self, rt: &Runtime, node: &TraceNode) -> Result<Buffer> {
+    /// Runs one node as its own program on `inputs` and waits for it.
+    fn run_alone(
+        &self,
+        rt: &Runtime,
+        node: &TraceNode,
+        inputs: &[Arc<Buffer>],
+    ) -> Result<Arc<Buffer>> {
         let mut graph = Graph::new();
-        let mut buffers = vec![];
-        let mut ids: SmallVec<[ValueId; 3]> = SmallVec::new();
-        for input in &node.inputs {
-            buffers.push(input.wait()?);
-            ids.push(graph.param(input.ty.clone()));
-        }
+        let ids: SmallVec<[ValueId; 3]> = node
+            .inputs
+            .iter()
+            .map(|input| graph.param(input.ty.clone()))
+            .collect();
         let id = graph.push_inferred(node.op.clone(), &ids, node.ty.clone());
         graph.output(id);
         let blame = |e: Error| node.blame(1).error(e);
         let program = rt.cache.get(&graph, &rt.counters).map_err(blame)?;
-        let inputs: Vec<&Buffer> = buffers.iter().map(|b| b.as_ref()).collect();
+        let inputs: Vec<&Buffer> = inputs.iter().map(|b| b.as_ref()).collect();
         let span = trace::span(trace::Kind::Execute, Some(&node.origin), || "1 op".into());
         let (mut outputs, done) = program.exe.execute(&inputs, &self.device).map_err(blame)?;
         Counters::add(&rt.counters.executions, 1);
@@ -650,7 +671,7 @@ impl Stream {
             done.wait().map_err(blame)?;
         }
         drop(span);
-        Ok(outputs.remove(0))
+        Ok(Arc::new(outputs.remove(0)))
     }
 }
 
