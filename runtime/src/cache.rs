@@ -25,7 +25,7 @@ use crate::disk::{DiskCache, DiskConfig, Lookup};
 use crate::error::Result;
 use crate::lock;
 use crate::metrics::Counters;
-use crate::pjrt::{Client, CompileOptions, Executable, Placement, XlaOption};
+use crate::pjrt::{Client, CompileOptions, Executable, Placement, XlaOption, required_xla_options};
 use crate::trace;
 
 /// A compiled program.
@@ -72,8 +72,9 @@ impl CompileCache {
             std::env::var("XLA_FLAGS").unwrap_or_default()
         );
         let mut options = client.compile_options(Placement::Portable);
+        let required = required_xla_options(client.platform_name());
         for (name, value) in xla_options {
-            if let Some(required) = options.xla.get(name).filter(|r| *r != value) {
+            if let Some(required) = required.get(name).filter(|r| *r != value) {
                 tracing::warn!(
                     "EAGERTPU_XLA_OPTIONS sets {name}={value:?}, which EagerTPU sets to \
                      {required:?} on this platform for correct results: values may be wrong"

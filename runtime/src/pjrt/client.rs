@@ -6,7 +6,7 @@ use std::sync::Arc;
 use pjrt_sys::*;
 
 use super::api::{OptionValue, Plugin, named_values, pjrt_call, str_from};
-use super::options::{CompileOptions, Placement, required_xla_options};
+use super::options::{CompileOptions, Placement, required_xla_options, tuned_xla_options};
 use crate::error::Result;
 
 /// Owns a `PJRT_Client`; shared by every buffer and executable made from it.
@@ -96,12 +96,12 @@ impl Client {
 
     /// The options the runtime compiles a program with: `placement`, plus the
     /// XLA options this platform needs for correct results
-    /// ([`required_xla_options`]).
+    /// ([`required_xla_options`]) and those that make it faster
+    /// ([`tuned_xla_options`]).
     pub fn compile_options(&self, placement: Placement) -> CompileOptions {
-        CompileOptions {
-            placement,
-            xla: required_xla_options(self.platform_name()),
-        }
+        let mut xla = tuned_xla_options(self.platform_name());
+        xla.extend(required_xla_options(self.platform_name()));
+        CompileOptions { placement, xla }
     }
 
     pub fn plugin(&self) -> &Arc<Plugin> {
