@@ -29,7 +29,7 @@ pub use client::{Client, Device, MemoryStats};
 pub use event::{Event, set_wait_spin};
 pub use executable::Executable;
 pub use exit::before_plugin_teardown;
-pub use options::{CompileOptions, Placement, XlaOption, required_xla_options, tuned_xla_options};
+pub use options::{CompileOptions, Placement, XlaOption, required_xla_options};
 
 /// Counts of live PJRT objects created by this process (leak checks, metrics).
 pub mod live {
