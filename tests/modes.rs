@@ -307,7 +307,7 @@ fn an_update_takes_the_memory_of_the_value_it_updates() {
     assert_close("m", &m, &host(m_host));
 }
 
-/// Runs `acc = tanh(acc * scale(step) + x)` 300 times with no read, three
+/// Runs `acc = tanh(acc * scale(step) + x)` 400 times with no read, three
 /// times over (`step` counts on across runs), and checks that the last run
 /// is cut at its period, loads no program, adds no chunk key, and computes
 /// what the host does.
@@ -321,8 +321,10 @@ fn settles_at_its_period(scale: impl Fn(usize) -> f64) {
         acc.sync().unwrap();
         let before = metrics();
         scales.borrow_mut().clear();
-        for _ in 0..300 {
-            // One step: 3 ops and a lifted scalar.
+        // 1,200 ops a run: longer than two windows, so the period is cut
+        // into segments at least twice before the read.
+        for _ in 0..400 {
+            // One step: 3 ops, one reading a lifted scalar.
             let s = scale(step.get());
             step.set(step.get() + 1);
             scales.borrow_mut().push(s);
@@ -471,6 +473,11 @@ fn a_scalar_repeated_in_a_chunk_is_one_parameter() {
     let (got, before, after) = warmed(run);
     assert_eq!(after.executions - before.executions, 1);
     assert_eq!(after.lifted_scalars - before.lifted_scalars, 2);
+    assert_eq!(
+        after.ops_recorded - before.ops_recorded,
+        120,
+        "a number operand is a value of its op, not a node of its own"
+    );
     let want: Vec<f32> = start
         .iter()
         .map(|&v| (0..60).fold(v, |acc, _| acc * 0.9 + 0.125))

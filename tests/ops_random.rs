@@ -145,7 +145,8 @@ all_modes! {
 
 #[test]
 fn a_loop_drawing_a_new_key_every_step_repeats_as_one_chunk() {
-    const STEPS: u64 = 300;
+    // 4 ops a step: 1,600 ops, long enough for the period to be cut twice.
+    const STEPS: u64 = 400;
     let n = 16;
     // Each step's samples, drawn one at a time (each read at once).
     let samples: Vec<Vec<f64>> = {

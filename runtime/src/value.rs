@@ -79,6 +79,10 @@ pub(crate) struct Value {
     /// Whether `state` has left `Pending` (it never goes back): the stream
     /// asks every input of every op, and a load is cheaper than the lock.
     launched: AtomicBool,
+    /// A number operand (`Recorder::scalar`): a ready 0-d value the stream
+    /// shares between the ops reading that number, a parameter of their
+    /// programs.
+    pub number: bool,
 }
 
 impl Value {
@@ -92,21 +96,32 @@ impl Value {
             computed_at,
             state: Mutex::new(State::Pending),
             launched: AtomicBool::new(false),
+            number: false,
         })
     }
 
     /// A value whose buffer is already computed (a host upload).
     pub fn ready(ty: TensorType, buffer: Buffer) -> Arc<Value> {
-        Value::launched(ty, buffer, None)
+        Value::launched(ty, buffer, None, false)
+    }
+
+    /// A number operand's 0-d value (see the `number` field).
+    pub fn number(ty: TensorType, buffer: Buffer) -> Arc<Value> {
+        Value::launched(ty, buffer, None, true)
     }
 
     /// A value computed by a launch outside any stream's trace (a
     /// collective): its buffer, and the launch's completion.
     pub fn computed(ty: TensorType, buffer: Buffer, done: Arc<Completion>) -> Arc<Value> {
-        Value::launched(ty, buffer, Some(done))
+        Value::launched(ty, buffer, Some(done), false)
     }
 
-    fn launched(ty: TensorType, buffer: Buffer, done: Option<Arc<Completion>>) -> Arc<Value> {
+    fn launched(
+        ty: TensorType,
+        buffer: Buffer,
+        done: Option<Arc<Completion>>,
+        number: bool,
+    ) -> Arc<Value> {
         Arc::new(Value {
             ty,
             slot: u32::MAX,
@@ -117,6 +132,7 @@ impl Value {
                 done,
             }),
             launched: AtomicBool::new(true),
+            number,
         })
     }
 

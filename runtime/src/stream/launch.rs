@@ -183,6 +183,12 @@ impl Stream {
                 (graph, params, program)
             }
         };
+        // Number operands read as parameters (the others are lifted above).
+        let numbers = params
+            .iter()
+            .filter(|p| p.value.as_ref().is_some_and(|v| v.number))
+            .count();
+        Counters::add(&rt.counters.lifted_scalars, numbers as u64);
         // The unfinished chunks this one reads from, directly or not: the
         // device starts it only once they are done, so a buffer that only
         // they still read (the forward pass of a step reads the weights its
@@ -570,6 +576,30 @@ impl Stream {
         self.scalar_buffer(rt, st, value, dtype, !key)
     }
 
+    /// Number operand `value` as a `dtype` 0-d value of this stream, one per
+    /// distinct number (`Recorder::scalar`): uploaded once, read by every op
+    /// of that number as an input, so its ops record, replay and bind with
+    /// no node of its own.
+    pub(super) fn number(
+        &self,
+        rt: &Runtime,
+        st: &mut StreamState,
+        value: Scalar,
+        dtype: DType,
+    ) -> Result<Arc<Value>> {
+        let key = (dtype, host::scalar_bits(value, dtype).0);
+        if let Some(v) = st.numbers.get(&key) {
+            return Ok(v.clone());
+        }
+        let buffer = self.upload_scalar(rt, value, dtype)?;
+        if st.numbers.len() >= SCALAR_CACHE {
+            st.numbers.clear();
+        }
+        let v = Value::number(fusion::TensorType::scalar(dtype), buffer);
+        st.numbers.insert(key, v.clone());
+        Ok(v)
+    }
+
     fn scalar_buffer(
         &self,
         rt: &Runtime,
@@ -578,20 +608,11 @@ impl Stream {
         dtype: DType,
         cache: bool,
     ) -> Result<Arc<Buffer>> {
-        let (bits, len) = host::scalar_bits(value, dtype);
-        let key = (dtype, bits);
+        let key = (dtype, host::scalar_bits(value, dtype).0);
         if let Some(b) = st.scalars.get(&key) {
             return Ok(b.clone());
         }
-        // Little-endian bits, then zeros (a complex128's imaginary part).
-        let mut element = [0u8; 16];
-        element[..8].copy_from_slice(&bits.to_le_bytes());
-        let bytes = &element[..len];
-        let span = trace::to_device(&fusion::TensorType::scalar(dtype));
-        let buffer = Arc::new(Buffer::from_host(&self.device, dtype, &[], bytes)?);
-        drop(span);
-        Counters::add(&rt.counters.transfers_to_device, 1);
-        Counters::add(&rt.counters.bytes_to_device, bytes.len() as u64);
+        let buffer = Arc::new(self.upload_scalar(rt, value, dtype)?);
         if !cache {
             return Ok(buffer);
         }
@@ -599,6 +620,21 @@ impl Stream {
             st.scalars.clear();
         }
         st.scalars.insert(key, buffer.clone());
+        Ok(buffer)
+    }
+
+    /// `value` as a `dtype` 0-d buffer on this stream's device.
+    fn upload_scalar(&self, rt: &Runtime, value: Scalar, dtype: DType) -> Result<Buffer> {
+        let (bits, len) = host::scalar_bits(value, dtype);
+        // Little-endian bits, then zeros (a complex128's imaginary part).
+        let mut element = [0u8; 16];
+        element[..8].copy_from_slice(&bits.to_le_bytes());
+        let bytes = &element[..len];
+        let span = trace::to_device(&fusion::TensorType::scalar(dtype));
+        let buffer = Buffer::from_host(&self.device, dtype, &[], bytes)?;
+        drop(span);
+        Counters::add(&rt.counters.transfers_to_device, 1);
+        Counters::add(&rt.counters.bytes_to_device, bytes.len() as u64);
         Ok(buffer)
     }
 

@@ -17,7 +17,9 @@
 //!   holds any more is donated to an output of its type (updated in place);
 //! - scalars other than 0, 1 and -1 become 0-d parameters, so a learning rate
 //!   or step count that changes every step never changes the program; RNG
-//!   keys always do, whatever their value;
+//!   keys always do, whatever their value (a number operand outside a
+//!   compiled graph is already a ready 0-d value, one per distinct number
+//!   and stream, so it costs its ops no node: `Recorder::scalar`);
 //! - a node's output leaves the device only if something outside the trace
 //!   still holds it; nodes nothing needs are dropped.
 //!
@@ -192,6 +194,9 @@ pub(super) struct StreamState {
     parked: Vec<(u32, Trace)>,
     limits: fusion::policy::WindowLimits,
     scalars: HashMap<(DType, u64), Arc<Buffer>, FxBuild>,
+    /// Number operands outside compiled graphs, as ready 0-d values, by
+    /// dtype and bits (`Recorder::scalar`).
+    numbers: HashMap<(DType, u64), Arc<Value>, FxBuild>,
     /// Fused chunks seen, and those compiling in the background.
     tiers: tiers::Tiers,
     /// API calls recorded (numbers each call's nodes).
@@ -238,6 +243,7 @@ impl Stream {
                 parked: vec![],
                 limits: window,
                 scalars: HashMap::default(),
+                numbers: HashMap::default(),
                 tiers: tiers::Tiers::default(),
                 calls: 0,
                 graph_plans: HashMap::default(),

@@ -176,7 +176,18 @@ impl Recorder<'_> {
     }
 
     /// A 0-d value holding `value` as `dtype` (a scalar operand).
+    ///
+    /// Outside a compiled graph a number other than a key constant is the
+    /// stream's ready value for it (`Stream::number`), not a node: a third
+    /// of an elementwise loop's nodes were its numbers, each recorded, fed to
+    /// the window, replayed and bound. (Every mode does the same, so a
+    /// program strict mode compiled is the one fused mode looks up.) In a
+    /// compiled graph it is a `Full` node, lifted at the cut: the graph's
+    /// direct calls keep it as a constant of its program.
     pub fn scalar(&mut self, value: Scalar, dtype: DType) -> Result<Arc<Value>> {
+        if !self.st.in_graph() && !is_key_constant(value) {
+            return self.stream.number(self.rt, self.st, value, dtype);
+        }
         self.node(
             Op::Full {
                 value,
