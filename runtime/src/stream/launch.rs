@@ -572,8 +572,16 @@ impl Stream {
         key: bool,
     ) -> Result<Arc<Buffer>> {
         Counters::add(&rt.counters.lifted_scalars, 1);
-        // A random key never repeats: not worth a cache slot.
-        self.scalar_buffer(rt, st, value, dtype, !key)
+        // A random key never repeats: not worth a cache slot. Any other
+        // scalar is the buffer of the stream's value for that number.
+        if key {
+            return Ok(Arc::new(self.upload_scalar(rt, value, dtype)?));
+        }
+        let number = self.number(rt, st, value, dtype)?;
+        let (buffer, _) = number
+            .buffer()?
+            .ok_or_else(|| Error::Internal("a number operand's value has no buffer".into()))?;
+        Ok(buffer)
     }
 
     /// Number operand `value` as a `dtype` 0-d value of this stream, one per
@@ -598,29 +606,6 @@ impl Stream {
         let v = Value::number(fusion::TensorType::scalar(dtype), buffer);
         st.numbers.insert(key, v.clone());
         Ok(v)
-    }
-
-    fn scalar_buffer(
-        &self,
-        rt: &Runtime,
-        st: &mut StreamState,
-        value: Scalar,
-        dtype: DType,
-        cache: bool,
-    ) -> Result<Arc<Buffer>> {
-        let key = (dtype, host::scalar_bits(value, dtype).0);
-        if let Some(b) = st.scalars.get(&key) {
-            return Ok(b.clone());
-        }
-        let buffer = Arc::new(self.upload_scalar(rt, value, dtype)?);
-        if !cache {
-            return Ok(buffer);
-        }
-        if st.scalars.len() >= SCALAR_CACHE {
-            st.scalars.clear();
-        }
-        st.scalars.insert(key, buffer.clone());
-        Ok(buffer)
     }
 
     /// `value` as a `dtype` 0-d buffer on this stream's device.

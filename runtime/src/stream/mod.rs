@@ -79,7 +79,7 @@ use liveness::{Launch, fail, liveness};
 pub(crate) use record::Recorder;
 use record::TraceNode;
 
-/// Scalar buffers kept per stream (lifted scalars repeat: a learning rate).
+/// Number values kept per stream (numbers repeat: a learning rate).
 pub(super) const SCALAR_CACHE: usize = 4096;
 
 /// The pending ops one thread recorded, and its cut policy's state.
@@ -193,9 +193,9 @@ pub(super) struct StreamState {
     /// The other threads' traces, by key.
     parked: Vec<(u32, Trace)>,
     limits: fusion::policy::WindowLimits,
-    scalars: HashMap<(DType, u64), Arc<Buffer>, FxBuild>,
-    /// Number operands outside compiled graphs, as ready 0-d values, by
-    /// dtype and bits (`Recorder::scalar`).
+    /// Numbers as ready 0-d values, by dtype and bits: the operands of ops
+    /// outside compiled graphs (`Recorder::scalar`), and the buffers of the
+    /// scalars lifted at a cut (`Stream::lifted_scalar`).
     numbers: HashMap<(DType, u64), Arc<Value>, FxBuild>,
     /// Fused chunks seen, and those compiling in the background.
     tiers: tiers::Tiers,
@@ -242,7 +242,6 @@ impl Stream {
                 active: this_thread_trace(),
                 parked: vec![],
                 limits: window,
-                scalars: HashMap::default(),
                 numbers: HashMap::default(),
                 tiers: tiers::Tiers::default(),
                 calls: 0,
