@@ -22,6 +22,38 @@ pub fn set_wait_spin(budget: Duration) {
     WAIT_SPIN_NANOS.store(nanos, Ordering::Relaxed);
 }
 
+/// When the host last had no core to spare for a polling wait, in
+/// nanoseconds since `epoch()` (0: never).
+static CROWDED_AT: AtomicU64 = AtomicU64::new(0);
+
+/// How long a note of `note_crowded` stops waits from polling.
+const CROWDED_HOLD: Duration = Duration::from_millis(10);
+
+fn epoch() -> Instant {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// Notes that the threads using the device now outnumber the host's spare
+/// cores: for the next `CROWDED_HOLD`, `Event::wait` blocks at once instead
+/// of polling. A poller keeps a core that the plugin's worker (running the
+/// program it waits for) or another recording thread needs; with two
+/// threads training on two cores, polling made each step 20% longer.
+/// CUDA's automatic scheduling makes the same choice: it spins only while
+/// the process has fewer active contexts than processors.
+pub fn note_crowded() {
+    let nanos = u64::try_from(epoch().elapsed().as_nanos()).unwrap_or(u64::MAX);
+    CROWDED_AT.store(nanos.max(1), Ordering::Relaxed);
+}
+
+/// Whether `note_crowded` was called within the last `CROWDED_HOLD`.
+pub fn is_crowded() -> bool {
+    match CROWDED_AT.load(Ordering::Relaxed) {
+        0 => false,
+        at => epoch().elapsed().saturating_sub(Duration::from_nanos(at)) < CROWDED_HOLD,
+    }
+}
+
 /// An owned `PJRT_Event`, destroyed on drop.
 pub struct Event {
     plugin: Arc<Plugin>,
@@ -43,7 +75,8 @@ impl Event {
     /// Blocks until the event completes; returns its error, if any.
     ///
     /// Polls first, yielding the core between polls, for up to the budget
-    /// `set_wait_spin` set, and only then blocks in the plugin: most waits
+    /// `set_wait_spin` set (unless the host is crowded: `note_crowded`),
+    /// and only then blocks in the plugin: most waits
     /// of an eager loop (a loss read, `.item()`) are for a program that ends
     /// within tens of microseconds, and blocking costs two context switches
     /// (sleeping, then being woken by the plugin's thread) of that order on
@@ -51,7 +84,7 @@ impl Event {
     /// host has cores to spare.
     pub fn wait(&self) -> Result<()> {
         let budget = WAIT_SPIN_NANOS.load(Ordering::Relaxed);
-        if budget > 0 {
+        if budget > 0 && !is_crowded() {
             let start = Instant::now();
             while !self.is_ready()? && start.elapsed().as_nanos() < u128::from(budget) {
                 std::thread::yield_now();

@@ -37,7 +37,7 @@ use fusion::{DType, Graph, Scalar, TensorType};
 use super::checks::{IndexCheck, IndexChecks, UNREAD_FLAGS};
 use super::launch::{self, Param};
 use super::liveness::Launch;
-use super::{Stream, StreamState, lock, replay, this_thread_trace};
+use super::{Stream, StreamState, lock, replay};
 use crate::cache::Program;
 use crate::completion::{Blame, Completion};
 use crate::config::Mode;
@@ -172,7 +172,7 @@ impl Stream {
             return Ok(false);
         }
         let mut st = lock(&self.state);
-        st.activate(this_thread_trace());
+        st.enter();
         if let Some(open) = &st.trace.graph {
             return Err(Error::Internal(format!(
                 "compiled graph {id} called while graph {} is still open on this thread",
@@ -198,7 +198,7 @@ impl Stream {
     /// Nothing open is no error (debug mode opened none).
     pub fn graph_end(&self, rt: &Runtime) -> Result<()> {
         let mut st = lock(&self.state);
-        st.activate(this_thread_trace());
+        st.enter();
         if st.trace.graph.is_none() {
             return Ok(());
         }
@@ -242,7 +242,7 @@ impl Stream {
             return Ok(false);
         }
         let mut st = lock(&self.state);
-        st.activate(this_thread_trace());
+        st.enter();
         let Some(last) = st.last_graph_launch.take() else {
             return Ok(false);
         };
@@ -354,7 +354,7 @@ impl Stream {
         // the chunks handed to it (they hold their values until then).
         self.launcher.settle();
         let mut st = lock(&self.state);
-        st.activate(this_thread_trace());
+        st.enter();
         let Some(call) = st.direct_calls.get(&id).cloned() else {
             return Ok(None);
         };

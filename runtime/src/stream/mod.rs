@@ -138,6 +138,12 @@ fn this_thread_trace() -> u32 {
     TRACE_KEY.with(|k| *k)
 }
 
+/// The cores this process may run on.
+fn host_cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
 thread_local! {
     /// How many `OneOp` scopes this thread is in.
     static ONE_OP_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
@@ -192,6 +198,9 @@ pub(super) struct StreamState {
     active: u32,
     /// The other threads' traces, by key.
     parked: Vec<(u32, Trace)>,
+    /// When each other thread that recorded here lately last did, by key
+    /// (those of the last `CROWDING_WINDOW`): how many threads record at once.
+    recent: Vec<(u32, std::time::Instant)>,
     limits: fusion::policy::WindowLimits,
     /// Numbers as ready 0-d values, by dtype and bits: the operands of ops
     /// outside compiled graphs (`Recorder::scalar`), and the buffers of the
@@ -237,18 +246,7 @@ impl Stream {
         Stream {
             index,
             device,
-            state: Mutex::new(StreamState {
-                trace: Trace::new(window),
-                active: this_thread_trace(),
-                parked: vec![],
-                limits: window,
-                numbers: HashMap::default(),
-                tiers: tiers::Tiers::default(),
-                calls: 0,
-                graph_plans: HashMap::default(),
-                last_graph_launch: None,
-                direct_calls: HashMap::default(),
-            }),
+            state: Mutex::new(StreamState::new(window)),
             outstanding: Mutex::default(),
             launcher: launcher::Launcher::default(),
         }
@@ -289,7 +287,7 @@ impl Stream {
         origin: Origin,
         build: impl FnOnce(&mut Recorder) -> Result<Arc<Value>>,
     ) -> Result<(Arc<Value>, Option<Bound>)> {
-        st.activate(this_thread_trace());
+        st.enter();
         let before = st.trace.nodes.len();
         st.calls = st.calls.wrapping_add(1);
         let call = st.calls;
@@ -352,6 +350,9 @@ impl Stream {
                 match cut {
                     Some(reason) => self.flush_deferred(rt, st, reason)?.map(|d| match reason {
                         CutReason::EveryOp => Bound::ForCaller(d),
+                        // With no core to spare, the launcher would only add
+                        // two wake-ups to the launch.
+                        _ if crate::pjrt::is_crowded() => Bound::ForCaller(d),
                         _ => Bound::ForLauncher(d),
                     }),
                     None => None,
@@ -366,7 +367,7 @@ impl Stream {
     /// `wait`, the debug mode's, waited for).
     pub(crate) fn end_one_op(&self, rt: &Runtime, wait: bool) -> Result<()> {
         let mut st = lock(&self.state);
-        st.activate(this_thread_trace());
+        st.enter();
         if st.in_graph() || st.trace.nodes.is_empty() {
             return Ok(());
         }
@@ -461,7 +462,7 @@ impl Stream {
         st: &mut StreamState,
         value: &Value,
     ) -> Result<(checks::IndexChecks, Option<Deferred>)> {
-        st.activate(this_thread_trace());
+        st.enter();
         // Where the loop reads is part of its stream: a read that recurs every
         // period moves the period's cuts onto it (`fusion::policy`).
         // The period may cut here even when the value read is no longer
@@ -694,7 +695,56 @@ impl Stream {
     }
 }
 
+/// Whether a thread recording while `others` threads also do leaves no core
+/// for the plugin's worker, if waits polled: with this thread's, one core
+/// each, and one for the worker.
+fn crowds(others: usize, cores: usize) -> bool {
+    others + 2 > cores
+}
+
+/// How far back a thread that recorded on a stream counts as recording now.
+const CROWDING_WINDOW: std::time::Duration = std::time::Duration::from_millis(10);
+
 impl StreamState {
+    fn new(limits: fusion::policy::WindowLimits) -> StreamState {
+        StreamState {
+            trace: Trace::new(limits),
+            active: this_thread_trace(),
+            parked: vec![],
+            recent: vec![],
+            limits,
+            numbers: HashMap::default(),
+            tiers: tiers::Tiers::default(),
+            calls: 0,
+            graph_plans: HashMap::default(),
+            last_graph_launch: None,
+            direct_calls: HashMap::default(),
+        }
+    }
+
+    /// Makes the calling thread's trace the active one, to record into it.
+    ///
+    /// When it takes over from another thread, notes how many threads
+    /// recorded here within `CROWDING_WINDOW`: if they and the plugin's
+    /// worker outnumber the host's cores, a wait for the device must not
+    /// poll (`pjrt::note_crowded`): the core a waiter keeps is the one the
+    /// worker running its program, or the other thread, needs.
+    fn enter(&mut self) {
+        let key = this_thread_trace();
+        if key == self.active {
+            return;
+        }
+        let now = std::time::Instant::now();
+        let outgoing = self.active;
+        self.recent
+            .retain(|(k, at)| *k != key && *k != outgoing && now - *at < CROWDING_WINDOW);
+        self.recent.push((outgoing, now));
+        if crowds(self.recent.len(), host_cores()) {
+            crate::pjrt::note_crowded();
+        }
+        self.activate(key);
+    }
+
     /// Makes thread `key`'s trace the active one (`trace`), parking the one
     /// that was.
     fn activate(&mut self, key: u32) {
@@ -712,5 +762,50 @@ impl StreamState {
             self.parked
                 .retain(|(_, t)| !t.nodes.is_empty() || !t.index.is_empty());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_recording_thread_crowds_two_cores_not_four() {
+        assert!(!crowds(0, 2), "one thread and the worker fit two cores");
+        assert!(crowds(1, 2), "two threads and the worker do not");
+        assert!(!crowds(1, 4));
+        assert!(crowds(3, 4));
+        assert!(crowds(0, 1));
+    }
+
+    /// Threads taking turns on a stream are counted while they keep
+    /// recording, and forgotten once they stopped for `CROWDING_WINDOW`.
+    #[test]
+    fn threads_taking_turns_count_until_they_stop() {
+        let st = Mutex::new(StreamState::new(Default::default()));
+        let here = this_thread_trace();
+        lock(&st).enter();
+        assert!(lock(&st).recent.is_empty(), "no other thread recorded");
+        let other = std::thread::scope(|s| {
+            s.spawn(|| {
+                lock(&st).enter();
+                this_thread_trace()
+            })
+            .join()
+            .unwrap()
+        });
+        let recent: Vec<u32> = lock(&st).recent.iter().map(|(k, _)| *k).collect();
+        assert_eq!(recent, vec![here], "the thread it took over from");
+        lock(&st).enter();
+        let recent: Vec<u32> = lock(&st).recent.iter().map(|(k, _)| *k).collect();
+        assert_eq!(recent, vec![other], "each thread once, the active one not");
+        assert_eq!(lock(&st).active, here);
+
+        std::thread::sleep(CROWDING_WINDOW + std::time::Duration::from_millis(5));
+        std::thread::scope(|s| {
+            s.spawn(|| lock(&st).enter());
+        });
+        let recent: Vec<u32> = lock(&st).recent.iter().map(|(k, _)| *k).collect();
+        assert_eq!(recent, vec![here], "the other thread stopped long ago");
     }
 }
