@@ -64,6 +64,7 @@ use crate::value::Value;
 pub use crate::origin::Origin;
 
 mod checks;
+mod crowding;
 mod graphs;
 mod hazards;
 mod launch;
@@ -138,12 +139,6 @@ fn this_thread_trace() -> u32 {
     TRACE_KEY.with(|k| *k)
 }
 
-/// The cores this process may run on.
-fn host_cores() -> usize {
-    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-}
-
 thread_local! {
     /// How many `OneOp` scopes this thread is in.
     static ONE_OP_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
@@ -198,9 +193,8 @@ pub(super) struct StreamState {
     active: u32,
     /// The other threads' traces, by key.
     parked: Vec<(u32, Trace)>,
-    /// When each other thread that recorded here lately last did, by key
-    /// (those of the last `CROWDING_WINDOW`): how many threads record at once.
-    recent: Vec<(u32, std::time::Instant)>,
+    /// The other threads that recorded here lately: how many record at once.
+    recent: crowding::Recent,
     limits: fusion::policy::WindowLimits,
     /// Numbers as ready 0-d values, by dtype and bits: the operands of ops
     /// outside compiled graphs (`Recorder::scalar`), and the buffers of the
@@ -695,23 +689,13 @@ impl Stream {
     }
 }
 
-/// Whether a thread recording while `others` threads also do leaves no core
-/// for the plugin's worker, if waits polled: with this thread's, one core
-/// each, and one for the worker.
-fn crowds(others: usize, cores: usize) -> bool {
-    others + 2 > cores
-}
-
-/// How far back a thread that recorded on a stream counts as recording now.
-const CROWDING_WINDOW: std::time::Duration = std::time::Duration::from_millis(10);
-
 impl StreamState {
     fn new(limits: fusion::policy::WindowLimits) -> StreamState {
         StreamState {
             trace: Trace::new(limits),
             active: this_thread_trace(),
             parked: vec![],
-            recent: vec![],
+            recent: crowding::Recent::default(),
             limits,
             numbers: HashMap::default(),
             tiers: tiers::Tiers::default(),
@@ -722,26 +706,15 @@ impl StreamState {
         }
     }
 
-    /// Makes the calling thread's trace the active one, to record into it.
-    ///
-    /// When it takes over from another thread, notes how many threads
-    /// recorded here within `CROWDING_WINDOW`: if they and the plugin's
-    /// worker outnumber the host's cores, a wait for the device must not
-    /// poll (`pjrt::note_crowded`): the core a waiter keeps is the one the
-    /// worker running its program, or the other thread, needs.
+    /// Makes the calling thread's trace the active one, to record into it;
+    /// taking over from another thread, notes whether the host is crowded
+    /// (`crowding`).
     fn enter(&mut self) {
         let key = this_thread_trace();
         if key == self.active {
             return;
         }
-        let now = std::time::Instant::now();
-        let outgoing = self.active;
-        self.recent
-            .retain(|(k, at)| *k != key && *k != outgoing && now - *at < CROWDING_WINDOW);
-        self.recent.push((outgoing, now));
-        if crowds(self.recent.len(), host_cores()) {
-            crate::pjrt::note_crowded();
-        }
+        self.recent.took_over(self.active, key);
         self.activate(key);
     }
 
@@ -762,50 +735,5 @@ impl StreamState {
             self.parked
                 .retain(|(_, t)| !t.nodes.is_empty() || !t.index.is_empty());
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_second_recording_thread_crowds_two_cores_not_four() {
-        assert!(!crowds(0, 2), "one thread and the worker fit two cores");
-        assert!(crowds(1, 2), "two threads and the worker do not");
-        assert!(!crowds(1, 4));
-        assert!(crowds(3, 4));
-        assert!(crowds(0, 1));
-    }
-
-    /// Threads taking turns on a stream are counted while they keep
-    /// recording, and forgotten once they stopped for `CROWDING_WINDOW`.
-    #[test]
-    fn threads_taking_turns_count_until_they_stop() {
-        let st = Mutex::new(StreamState::new(Default::default()));
-        let here = this_thread_trace();
-        lock(&st).enter();
-        assert!(lock(&st).recent.is_empty(), "no other thread recorded");
-        let other = std::thread::scope(|s| {
-            s.spawn(|| {
-                lock(&st).enter();
-                this_thread_trace()
-            })
-            .join()
-            .unwrap()
-        });
-        let recent: Vec<u32> = lock(&st).recent.iter().map(|(k, _)| *k).collect();
-        assert_eq!(recent, vec![here], "the thread it took over from");
-        lock(&st).enter();
-        let recent: Vec<u32> = lock(&st).recent.iter().map(|(k, _)| *k).collect();
-        assert_eq!(recent, vec![other], "each thread once, the active one not");
-        assert_eq!(lock(&st).active, here);
-
-        std::thread::sleep(CROWDING_WINDOW + std::time::Duration::from_millis(5));
-        std::thread::scope(|s| {
-            s.spawn(|| lock(&st).enter());
-        });
-        let recent: Vec<u32> = lock(&st).recent.iter().map(|(k, _)| *k).collect();
-        assert_eq!(recent, vec![here], "the other thread stopped long ago");
     }
 }
