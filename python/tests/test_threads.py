@@ -82,12 +82,14 @@ def test_two_threads_training_at_once_match_the_cpu_and_settle_on_their_chunks()
     if len(os.sched_getaffinity(0)) <= 2:
         # Two threads recording leave no core for the plugin's worker: their
         # window cuts launch on the threads themselves, not on the stream's
-        # launcher (a hand-over would wait for a core). At most one cut
-        # each, before the threads first took turns after the barrier.
+        # launcher (a hand-over would wait for a core). Without the rule
+        # every cut is handed over; with it, only one made before the
+        # threads took turns (after the barrier, or on a host so loaded that
+        # a thread sat out 100 ms).
         window = ("period", "window_ops", "window_params")
         cuts = sum(end["chunks"][r] - steady["chunks"][r] for r in window)
         handed_over = end["launcher_chunks"] - steady["launcher_chunks"]
-        assert cuts >= 10 and handed_over <= 2, (cuts, handed_over)
+        assert cuts >= 10 and handed_over * 2 < cuts, (cuts, handed_over)
 
 
 def test_a_threads_backward_pass_runs_on_the_thread_itself():

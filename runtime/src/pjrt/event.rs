@@ -26,8 +26,11 @@ pub fn set_wait_spin(budget: Duration) {
 /// nanoseconds since `epoch()` (0: never).
 static CROWDED_AT: AtomicU64 = AtomicU64::new(0);
 
-/// How long a note of `note_crowded` stops waits from polling.
-const CROWDED_HOLD: Duration = Duration::from_millis(10);
+/// How long a note of `note_crowded` stops waits from polling. Long next to
+/// a step (a thread preempted for a few milliseconds on a loaded host does
+/// not end it), short next to a thread that stopped recording: one thread
+/// left alone waits without polling for at most this long.
+const CROWDED_HOLD: Duration = Duration::from_millis(100);
 
 fn epoch() -> Instant {
     static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
