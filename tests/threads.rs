@@ -248,3 +248,76 @@ fn chunks_the_window_cuts_run_on_the_launcher_thread() {
     );
     eagertpu::shutdown().unwrap();
 }
+
+/// `steps` iterations of the elementwise loop with a steady 10 us of host
+/// work each (a training step's Python, say), after as many to warm up;
+/// checks the last value, and returns the metrics around the second half.
+/// The window cuts the loop's 3-op period every few hundred ops: a chunk
+/// every few milliseconds, at a steady pace.
+fn steady_loop(steps: usize) -> (eagertpu::Metrics, eagertpu::Metrics) {
+    let x = Host::random(DType::F32, &[64], 11);
+    let t = x.tensor();
+    let step = |y: &eagertpu::Tensor| {
+        let spin = std::time::Instant::now();
+        while spin.elapsed() < std::time::Duration::from_micros(10) {
+            std::hint::spin_loop();
+        }
+        (&(y * 0.5).unwrap().tanh().unwrap() + &t).unwrap()
+    };
+    let mut y = t.clone();
+    for _ in 0..steps {
+        y = step(&y);
+    }
+    eagertpu::wait_for_compiles().unwrap();
+    let before = metrics().unwrap();
+    for _ in 0..steps {
+        y = step(&y);
+    }
+    let got = y.to_vec::<f32>().unwrap();
+    let after = metrics().unwrap();
+    let mut want: Vec<f64> = x.data.clone();
+    for _ in 0..2 * steps {
+        want = host_step(&want, &x.data, 0.5);
+    }
+    assert_close("the loop's last value", &got, &want);
+    (before, after)
+}
+
+/// At the steady pace of a loop's period cuts, the launcher polls for
+/// chunks (`launcher.rs`; how many it catches depends on the host's load,
+/// which other tests here add to); the values are the host's.
+#[test]
+fn a_steady_loop_is_right_with_the_launcher_polling() {
+    if !body_runs_here(
+        "a_steady_loop_is_right_with_the_launcher_polling",
+        &[("EAGERTPU_MODE", "fused")],
+    ) {
+        return;
+    }
+    let (before, after) = steady_loop(6000);
+    let handed = after.launcher_chunks - before.launcher_chunks;
+    let paced = after.launcher_paced - before.launcher_paced;
+    assert!(
+        handed >= 20 && paced <= handed,
+        "{paced} of {handed}: {after:?}"
+    );
+    eagertpu::shutdown().unwrap();
+}
+
+/// `EAGERTPU_WAIT_SPIN_US=0`: nothing polls, the launcher neither.
+#[test]
+fn with_no_wait_spin_the_launcher_never_polls() {
+    if !body_runs_here(
+        "with_no_wait_spin_the_launcher_never_polls",
+        &[("EAGERTPU_MODE", "fused"), ("EAGERTPU_WAIT_SPIN_US", "0")],
+    ) {
+        return;
+    }
+    let (before, after) = steady_loop(6000);
+    assert!(
+        after.launcher_chunks - before.launcher_chunks >= 20,
+        "{after:?}"
+    );
+    assert_eq!(after.launcher_paced, before.launcher_paced);
+    eagertpu::shutdown().unwrap();
+}

@@ -42,6 +42,7 @@ pub(crate) struct Counters {
     pub replayed_ops: AtomicU64,
     pub replay_misses: AtomicU64,
     pub launcher_chunks: AtomicU64,
+    pub launcher_paced: AtomicU64,
     pub compiled_graph_calls: AtomicU64,
     pub direct_graph_calls: AtomicU64,
     /// Collectives run, and collectives that failed every rank (a mismatch,
@@ -113,6 +114,7 @@ impl Counters {
             replayed_ops: get(&self.replayed_ops),
             replay_misses: get(&self.replay_misses),
             launcher_chunks: get(&self.launcher_chunks),
+            launcher_paced: get(&self.launcher_paced),
             compiled_graph_calls: get(&self.compiled_graph_calls),
             direct_graph_calls: get(&self.direct_graph_calls),
             collectives: get(&self.collectives),
@@ -208,6 +210,9 @@ pub struct Metrics {
     /// the stream's launcher thread, which called the plugin while the
     /// recording thread went on (`stream/launcher.rs`).
     pub launcher_chunks: u64,
+    /// Those the launcher was polling for when they came (at the pace of
+    /// the loop's cuts): the recording thread woke no one.
+    pub launcher_paced: u64,
     /// Calls of compiled graphs (`torch.compile`), each one chunk of its own
     /// (in debug mode, none: a graph's ops run one by one there).
     pub compiled_graph_calls: u64,
@@ -287,7 +292,7 @@ impl Metrics {
              \"hazard_checks\": {}, \"lifted_scalars\": {}, \"chunk_keys\": {}, \
              \"chunks_op_by_op\": {}, \"chunks_op_by_op_while_compiling\": {}, \"chunks_split\": {}, \"drifting_calls\": {}, \
              \"background_compiles\": {}, \"compiling_in_background\": {}, \"promotions\": {}, \
-             \"replayed_chunks\": {}, \"replayed_ops\": {}, \"replay_misses\": {}, \"launcher_chunks\": {}, \
+             \"replayed_chunks\": {}, \"replayed_ops\": {}, \"replay_misses\": {}, \"launcher_chunks\": {}, \"launcher_paced\": {}, \
              \"compiled_graph_calls\": {}, \"direct_graph_calls\": {}, \"collectives\": {}, \"collective_errors\": {}, \"collectives_waiting\": [{}], \
              \"cached_executables\": {}, \"live_buffers\": {}, \"live_executables\": {}, \
              \"recompile_reasons\": [{}], \"fallbacks\": {{{}}}, \"host_syncs_by_site\": {{{}}}, \
@@ -324,6 +329,7 @@ impl Metrics {
             self.replayed_ops,
             self.replay_misses,
             self.launcher_chunks,
+            self.launcher_paced,
             self.compiled_graph_calls,
             self.direct_graph_calls,
             self.collectives,
@@ -364,7 +370,7 @@ impl Metrics {
              fused chunk keys    {} ({} chunks run op by op, {} while compiling; {} promoted; {} split by changing shapes; {} calls launched as recorded while sizes drift)\n\
              background compiles {} ({} compiling now)\n\
              replayed            {} chunks, {} ops ({} misses)\n\
-             launcher thread     {} chunks\n\
+             launcher thread     {} chunks ({} polled for at the loop's pace)\n\
              compiled graph calls {} ({} direct)\n\
              collectives         {} ({} failed)\n\
              cached executables  {}\n\
@@ -405,6 +411,7 @@ impl Metrics {
             self.replayed_ops,
             self.replay_misses,
             self.launcher_chunks,
+            self.launcher_paced,
             self.compiled_graph_calls,
             self.direct_graph_calls,
             self.collectives,

@@ -49,6 +49,12 @@ pub fn note_crowded() {
     CROWDED_AT.store(nanos.max(1), Ordering::Relaxed);
 }
 
+/// Whether the host may be polled from while waiting: a wait spin was set
+/// (`set_wait_spin`) and the host is not crowded (`note_crowded`).
+pub fn may_poll() -> bool {
+    WAIT_SPIN_NANOS.load(Ordering::Relaxed) > 0 && !is_crowded()
+}
+
 /// Whether `note_crowded` was called within the last `CROWDED_HOLD`.
 pub fn is_crowded() -> bool {
     match CROWDED_AT.load(Ordering::Relaxed) {
@@ -86,8 +92,8 @@ impl Event {
     /// their own. CUDA's default scheduling spins the same way while the
     /// host has cores to spare.
     pub fn wait(&self) -> Result<()> {
-        let budget = WAIT_SPIN_NANOS.load(Ordering::Relaxed);
-        if budget > 0 && !is_crowded() {
+        if may_poll() {
+            let budget = WAIT_SPIN_NANOS.load(Ordering::Relaxed);
             let start = Instant::now();
             while !self.is_ready()? && start.elapsed().as_nanos() < u128::from(budget) {
                 std::thread::yield_now();
