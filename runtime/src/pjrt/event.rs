@@ -49,10 +49,11 @@ pub fn note_crowded() {
     CROWDED_AT.store(nanos.max(1), Ordering::Relaxed);
 }
 
-/// Whether the host may be polled from while waiting: a wait spin was set
-/// (`set_wait_spin`) and the host is not crowded (`note_crowded`).
-pub fn may_poll() -> bool {
-    WAIT_SPIN_NANOS.load(Ordering::Relaxed) > 0 && !is_crowded()
+/// How long a wait on the host may poll now: the budget `set_wait_spin`
+/// set; none if that is zero or the host is crowded (`note_crowded`).
+pub fn wait_spin() -> Option<Duration> {
+    let nanos = WAIT_SPIN_NANOS.load(Ordering::Relaxed);
+    (nanos > 0 && !is_crowded()).then(|| Duration::from_nanos(nanos))
 }
 
 /// Whether `note_crowded` was called within the last `CROWDED_HOLD`.
@@ -92,10 +93,9 @@ impl Event {
     /// their own. CUDA's default scheduling spins the same way while the
     /// host has cores to spare.
     pub fn wait(&self) -> Result<()> {
-        if may_poll() {
-            let budget = WAIT_SPIN_NANOS.load(Ordering::Relaxed);
+        if let Some(budget) = wait_spin() {
             let start = Instant::now();
-            while !self.is_ready()? && start.elapsed().as_nanos() < u128::from(budget) {
+            while !self.is_ready()? && start.elapsed() < budget {
                 std::thread::yield_now();
             }
         }

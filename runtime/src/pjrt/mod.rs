@@ -26,7 +26,7 @@ pub mod probe;
 pub use api::{Attribute, ErrorCode, OptionValue, PjrtError, Plugin};
 pub use buffer::{Buffer, Pod, as_bytes, as_bytes_mut};
 pub use client::{Client, Device, MemoryStats};
-pub use event::{Event, is_crowded, may_poll, note_crowded, set_wait_spin};
+pub use event::{Event, is_crowded, note_crowded, set_wait_spin, wait_spin};
 pub use executable::Executable;
 pub use exit::before_plugin_teardown;
 pub use options::{CompileOptions, Placement, XlaOption, required_xla_options};

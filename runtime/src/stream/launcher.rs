@@ -23,8 +23,8 @@
 //! chunk is due (a timer, which costs the recording thread nothing) and then
 //! polls for it, for a bounded time; a chunk that comes early wakes it as
 //! before, one that comes late finds it asleep again. It polls as a host
-//! wait does (`EAGERTPU_WAIT_SPIN_US`, 0: never; yielding the core between
-//! polls), and not while the host is crowded (`crowding.rs`: cuts launch on
+//! wait does (`pjrt::wait_spin`: `EAGERTPU_WAIT_SPIN_US`, 0: never; yielding the
+//! core between polls), and not while the host is crowded (`crowding.rs`: cuts launch on
 //! the recording threads then). Counted as `launcher_paced`.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -59,8 +59,13 @@ impl Launcher {
 
 impl Stream {
     /// Runs `deferred` on this stream's launcher thread, or here if the
-    /// thread cannot be started.
+    /// host is crowded or the thread cannot be started.
     pub(super) fn hand_over(&self, rt: &crate::context::Runtime, deferred: Deferred) {
+        if crate::pjrt::is_crowded() {
+            // With no core to spare, the launcher would only add two
+            // wake-ups to the launch (`crowding.rs`).
+            return self.run_deferred(rt, deferred);
+        }
         let queue = self.launcher.queue.get_or_init(|| self.start_launcher());
         match queue {
             Some(sender) => {
@@ -204,7 +209,7 @@ impl Pace {
     /// pace, until shortly before it is due, then polling for it until a
     /// little after. `None`: the stream is gone.
     fn receive<T>(&mut self, receiver: &Receiver<T>, rt: &crate::context::Runtime) -> Option<T> {
-        let poll = self.poll().filter(|_| crate::pjrt::may_poll());
+        let poll = self.poll().filter(|_| crate::pjrt::wait_spin().is_some());
         let (item, polled) = self.receive_in(receiver, poll)?;
         if polled {
             crate::metrics::Counters::add(&rt.counters.launcher_paced, 1);

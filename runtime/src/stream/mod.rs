@@ -217,7 +217,8 @@ pub(super) struct StreamState {
 enum Bound {
     /// The recording thread (a strict-mode op, a drifting loop's call).
     ForCaller(Deferred),
-    /// The stream's launcher thread (a cut of fused mode's window).
+    /// The stream's launcher thread (a cut of fused mode's window), unless
+    /// the host is crowded (`Stream::hand_over`).
     ForLauncher(Deferred),
 }
 
@@ -344,9 +345,6 @@ impl Stream {
                 match cut {
                     Some(reason) => self.flush_deferred(rt, st, reason)?.map(|d| match reason {
                         CutReason::EveryOp => Bound::ForCaller(d),
-                        // With no core to spare, the launcher would only add
-                        // two wake-ups to the launch.
-                        _ if crate::pjrt::is_crowded() => Bound::ForCaller(d),
                         _ => Bound::ForLauncher(d),
                     }),
                     None => None,
