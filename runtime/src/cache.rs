@@ -18,6 +18,7 @@ use std::time::Instant;
 
 use dashmap::DashMap;
 use fusion::hash::{FxBuild, digest128, fx_hash};
+use fusion::lower::Target;
 use fusion::{Def, Graph, TensorType};
 use lru::LruCache;
 
@@ -46,6 +47,8 @@ pub(crate) struct CompileCache {
     /// the plugin reads when it compiles).
     fingerprint: String,
     options: CompileOptions,
+    /// What the lowering may assume of the platform's compiler.
+    target: Target,
     /// `options`, encoded once (part of every program key).
     encoded_options: Vec<u8>,
     programs: Mutex<LruCache<Graph, Arc<Program>, FxBuild>>,
@@ -83,6 +86,7 @@ impl CompileCache {
             options.xla.insert(name.clone(), value.clone());
         }
         CompileCache {
+            target: Target::of_platform(client.platform_name()),
             client,
             fingerprint,
             encoded_options: options.encode(),
@@ -114,7 +118,7 @@ impl CompileCache {
     /// memory); never compiles.
     pub fn load_from_disk(&self, graph: &Graph, counters: &Counters) -> Option<Arc<Program>> {
         let disk = self.disk.as_ref()?;
-        let text = fusion::lower::lower(graph);
+        let text = fusion::lower::lower_for(graph, self.target);
         let key = self.program_key(&text);
         let Lookup::Hit(bytes) = disk.load(key, &text, &self.fingerprint) else {
             return None;
@@ -157,7 +161,7 @@ impl CompileCache {
             },
             xla: self.options.xla.clone(),
         };
-        let text = fusion::lower::lower(graph);
+        let text = fusion::lower::lower_for(graph, self.target);
         let key = self.key_with(&text, &options.encode());
         if let Some(p) = lock(&self.replicated).get(&key) {
             Counters::add(&counters.memory_hits, 1);
@@ -215,7 +219,7 @@ impl CompileCache {
             Counters::add(&counters.memory_hits, 1);
             return Ok(p.clone());
         }
-        let text = fusion::lower::lower(graph);
+        let text = fusion::lower::lower_for(graph, self.target);
         let key = self.program_key(&text);
         self.single_flight(
             key,
@@ -311,7 +315,11 @@ impl CompileCache {
     /// checker's second copy of a program: it must not share the first's
     /// state in the plugin).
     pub fn compile_uncounted(&self, graph: &Graph) -> Result<Executable> {
-        Executable::compile(&self.client, &fusion::lower::lower(graph), &self.options)
+        Executable::compile(
+            &self.client,
+            &fusion::lower::lower_for(graph, self.target),
+            &self.options,
+        )
     }
 
     /// Number of executables held in memory.

@@ -72,6 +72,31 @@ pub(super) fn matmul(e: &mut Emitter, a: &V, b: &V, out: TensorType) -> V {
     e.reshape(&result, &out.shape)
 }
 
+/// `x @ w.T` (`x` of rank 2 or more, `w` a matrix), emitted weight first
+/// as `(w @ x.T).T`: the dot contracts both operands on their minor dims,
+/// with the weight (the larger) on the left, and its `[out, rows]` result is
+/// transposed back. An optimization barrier keeps the compiler from folding
+/// that transpose into the dot, which would give back the slow order (see
+/// `Target::eigen_dots`). The values are those of `matmul(x, w.T)`.
+pub(super) fn linear_weight_first(e: &mut Emitter, x: &V, w: &V, out: TensorType) -> V {
+    let rank = x.ty.rank();
+    let k = x.ty.shape[rank - 1];
+    let n = w.ty.shape[0];
+    let rows: i64 = x.ty.shape[..rank - 1].iter().product();
+    let x_flat = e.reshape(x, &[rows, k]);
+    let attrs = "dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>";
+    let product = e.op(
+        "stablehlo.dot_general",
+        &[w, &x_flat],
+        attrs,
+        TensorType::new(x.ty.dtype, &[n, rows]),
+    );
+    let ty = product.ty.clone();
+    let kept = e.op("stablehlo.optimization_barrier", &[&product], "", ty);
+    let result = e.transpose(&kept, &[1, 0]);
+    e.reshape(&result, &out.shape)
+}
+
 /// `softmax` or, with `log`, `log_softmax` along `dim`.
 pub(super) fn softmax(e: &mut Emitter, x: &V, dim: usize, log: bool) -> V {
     let out = x.ty.dtype;
