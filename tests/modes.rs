@@ -246,6 +246,59 @@ fn weight_updates_donate_their_buffer() {
     assert!(v.iter().all(|&x| (x - 0.0).abs() < 1e-5), "{}", v[0]);
 }
 
+/// A training chunk's weight that the backward also reads (`gx = grad * w`,
+/// an output the update does not need) is not donated to its update: XLA
+/// orders a donated parameter's reads before the write only by data
+/// dependence, and copied the weight every step. The update takes fresh
+/// memory instead; the values are the host's.
+#[test]
+fn a_weight_read_apart_from_its_update_is_not_donated() {
+    let _m = in_mode(Mode::Fused);
+    let shape = [32, 16];
+    let g = Host::random(DType::F32, &shape, 7);
+    let w0 = Host::random(DType::F32, &shape, 8);
+    let grad = g.tensor();
+    let mut w = w0.tensor();
+    grad.sync().unwrap();
+    w.sync().unwrap();
+    let step = |w: &mut Tensor| {
+        let gx = (&grad * &*w).unwrap();
+        *w = (&*w - &(&grad * 0.1).unwrap()).unwrap();
+        gx
+    };
+    for _ in 0..2 {
+        step(&mut w).sync().unwrap();
+    }
+    eagertpu::wait_for_compiles().unwrap();
+    let before = metrics();
+    let mut w_host: Vec<f32> = w.to_vec::<f32>().unwrap();
+    for _ in 0..4 {
+        let gx = step(&mut w);
+        let gx_host: Vec<f32> = g
+            .data
+            .iter()
+            .zip(&w_host)
+            .map(|(g, w)| *g as f32 * w)
+            .collect();
+        for (w, g) in w_host.iter_mut().zip(&g.data) {
+            *w -= *g as f32 * 0.1;
+        }
+        // Within a rounding (XLA may fuse the update into one multiply-add).
+        for (got, want) in [
+            (gx.to_vec::<f32>().unwrap(), &gx_host),
+            (w.to_vec::<f32>().unwrap(), &w_host),
+        ] {
+            for (a, b) in got.iter().zip(want.iter()) {
+                assert!((a - b).abs() <= 1e-6 * (1.0 + b.abs()), "{a} vs {b}");
+            }
+        }
+        w_host = w.to_vec::<f32>().unwrap();
+    }
+    let after = metrics();
+    assert_eq!(after.donated_buffers, before.donated_buffers);
+    assert!(after.executions > before.executions);
+}
+
 /// An AdamW-shaped step that reads its parameter before it updates the
 /// moment: each dead input is donated to its own update (the update lands
 /// at the old value's address), not to the first output of its type, which

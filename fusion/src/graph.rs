@@ -182,6 +182,56 @@ impl Graph {
         self.outputs.iter().map(|v| self.ty(*v))
     }
 
+    /// For each parameter, the outputs that every node reading it feeds
+    /// (is, or is an input of, directly or through other nodes): a bitset
+    /// over the outputs, `is_set(&sets[param], output)`. Such an output can
+    /// be written over the parameter's buffer with no copy: each read of the
+    /// parameter is done before the output exists, in whatever order the
+    /// compiler runs the graph. Given any other output, XLA's copy insertion
+    /// (which orders by data dependence) copies the parameter first.
+    pub fn outputs_after_reads(&self) -> Vec<Vec<u64>> {
+        let words = self.outputs.len().div_ceil(64).max(1);
+        let n = self.defs.len();
+        // feeds[j]: the outputs value j feeds.
+        let mut feeds = vec![0u64; n * words];
+        for (k, out) in self.outputs.iter().enumerate() {
+            feeds[out.0 as usize * words + k / 64] |= 1 << (k % 64);
+        }
+        for j in (0..n).rev() {
+            let Def::Node(node) = &self.defs[j] else {
+                continue;
+            };
+            let (before, from_j) = feeds.split_at_mut(j * words);
+            for input in &node.inputs {
+                let i = input.0 as usize * words;
+                for (w, bits) in before[i..i + words].iter_mut().enumerate() {
+                    *bits |= from_j[w];
+                }
+            }
+        }
+        let mut param_of = vec![u32::MAX; n];
+        let mut next = 0;
+        for (j, def) in self.defs.iter().enumerate() {
+            if let Def::Param(_) = def {
+                param_of[j] = next;
+                next += 1;
+            }
+        }
+        let mut after = vec![vec![!0u64; words]; self.num_params];
+        for (j, def) in self.defs.iter().enumerate() {
+            let Def::Node(node) = def else { continue };
+            for input in &node.inputs {
+                let p = param_of[input.0 as usize];
+                if p != u32::MAX {
+                    for (w, bits) in after[p as usize].iter_mut().enumerate() {
+                        *bits &= feeds[j * words + w];
+                    }
+                }
+            }
+        }
+        after
+    }
+
     /// The nodes in order.
     pub fn nodes(&self) -> impl Iterator<Item = &Node> {
         self.defs.iter().filter_map(|d| match d {
@@ -189,6 +239,11 @@ impl Graph {
             Def::Param(_) => None,
         })
     }
+}
+
+/// Whether bit `k` of the bitset `set` is set.
+pub fn is_set(set: &[u64], k: usize) -> bool {
+    set.get(k / 64).is_some_and(|w| w & (1 << (k % 64)) != 0)
 }
 
 #[cfg(test)]
@@ -204,6 +259,53 @@ mod tests {
         let c = g.push(Op::Binary(BinaryOp::Add), &[a, b]).unwrap();
         g.output(c);
         g
+    }
+
+    #[test]
+    fn an_output_follows_a_parameter_s_reads_only_when_every_reader_feeds_it() {
+        // A training chunk's weight `w`: the backward reads it (`gx = g * w`,
+        // an output nothing else uses) and the update computes `w2 = w - g`.
+        // A second parameter `h` is read by the backward only.
+        let f = |shape: &[i64]| TensorType::new(DType::F32, shape);
+        let mul = Op::Binary(BinaryOp::Mul);
+        let sub = Op::Binary(BinaryOp::Sub);
+        let mut g = Graph::new();
+        let w = g.param(f(&[4]));
+        let grad = g.param(f(&[4]));
+        let h = g.param(f(&[4]));
+        let gx = g.push(mul.clone(), &[grad, w]).unwrap();
+        let gh = g.push(mul, &[gx, h]).unwrap();
+        let w2 = g.push(sub.clone(), &[w, grad]).unwrap();
+        let out = g.push(sub, &[w2, gh]).unwrap();
+        for v in [gx, w2, out] {
+            g.output(v);
+        }
+        let after = g.outputs_after_reads();
+        let outputs = |p: usize| (0..3).filter(|&k| is_set(&after[p], k)).collect::<Vec<_>>();
+        // `w` is read by `gx`'s node and `w2`'s: only `out` follows both.
+        assert_eq!(outputs(0), vec![2]);
+        // `grad` likewise; `h` is read by `gh`, which feeds `out` only.
+        assert_eq!(outputs(1), vec![2]);
+        assert_eq!(outputs(2), vec![2]);
+        // Seventy outputs (two words of bits): the reader of `a` feeds the
+        // last one only.
+        let mut g = Graph::new();
+        let a = g.param(f(&[2]));
+        let b = g.param(f(&[2]));
+        for _ in 0..69 {
+            let v = g.push(Op::Binary(BinaryOp::Add), &[b, b]).unwrap();
+            g.output(v);
+        }
+        let v = g.push(Op::Binary(BinaryOp::Add), &[a, b]).unwrap();
+        g.output(v);
+        let after = g.outputs_after_reads();
+        assert_eq!(
+            (0..70)
+                .filter(|&k| is_set(&after[0], k))
+                .collect::<Vec<_>>(),
+            vec![69]
+        );
+        assert!((0..70).all(|k| !is_set(&after[1], k)));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use fusion::graph::is_set;
 use fusion::hash::FxBuild;
 use fusion::{DType, Graph, Op, Scalar, TensorType, ValueId};
 use smallvec::SmallVec;
@@ -487,6 +488,15 @@ impl Stream {
     /// must keep the old value alive while the update is computed, and
     /// copies both in and out: an AdamW step's parameters and moments
     /// were copied twice over.
+    ///
+    /// Either way only to an output that every reader of the parameter
+    /// feeds (`Graph::outputs_after_reads`). XLA orders a parameter's reads
+    /// before the write of the output it is donated to by data dependence
+    /// alone, and copies the parameter otherwise: a training chunk's weight
+    /// read by the backward's `grad @ w` and updated by the optimizer, or
+    /// the last step's activation given to this step's, was copied every
+    /// step (the bench MLP: its 512x512 weight and a 64x512 activation). An
+    /// output in fresh memory costs no copy.
     fn donate(
         graph: &mut Graph,
         params: &[Param],
@@ -500,6 +510,10 @@ impl Stream {
             // References: this parameter's own, plus the chunk's readers.
             dead[i] = Arc::strong_count(v) == internal + 1;
         }
+        if !dead.contains(&true) {
+            return;
+        }
+        let after_reads = graph.outputs_after_reads();
         let types: Vec<TensorType> = graph.output_types().cloned().collect();
         let mut taken = vec![false; types.len()];
         let mut aliased = vec![false; params.len()];
@@ -508,7 +522,7 @@ impl Stream {
                 continue;
             };
             let own_type = params[i].value.as_ref().is_some_and(|v| v.ty == types[k]);
-            if dead[i] && !aliased[i] && own_type {
+            if dead[i] && !aliased[i] && own_type && is_set(&after_reads[i], k) {
                 taken[k] = true;
                 aliased[i] = true;
                 graph.alias(i, k);
@@ -519,7 +533,9 @@ impl Stream {
             if !dead[i] || aliased[i] {
                 continue;
             }
-            if let Some(k) = (0..types.len()).find(|&k| !taken[k] && types[k] == v.ty) {
+            if let Some(k) = (0..types.len())
+                .find(|&k| !taken[k] && types[k] == v.ty && is_set(&after_reads[i], k))
+            {
                 taken[k] = true;
                 graph.alias(i, k);
             }
