@@ -32,8 +32,9 @@ def test_linear_layers_with_more_outputs_than_rows(dtype, mode):
     """On the CPU plugin such a layer's `x @ w.T` is emitted weight first,
     `(w @ x.T).T` (Eigen runs it 2-3x faster); the values are the CPU's, for
     a weight that is a whole tensor or a view into a larger storage, on
-    batched inputs, and through autograd. Each case runs three times: the
-    third runs the fused program of the first two (fused mode)."""
+    batched inputs, and through autograd. Each case runs until a call runs
+    only fused programs (fused mode: a chunk compiles once seen twice), its
+    values checked every time."""
     tol = dict(rtol=3e-2, atol=5e-2) if dtype == torch.bfloat16 else dict(rtol=1e-4, atol=1e-4)
     cases = [
         (check, lambda x, w, b: F.linear(x, w, b), rand(4, 16, dtype=dtype), rand(24, 16, dtype=dtype), rand(24, dtype=dtype)),
@@ -43,13 +44,15 @@ def test_linear_layers_with_more_outputs_than_rows(dtype, mode):
         (check_grad, lambda x, w: F.linear(x, w), rand(4, 16, dtype=dtype), rand(24, 16, dtype=dtype)),
     ]
     for checker, fn, *args in cases:
-        for _ in range(2):
+        fused_only = False
+        for _ in range(6):
+            op_by_op = eagertpu.metrics()["chunks_op_by_op"]
             checker(fn, *args, **tol)
             eagertpu.wait_for_compiles()
-        op_by_op = eagertpu.metrics()["chunks_op_by_op"]
-        checker(fn, *args, **tol)
-        if mode == "fused":
-            assert eagertpu.metrics()["chunks_op_by_op"] == op_by_op, "the third call ran fused programs"
+            fused_only = eagertpu.metrics()["chunks_op_by_op"] == op_by_op
+            if fused_only:
+                break
+        assert fused_only or mode != "fused", "no call ran only fused programs"
 
 
 def test_matmul_gradients():
