@@ -129,7 +129,7 @@ fn an_out_of_range_target_is_an_error_naming_nll_loss() {
         let r = x
             .nll_loss(&t, None, Reduction::Mean, -100)
             .and_then(|(l, _)| l.to_vec::<f32>());
-        assert_err(r, "gather", &["out of range"]);
+        assert_err(r, "nll_loss", &["out of range"]);
     }
 }
 

@@ -469,6 +469,34 @@ pub enum Op {
     },
     /// (logits [N, C] or [C], target: int [N] or []) softmax cross-entropy.
     CrossEntropy { reduction: Reduction },
+    /// (log_probs [N, C] or [C], target: int [N] or [][, weight [C]])
+    /// PyTorch's `nll_loss`: a row's loss is `-log_probs[target] *
+    /// weight[target]` (weight 1 without one), 0 where the target is
+    /// `ignore_index`; reduced by `reduction`, `Mean` dividing by the summed
+    /// weights (`NllLossTotalWeight`). One op, not a gather and a dozen
+    /// pointwise ops: it is in every classifier's step.
+    NllLoss {
+        reduction: Reduction,
+        ignore_index: i64,
+        weighted: bool,
+    },
+    /// (the operands of `NllLoss`) the sum of the weights of the targets
+    /// `NllLoss` counts: 0-d, of the log-probabilities' dtype.
+    NllLossTotalWeight { ignore_index: i64, weighted: bool },
+    /// (grad, log_probs, target, total_weight [][, weight]) the gradient of
+    /// `NllLoss` with respect to its log-probabilities: `grad` has the
+    /// loss's shape, `total_weight` is what `NllLossTotalWeight` gave.
+    NllLossBackward {
+        reduction: Reduction,
+        ignore_index: i64,
+        weighted: bool,
+    },
+    /// (index: int, number: int64 [], previous: int32 []) the running
+    /// index-check flag of strict and fused mode: `previous` where it is set
+    /// (non-zero), else `number` where an element of `index` other than
+    /// `ignore` is outside `[0, size)`, else 0. (One op for what an index op
+    /// checks, recorded after it: a dozen ops each before.)
+    IndexCheck { size: i64, ignore: Option<i64> },
 
     // ------------------------------------------------------------ convolution
     /// (x [N, C, *spatial], weight [O, C / groups, *kernel]) the convolution of
@@ -592,6 +620,10 @@ impl Op {
             Op::LogSoftmax { .. } => "log_softmax",
             Op::LayerNorm { .. } => "layer_norm",
             Op::CrossEntropy { .. } => "cross_entropy",
+            Op::NllLoss { .. } => "nll_loss",
+            Op::NllLossTotalWeight { .. } => "nll_loss_total_weight",
+            Op::NllLossBackward { .. } => "nll_loss_backward",
+            Op::IndexCheck { .. } => "index_check",
             Op::Conv(spec) => match spec.spatial() {
                 1 => "conv1d",
                 2 => "conv2d",
@@ -625,12 +657,20 @@ impl Op {
                     index_input: 1,
                     bounded_by: 0,
                     dim: *dim,
+                    ignore: None,
                 })
             }
             Op::CrossEntropy { .. } => Some(IndexOperand {
                 index_input: 1,
                 bounded_by: 0,
                 dim: usize::MAX,
+                ignore: Some(-100),
+            }),
+            Op::NllLoss { ignore_index, .. } => Some(IndexOperand {
+                index_input: 1,
+                bounded_by: 0,
+                dim: usize::MAX,
+                ignore: Some(*ignore_index),
             }),
             _ => None,
         }
@@ -638,10 +678,12 @@ impl Op {
 }
 
 /// Which input of an op holds indices into which dim of which other input.
-/// `dim == usize::MAX` means the last dim.
+/// `dim == usize::MAX` means the last dim; an index equal to `ignore` is
+/// allowed whatever the bound (a loss's `ignore_index`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IndexOperand {
     pub index_input: usize,
     pub bounded_by: usize,
     pub dim: usize,
+    pub ignore: Option<i64>,
 }

@@ -101,6 +101,43 @@ def test_cross_entropy_and_nll():
     check_grad(lambda x: F.cross_entropy(x, target.to(x.device), label_smoothing=0.1), logits)
 
 
+def test_nll_loss_is_one_runtime_op_and_keeps_the_cpu_edges(mode):
+    logits, target = rand(6, 5) * 2, torch.randint(0, 5, (6,))
+    # ignore_index outside [0, C), as segmentation uses (-1, 255): such
+    # targets are not out of range, in every mode.
+    for ignore in (-1, 255):
+        t = target.clone()
+        t[[0, 4]] = ignore
+        for reduction in ("mean", "sum", "none"):
+            check_grad(lambda x: F.cross_entropy(x, t.to(x.device), ignore_index=ignore, reduction=reduction), logits)
+    # An ignored row of -inf log-probabilities costs 0, not NaN (its target
+    # picks nothing); bfloat16 log-probabilities.
+    logp = F.log_softmax(logits, 1)
+    logp[2] = float("-inf")
+    t = target.clone()
+    t[2] = -100
+    for reduction in ("mean", "none"):
+        check_grad(lambda x: F.nll_loss(x, t.to(x.device), reduction=reduction), logp)
+    check(lambda x: F.nll_loss(x, target.to(x.device)), logp.clone().fill_(-0.5).bfloat16())
+    # A target out of range with a custom ignore_index is still an error
+    # naming the op.
+    bad = target.clone()
+    bad[3] = 5
+    with pytest.raises(RuntimeError, match=r"nll_loss.*out of range"):
+        F.cross_entropy(logits.to("tpu"), bad.to("tpu"), ignore_index=255).item()
+    # Through PyTorch, nll_loss forward and backward are one runtime op each
+    # (with the index check and the total weight), not a gather and a dozen
+    # pointwise ops: it is in every classifier's step.
+    x = logp.detach().clone().fill_(-1.0).to("tpu").requires_grad_()
+    before = eagertpu.metrics()["ops_recorded"]
+    loss = F.nll_loss(x, target.to("tpu"))
+    forward = eagertpu.metrics()["ops_recorded"] - before
+    loss.backward()
+    backward = eagertpu.metrics()["ops_recorded"] - before - forward
+    assert forward <= 5 and backward <= 2, (forward, backward)
+    assert x.grad.cpu().sum().item() == pytest.approx(-1.0)  # d mean(-x[t]) / dx sums to -1
+
+
 def test_mse_loss():
     for reduction in ("mean", "sum", "none"):
         check_grad(lambda a, b: F.mse_loss(a, b, reduction=reduction), rand(4, 3), rand(4, 3))

@@ -129,6 +129,20 @@ impl Op {
                 ..
             } => reduce::layer_norm(op, *normalized_dims, *weight, *bias, inputs),
             Op::CrossEntropy { reduction } => reduce::cross_entropy(op, *reduction, inputs),
+            Op::NllLoss {
+                reduction,
+                weighted,
+                ..
+            } => reduce::nll_loss(op, *reduction, *weighted, inputs),
+            Op::NllLossTotalWeight { weighted, .. } => {
+                reduce::nll_loss_total_weight(op, *weighted, inputs)
+            }
+            Op::NllLossBackward {
+                reduction,
+                weighted,
+                ..
+            } => reduce::nll_loss_backward(op, *reduction, *weighted, inputs),
+            Op::IndexCheck { .. } => reduce::index_check(op, inputs),
             Op::Conv(spec) => conv::conv(op, spec, inputs),
             Op::ConvBackwardInput { spec, input } => conv::backward_input(op, spec, input, inputs),
             Op::ConvBackwardWeight { spec, weight } => {

@@ -204,8 +204,27 @@ pub(super) fn cross_entropy(
     inputs: &[TensorType],
 ) -> Result<TensorType> {
     arity(op, inputs, 2)?;
-    let (logits, target) = (&inputs[0], &inputs[1]);
-    float_only(op, logits)?;
+    class_targets(op, &inputs[0], &inputs[1])?;
+    Ok(loss_type(&inputs[0], &inputs[1], reduction))
+}
+
+/// The loss of `reduction` over rows of `input` with a target each: one per
+/// row, or 0-d.
+fn loss_type(input: &TensorType, target: &TensorType, reduction: Reduction) -> TensorType {
+    let shape = match reduction {
+        Reduction::None => target.shape.clone(),
+        Reduction::Mean | Reduction::Sum => Shape::new(),
+    };
+    TensorType {
+        dtype: input.dtype,
+        shape,
+    }
+}
+
+/// Checks scores `input` (`[N, C]` or `[C]`, floating point) against class
+/// indices `target` (`[N]` or `[]`, integer).
+fn class_targets(op: &'static str, input: &TensorType, target: &TensorType) -> Result<()> {
+    float_only(op, input)?;
     if !target.dtype.is_int() {
         return Err(Error::Invalid {
             op,
@@ -215,24 +234,101 @@ pub(super) fn cross_entropy(
             ),
         });
     }
-    let ok = match logits.rank() {
+    let ok = match input.rank() {
         1 => target.rank() == 0,
-        2 => target.rank() == 1 && target.shape[0] == logits.shape[0],
+        2 => target.rank() == 1 && target.shape[0] == input.shape[0],
         _ => false,
     };
     if !ok {
         return Err(Error::ShapeMismatch {
             op,
-            got: format!("input {logits} and target {target}"),
+            got: format!("input {input} and target {target}"),
             expected: "input [N, C] with target [N], or input [C] with a 0-d target".into(),
         });
     }
-    let shape = match reduction {
-        Reduction::None => target.shape.clone(),
-        Reduction::Mean | Reduction::Sum => Shape::new(),
-    };
-    Ok(TensorType {
-        dtype: logits.dtype,
-        shape,
-    })
+    Ok(())
+}
+
+/// `nll_loss`'s operands, `(log_probs, target[, weight])`, starting at
+/// `inputs[0]`: checked, the weight a float per class of the input's dtype.
+fn nll_operands(op: &'static str, inputs: &[TensorType], weighted: bool) -> Result<()> {
+    arity(op, inputs, 2 + weighted as usize)?;
+    let (input, target) = (&inputs[0], &inputs[1]);
+    class_targets(op, input, target)?;
+    if weighted {
+        let w = &inputs[2];
+        let classes = input.shape[input.rank() - 1];
+        if w.shape.as_slice() != [classes] || w.dtype != input.dtype {
+            return Err(Error::ShapeMismatch {
+                op,
+                got: format!("weight {w} for an input {input}"),
+                expected: format!("a weight per class: {}[{classes}]", input.dtype),
+            });
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn nll_loss(
+    op: &'static str,
+    reduction: Reduction,
+    weighted: bool,
+    inputs: &[TensorType],
+) -> Result<TensorType> {
+    nll_operands(op, inputs, weighted)?;
+    Ok(loss_type(&inputs[0], &inputs[1], reduction))
+}
+
+pub(super) fn nll_loss_total_weight(
+    op: &'static str,
+    weighted: bool,
+    inputs: &[TensorType],
+) -> Result<TensorType> {
+    nll_operands(op, inputs, weighted)?;
+    Ok(TensorType::scalar(inputs[0].dtype))
+}
+
+/// `(grad, log_probs, target, total_weight[, weight])`.
+pub(super) fn nll_loss_backward(
+    op: &'static str,
+    reduction: Reduction,
+    weighted: bool,
+    inputs: &[TensorType],
+) -> Result<TensorType> {
+    arity(op, inputs, 4 + weighted as usize)?;
+    let (grad, input, target, total) = (&inputs[0], &inputs[1], &inputs[2], &inputs[3]);
+    let mut operands = vec![input.clone(), target.clone()];
+    operands.extend(inputs.get(4).cloned());
+    nll_operands(op, &operands, weighted)?;
+    let want = loss_type(input, target, reduction);
+    if grad != &want || total != &TensorType::scalar(input.dtype) {
+        return Err(Error::ShapeMismatch {
+            op,
+            got: format!("grad {grad} and total weight {total}"),
+            expected: format!(
+                "grad {want} (the loss's type) and a total weight {}",
+                TensorType::scalar(input.dtype)
+            ),
+        });
+    }
+    Ok(input.clone())
+}
+
+/// `(index, number, previous)` of `Op::IndexCheck`.
+pub(super) fn index_check(op: &'static str, inputs: &[TensorType]) -> Result<TensorType> {
+    arity(op, inputs, 3)?;
+    let (index, number, previous) = (&inputs[0], &inputs[1], &inputs[2]);
+    if !index.dtype.is_int()
+        || number != &TensorType::scalar(DType::I64)
+        || previous != &TensorType::scalar(DType::I32)
+    {
+        return Err(Error::Invalid {
+            op,
+            message: format!(
+                "got index {index}, number {number} and flag {previous}; expected integer \
+                 indices, an int64 number and an int32 flag, both 0-d"
+            ),
+        });
+    }
+    Ok(TensorType::scalar(DType::I32))
 }

@@ -4,7 +4,7 @@
 //! full-coordinate gather/scatter whose index vector is `iota` in every dim but
 //! `dim`, where it is the user's index.
 
-use super::{Emitter, V, dim_list, i64_array};
+use super::{Cmp, Emitter, V, dim_list, i64_array};
 use crate::dtype::DType;
 use crate::op::ScatterReduce;
 use crate::scalar::Scalar;
@@ -189,4 +189,32 @@ pub(super) fn dynamic_update_slice(e: &mut Emitter, inputs: &[V]) -> V {
         "",
         x.ty.clone(),
     )
+}
+
+/// The running index-check flag (`Op::IndexCheck`): `previous` where set,
+/// else `number` where any element of `index` other than `ignore` is
+/// outside `[0, size)`, else 0.
+pub(super) fn index_check(e: &mut Emitter, inputs: &[V], size: i64, ignore: Option<i64>) -> V {
+    let (index, number, previous) = (&inputs[0], &inputs[1], &inputs[2]);
+    let zero = e.splat(0, index);
+    let bound = e.splat(Scalar::Int(size), index);
+    let below = e.compare(Cmp::Lt, index, &zero);
+    let above = e.compare(Cmp::Ge, index, &bound);
+    let mut bad = e.binary("stablehlo.or", &below, &above);
+    if let Some(v) = ignore {
+        let ignored = e.splat(Scalar::Int(v), index);
+        let counted = e.compare(Cmp::Ne, index, &ignored);
+        bad = e.binary("stablehlo.and", &bad, &counted);
+    }
+    let dims: Vec<usize> = (0..bad.ty.rank()).collect();
+    let any = match dims.len() {
+        0 => bad,
+        _ => e.reduce(&bad, Scalar::Bool(false), "stablehlo.or", &dims),
+    };
+    let any = e.convert(&any, DType::I32);
+    let number = e.convert(number, DType::I32);
+    let flagged = e.mul(&any, &number);
+    let clear = e.scalar(0, DType::I32);
+    let clean = e.compare(Cmp::Eq, previous, &clear);
+    e.select(&clean, &flagged, previous)
 }

@@ -303,6 +303,20 @@ fn lower_op(e: &mut Emitter, op: &Op, inputs: &[V], out: TensorType) -> V {
         Op::CrossEntropy { reduction } => {
             nn::cross_entropy(e, &inputs[0], &inputs[1], *reduction, out)
         }
+        Op::NllLoss {
+            reduction,
+            ignore_index,
+            ..
+        } => nn::nll_loss(e, inputs, *reduction, *ignore_index, out),
+        Op::NllLossTotalWeight { ignore_index, .. } => {
+            nn::nll_loss_total_weight(e, inputs, *ignore_index, out)
+        }
+        Op::NllLossBackward {
+            reduction,
+            ignore_index,
+            ..
+        } => nn::nll_loss_backward(e, inputs, *reduction, *ignore_index, out),
+        Op::IndexCheck { size, ignore } => index::index_check(e, inputs, *size, *ignore),
         Op::RandUniform { .. } => random::rand_uniform(e, &inputs[0], &inputs[1], out),
         Op::RandGamma => random::gamma(e, &inputs[0], &inputs[1], &inputs[2]),
         Op::RandPoisson => random::poisson(e, &inputs[0], &inputs[1], &inputs[2]),

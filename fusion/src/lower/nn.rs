@@ -169,6 +169,67 @@ pub(super) fn layer_norm(
 /// PyTorch's default `ignore_index`.
 const IGNORE_INDEX: i64 = -100;
 
+/// Rows of class scores (`[N, C]`; a `[C]` input is one row) with a class
+/// target each, as the losses over them read them.
+struct ClassRows {
+    /// The scores, in their accumulator dtype.
+    x: V,
+    /// `[N]`: whether a row counts (its target is not `ignore_index`).
+    valid: V,
+    /// `[N, C]`: each counted row's target class (false everywhere in a row
+    /// that does not count, or whose target is out of range).
+    onehot: V,
+}
+
+impl ClassRows {
+    fn new(e: &mut Emitter, input: &V, target: &V, ignore_index: i64) -> ClassRows {
+        let (input, target) = if input.ty.rank() == 1 {
+            let c = input.ty.shape[0];
+            (e.reshape(input, &[1, c]), e.reshape(target, &[1]))
+        } else {
+            (input.clone(), target.clone())
+        };
+        let (n, c) = (input.ty.shape[0], input.ty.shape[1]);
+        let t = e.convert(&target, DType::I64);
+        let ignored = e.splat(Scalar::Int(ignore_index), &t);
+        let valid = e.compare(Cmp::Ne, &t, &ignored);
+        // No class is -1: a row that does not count picks nothing.
+        let nothing = e.splat(Scalar::Int(-1), &t);
+        let counted = e.select(&valid, &t, &nothing);
+        let classes = e.iota(TensorType::new(DType::I64, &[n, c]), 1);
+        let targets = e.broadcast_in_dim(&counted, &[n, c], [0]);
+        let onehot = e.compare(Cmp::Eq, &classes, &targets);
+        let x = e.convert(&input, accumulator(input.ty.dtype));
+        ClassRows { x, valid, onehot }
+    }
+
+    fn rows(&self) -> i64 {
+        self.x.ty.shape[0]
+    }
+
+    /// Each row's element of `values` (`[N, C]`) at its target; 0 in a row
+    /// that picks nothing.
+    fn pick(&self, e: &mut Emitter, values: &V) -> V {
+        let zero = e.splat(0, values);
+        let picked = e.select(&self.onehot, values, &zero);
+        sum(e, &picked, &[1])
+    }
+
+    /// Each row's weight (its target's, 1 without `weight`), 0 in a row that
+    /// does not count: `[N]`, in the accumulator dtype.
+    fn weights(&self, e: &mut Emitter, weight: Option<&V>) -> V {
+        let acc = self.x.ty.dtype;
+        match weight {
+            Some(w) => {
+                let w = e.convert(w, acc);
+                let w = e.broadcast_in_dim(&w, &self.x.ty.shape, [1]);
+                self.pick(e, &w)
+            }
+            None => e.convert(&self.valid, acc),
+        }
+    }
+}
+
 /// `-log_softmax(logits)[target]`, ignoring targets equal to -100; the mean is
 /// over the targets not ignored.
 pub(super) fn cross_entropy(
@@ -178,39 +239,102 @@ pub(super) fn cross_entropy(
     reduction: Reduction,
     out: TensorType,
 ) -> V {
-    let dtype = logits.ty.dtype;
-    let (logits, target) = if logits.ty.rank() == 1 {
-        let c = logits.ty.shape[0];
-        (e.reshape(logits, &[1, c]), e.reshape(target, &[1]))
-    } else {
-        (logits.clone(), target.clone())
-    };
-    let (n, c) = (logits.ty.shape[0], logits.ty.shape[1]);
-    let acc = accumulator(dtype);
-    let lc = e.convert(&logits, acc);
-    let lse = logsumexp(e, &lc, &[1]);
-    let t = e.convert(&target, DType::I64);
-    let classes = e.iota(TensorType::new(DType::I64, &[n, c]), 1);
-    let tb = e.broadcast_in_dim(&t, &[n, c], [0]);
-    let onehot = e.compare(Cmp::Eq, &classes, &tb);
-    let zero = e.splat(0, &lc);
-    let picked = e.select(&onehot, &lc, &zero);
-    let picked = sum(e, &picked, &[1]);
+    let rows = ClassRows::new(e, logits, target, IGNORE_INDEX);
+    let lse = logsumexp(e, &rows.x, &[1]);
+    let picked = rows.pick(e, &rows.x);
     let loss = e.sub(&lse, &picked);
-    let ignore = e.splat(Scalar::Int(IGNORE_INDEX), &t);
-    let valid = e.compare(Cmp::Ne, &t, &ignore);
-    let zero_n = e.splat(0, &loss);
-    let loss = e.select(&valid, &loss, &zero_n);
+    let zero = e.splat(0, &loss);
+    let loss = e.select(&rows.valid, &loss, &zero);
+    let count = rows.weights(e, None);
+    reduced_loss(e, &loss, &count, reduction, out)
+}
+
+/// Per-row `losses` reduced by `reduction` (`Mean` divides by the sum of
+/// `weights`), as `out`.
+fn reduced_loss(
+    e: &mut Emitter,
+    losses: &V,
+    weights: &V,
+    reduction: Reduction,
+    out: TensorType,
+) -> V {
     let r = match reduction {
-        Reduction::None => loss,
-        Reduction::Sum => sum(e, &loss, &[0]),
+        Reduction::None => losses.clone(),
+        Reduction::Sum => sum(e, losses, &[0]),
         Reduction::Mean => {
-            let total = sum(e, &loss, &[0]);
-            let count = e.convert(&valid, acc);
-            let count = sum(e, &count, &[0]);
+            let total = sum(e, losses, &[0]);
+            let count = sum(e, weights, &[0]);
             e.div(&total, &count)
         }
     };
-    let r = e.convert(&r, dtype);
+    let r = e.convert(&r, out.dtype);
     e.reshape(&r, &out.shape)
+}
+
+/// PyTorch's `nll_loss` (`Op::NllLoss`): `inputs` are the log-probabilities,
+/// the targets and, if weighted, the class weights.
+pub(super) fn nll_loss(
+    e: &mut Emitter,
+    inputs: &[V],
+    reduction: Reduction,
+    ignore_index: i64,
+    out: TensorType,
+) -> V {
+    let rows = ClassRows::new(e, &inputs[0], &inputs[1], ignore_index);
+    let w = rows.weights(e, inputs.get(2));
+    let picked = rows.pick(e, &rows.x);
+    let weighted = e.mul(&picked, &w);
+    // 0 - x, not -x: a row that does not count is +0, as on the CPU.
+    let zero = e.splat(0, &weighted);
+    let loss = e.sub(&zero, &weighted);
+    reduced_loss(e, &loss, &w, reduction, out)
+}
+
+/// The sum of the weights `nll_loss` counts (`Op::NllLossTotalWeight`).
+pub(super) fn nll_loss_total_weight(
+    e: &mut Emitter,
+    inputs: &[V],
+    ignore_index: i64,
+    out: TensorType,
+) -> V {
+    let rows = ClassRows::new(e, &inputs[0], &inputs[1], ignore_index);
+    let w = rows.weights(e, inputs.get(2));
+    let total = sum(e, &w, &[0]);
+    let total = e.convert(&total, out.dtype);
+    e.reshape(&total, &out.shape)
+}
+
+/// The gradient of `nll_loss` (`Op::NllLossBackward`): `inputs` are the
+/// loss's gradient, the log-probabilities, the targets, the total weight
+/// and, if weighted, the class weights. A counted row's target gets `-grad
+/// * weight` (divided by the total weight for `Mean`), all else 0.
+pub(super) fn nll_loss_backward(
+    e: &mut Emitter,
+    inputs: &[V],
+    reduction: Reduction,
+    ignore_index: i64,
+    out: TensorType,
+) -> V {
+    let rows = ClassRows::new(e, &inputs[1], &inputs[2], ignore_index);
+    let w = rows.weights(e, inputs.get(4));
+    let n = rows.rows();
+    let acc = rows.x.ty.dtype;
+    let grad = e.convert(&inputs[0], acc);
+    let grad = match reduction {
+        Reduction::None => e.reshape(&grad, &[n]),
+        Reduction::Sum => e.broadcast_in_dim(&grad, &[n], []),
+        Reduction::Mean => {
+            let total = e.convert(&inputs[3], acc);
+            let g = e.div(&grad, &total);
+            e.broadcast_in_dim(&g, &[n], [])
+        }
+    };
+    let scaled = e.mul(&grad, &w);
+    let zero = e.splat(0, &scaled);
+    let coefficient = e.sub(&zero, &scaled);
+    let coefficient = e.broadcast_in_dim(&coefficient, &rows.x.ty.shape, [0]);
+    let zeros = e.splat(0, &coefficient);
+    let d = e.select(&rows.onehot, &coefficient, &zeros);
+    let d = e.convert(&d, out.dtype);
+    e.reshape(&d, &out.shape)
 }

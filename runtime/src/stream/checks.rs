@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use fusion::{BinaryOp, DType, Op, ReduceOp, Scalar};
+use fusion::{DType, Op, Scalar};
 
 use super::{Launch, Recorder, Stream, StreamState};
 use crate::completion::Blame;
@@ -144,7 +144,7 @@ impl Stream {
                 ix.dim
             };
             let size = bounded.shape[dim];
-            let ignore = matches!(node.op, Op::CrossEntropy { .. }).then_some(-100);
+            let ignore = ix.ignore;
             let origin = node.origin.clone();
             let check = IndexCheck {
                 blame: node.blame(1),
@@ -220,38 +220,15 @@ fn out_of_range(
     number: i64,
     previous: Option<&Arc<Value>>,
 ) -> Result<Arc<Value>> {
-    let dt = index.ty.dtype;
-    let zero = rec.scalar(Scalar::Int(0), dt)?;
-    let bound = rec.scalar(Scalar::Int(size), dt)?;
-    let below = rec.node(Op::Binary(BinaryOp::Lt), &[index, &zero])?;
-    let above = rec.node(Op::Binary(BinaryOp::Ge), &[index, &bound])?;
-    let mut bad = rec.node(Op::Binary(BinaryOp::LogicalOr), &[&below, &above])?;
-    if let Some(v) = ignore {
-        let skip = rec.scalar(Scalar::Int(v), dt)?;
-        let counted = rec.node(Op::Binary(BinaryOp::Ne), &[index, &skip])?;
-        bad = rec.node(Op::Binary(BinaryOp::LogicalAnd), &[&bad, &counted])?;
-    }
-    let bad = rec.node(Op::Cast(DType::I32), &[&bad])?;
-    let any = rec.node(
-        Op::Reduce {
-            op: ReduceOp::Max,
-            dims: Default::default(),
-            keepdim: false,
-        },
-        &[&bad],
-    )?;
     // The op's number is a parameter, like an RNG key: numbering never
     // changes the program.
-    let key = rec.key(number)?;
-    let key = rec.node(Op::Cast(DType::I32), &[&key])?;
-    let flagged = rec.node(Op::Binary(BinaryOp::Mul), &[&any, &key])?;
+    let number = rec.key(number)?;
     // The first check after a read folds into a clean flag too: a step
     // records the same ops whether or not the host read before it, so a
     // loop that logs every N steps still repeats every step (`policy`).
-    let none = rec.scalar(Scalar::Int(0), DType::I32)?;
-    let previous = previous.unwrap_or(&none);
-    let clean = rec.node(Op::Binary(BinaryOp::Eq), &[previous, &none])?;
-    rec.node(Op::Where, &[&clean, &flagged, previous])
+    let clean = rec.scalar(Scalar::Int(0), DType::I32)?;
+    let previous = previous.unwrap_or(&clean);
+    rec.node(Op::IndexCheck { size, ignore }, &[index, &number, previous])
 }
 
 /// Debug mode checks tensor indices on the host before running: an
@@ -274,9 +251,8 @@ pub(super) fn check_indices_on_host(launches: &[Launch]) -> Result<()> {
             ix.dim
         };
         let size = bounded.ty.shape.get(dim).copied().unwrap_or(1);
-        let allow_ignore = matches!(l.node.op, Op::CrossEntropy { .. });
         for i in host::read_i64(&buffer, &index.ty)? {
-            if (i < 0 || i >= size) && !(allow_ignore && i == -100) {
+            if (i < 0 || i >= size) && ix.ignore != Some(i) {
                 return Err(l.node.blame(1).error(
                     fusion::Error::IndexOutOfRange {
                         op: l.node.op.name(),

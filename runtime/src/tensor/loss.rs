@@ -2,7 +2,7 @@
 //! `nll_loss`, which `cross_entropy` calls after `log_softmax`) and its
 //! gradient. (`Tensor::cross_entropy`, one `Op`, takes logits.)
 
-use fusion::{BinaryOp, DType, Reduction, named_ops};
+use fusion::{BinaryOp, DType, Op, Reduction, named_ops};
 
 use super::Tensor;
 use crate::error::Result;
@@ -70,29 +70,27 @@ impl Tensor {
         reduction: Reduction,
         ignore_index: i64,
     ) -> Result<(Tensor, Tensor)> {
-        let rows = rows("nll_loss", self, target, weight)?;
-        let t = target.to_dtype(DType::I64)?;
-        let ignored = t.eq(ignore_index)?;
-        // Ignored targets pick class 0 (a checked gather) and weigh 0.
-        let safe = Tensor::where_(&ignored, 0i64, &t)?;
-        let column: Vec<i64> = rows.iter().copied().chain([1]).collect();
-        let picked = self.gather(-1, &safe.reshape(&column)?)?.reshape(&rows)?;
-        let w = match weight {
-            Some(w) => w
-                .to_dtype(self.dtype())?
-                .index_select(0, &safe.reshape(&[-1])?)?
-                .reshape(&rows)?,
-            None => self.device().ones(&rows, self.dtype())?,
-        };
-        let w = Tensor::where_(&ignored, 0.0, &w)?;
-        let loss = (&picked * &w)?.neg()?;
-        let total_weight = w.sum_all()?;
-        let out = match reduction {
-            Reduction::None => loss,
-            Reduction::Sum => loss.sum_all()?,
-            Reduction::Mean => (&loss.sum_all()? / &total_weight)?,
-        };
-        Ok((out, total_weight))
+        rows("nll_loss", self, target, weight)?;
+        let weight = weight.map(|w| w.to_dtype(self.dtype())).transpose()?;
+        let mut operands = vec![target];
+        operands.extend(weight.as_ref());
+        let weighted = weight.is_some();
+        let loss = self.op(
+            Op::NllLoss {
+                reduction,
+                ignore_index,
+                weighted,
+            },
+            &operands,
+        )?;
+        let total_weight = self.op(
+            Op::NllLossTotalWeight {
+                ignore_index,
+                weighted,
+            },
+            &operands,
+        )?;
+        Ok((loss, total_weight))
     }
 
     /// The gradient of `nll_loss` with respect to its `input`, `self` being
@@ -108,26 +106,23 @@ impl Tensor {
         ignore_index: i64,
         total_weight: &Tensor,
     ) -> Result<Tensor> {
-        let rows = rows("nll_loss_backward", input, target, weight)?;
-        let classes = input.shape()[input.rank() - 1];
-        let column: Vec<i64> = rows.iter().copied().chain([1]).collect();
-        let t = target.to_dtype(DType::I64)?.reshape(&column)?;
-        // Each row one-hot at its target, scaled by the target's weight; an
-        // ignored (or out-of-range) target gives a row of zeros.
-        let hit = t
-            .eq(&input.device().arange(0i64, classes, 1i64)?)?
-            .logical_and(&t.ne(ignore_index)?)?;
-        let w = match weight {
-            Some(w) => w.to_dtype(input.dtype())?,
-            None => input.device().ones(&[], input.dtype())?,
-        };
-        let one_hot = Tensor::where_(&hit, &w, 0.0)?;
-        let g = match reduction {
-            Reduction::None if input.rank() == 2 => self.reshape(&column)?,
-            Reduction::Mean => (self / total_weight)?,
-            _ => self.clone(),
-        };
-        (&one_hot * &g)?.neg()
+        rows("nll_loss_backward", input, target, weight)?;
+        let dtype = input.dtype();
+        // The gradient and the total weight in the input's dtype (PyTorch
+        // hands them over in it; a caller of this API may not).
+        let grad = self.to_dtype(dtype)?;
+        let total_weight = total_weight.to_dtype(dtype)?;
+        let weight = weight.map(|w| w.to_dtype(dtype)).transpose()?;
+        let mut operands = vec![input, target, &total_weight];
+        operands.extend(weight.as_ref());
+        grad.op(
+            Op::NllLossBackward {
+                reduction,
+                ignore_index,
+                weighted: weight.is_some(),
+            },
+            &operands,
+        )
     }
 }
 
