@@ -174,6 +174,42 @@ def test_a_whole_tensor_read_in_its_own_shape_records_no_view_op():
 
 
 @pytest.mark.usefixtures("no_fallbacks")
+def test_a_storage_read_again_in_another_shape_or_transposed_records_one_op(mode):
+    import eagertpu
+
+    def recorded(fn):
+        before = eagertpu.metrics()["ops_recorded"]
+        out = fn()
+        return out, eagertpu.metrics()["ops_recorded"] - before
+
+    # A bias gradient: written as a [1, n] sum, read as [n] by each optimizer
+    # op. The first read reshapes (one op); reads of that view while its
+    # value is held (fused mode: until the chunk is cut) are no op, until a
+    # write. Debug and strict mode run each op at once, its inputs then free.
+    g = rand(8, 5)
+    summed = g.to("tpu").sum(0, keepdim=True)
+    flat = summed.view(5)
+    (doubled, tripled), ops = recorded(lambda: (flat * 2, flat * 3))
+    assert ops == (3 if mode == "fused" else 4), ops  # one reshape (two), two products
+    same(doubled, g.sum(0) * 2)
+    same(tripled, g.sum(0) * 3)
+    summed.copy_(summed * 4)  # written as [1, 5] again
+    same(flat, g.sum(0) * 4)
+    same(summed, g.sum(0, keepdim=True) * 4)
+    # A weight's transpose (a linear layer's w.t()) is one permute, not a
+    # flattening and an as_strided; a strided view is not a permutation.
+    w, m = rand(3, 4), rand(3, 2)
+    tw, tm = w.to("tpu"), m.to("tpu")
+    wt, ops = recorded(lambda: tw.t() @ tm)
+    assert ops == 2, ops  # the permute and the product
+    same(wt, w.t() @ m)
+    same(tw.t()[::2], w.t()[::2])
+    same(tw.view(2, 6).t(), w.view(2, 6).t())
+    x = rand(2, 1, 3)
+    same(x.to("tpu").permute(2, 1, 0) * 1, x.permute(2, 1, 0))
+
+
+@pytest.mark.usefixtures("no_fallbacks")
 def test_dtype_views_reinterpret_bits_on_the_device():
     import eagertpu
 

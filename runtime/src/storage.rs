@@ -35,7 +35,7 @@ use fusion::DType;
 
 use crate::error::{Error, Result};
 use crate::slots::Slots;
-use crate::tensor::{Device, Tensor};
+use crate::tensor::{Device, Tensor, WeakTensor};
 use crate::timing::{Stage, timed};
 use crate::value::Value;
 
@@ -44,6 +44,43 @@ struct Storage {
     nbytes: u64,
     /// The contents: a flat tensor, once something was written (or read).
     value: Option<Tensor>,
+    /// The view last read of the contents that took an op, while that op's
+    /// result is held (by an op recorded since, or by the caller).
+    last_view: Option<ViewRead>,
+}
+
+/// A view read of a storage's contents (`read_view`): the same view read
+/// again of the same contents is the same value, no op. Weak, so that it
+/// holds no memory of its own: a bias's gradient, written as a `[1, n]` sum
+/// and read as `[n]` by every optimizer op of a step, is one reshape a step
+/// (one per read before); a weight read as `w.t()` twice in a step (forward
+/// and backward), one transpose.
+struct ViewRead {
+    contents: WeakTensor,
+    dtype: DType,
+    byte_offset: u64,
+    sizes: Vec<i64>,
+    strides: Vec<i64>,
+    view: WeakTensor,
+}
+
+impl ViewRead {
+    /// The view, if it is this one of `contents`, and still held.
+    fn find(
+        &self,
+        contents: &Tensor,
+        dtype: DType,
+        byte_offset: u64,
+        sizes: &[i64],
+        strides: &[i64],
+    ) -> Option<Tensor> {
+        let same = self.dtype == dtype
+            && self.byte_offset == byte_offset
+            && self.sizes == sizes
+            && self.strides == strides
+            && self.contents.is(contents);
+        same.then(|| self.view.upgrade()).flatten()
+    }
 }
 
 /// A registered allocation: a key of the storage table (`Slots`), a number,
@@ -195,6 +232,27 @@ fn contents(s: &mut Storage, dtype: DType, n: i64) -> Result<Tensor> {
     }
 }
 
+/// The dims of `held` (a row-major shape) that a view of `sizes` and
+/// `strides` at `offset` takes in its order, if it is a permutation of them.
+fn permutation_of(held: &[i64], sizes: &[i64], strides: &[i64], offset: i64) -> Option<Vec<i64>> {
+    if offset != 0 || held.len() != sizes.len() {
+        return None;
+    }
+    let mut row_major = vec![1i64; held.len()];
+    for d in (0..held.len().saturating_sub(1)).rev() {
+        row_major[d] = row_major[d + 1] * held[d + 1];
+    }
+    let mut taken = vec![false; held.len()];
+    let mut dims = Vec::with_capacity(held.len());
+    for (&size, &stride) in sizes.iter().zip(strides) {
+        let d = (0..held.len())
+            .find(|&d| !taken[d] && held[d] == size && (size == 1 || row_major[d] == stride))?;
+        taken[d] = true;
+        dims.push(d as i64);
+    }
+    Some(dims)
+}
+
 fn is_whole(sizes: &[i64], strides: &[i64], offset: i64, n: i64) -> bool {
     let numel: i64 = sizes.iter().product();
     let mut expect = 1;
@@ -228,6 +286,7 @@ fn fit(value: Tensor, dtype: DType, sizes: &[i64]) -> Result<Tensor> {
 pub fn register(device: usize, nbytes: u64) -> Result<StorageId> {
     Device::get(device)?;
     Ok(storages().insert(Storage {
+        last_view: None,
         device,
         nbytes,
         value: None,
@@ -295,16 +354,37 @@ pub fn read_view(
         inside(id, s, byte_offset)?;
         let (offset, n) = geometry(byte_offset, s.nbytes, dtype)?;
         let all = contents(s, dtype, n)?;
+        if let Some(view) = s
+            .last_view
+            .as_ref()
+            .and_then(|v| v.find(&all, dtype, byte_offset, sizes, strides))
+        {
+            return Ok(view);
+        }
         drop(table);
-        if is_whole(sizes, strides, offset, n) {
+        let view = if is_whole(sizes, strides, offset, n) {
             // No op when the shape is the one the storage was written with.
             if all.shape() == sizes {
                 return Ok(all);
             }
-            all.reshape(sizes)
+            all.reshape(sizes)?
+        } else if let Some(dims) = permutation_of(all.shape(), sizes, strides, offset) {
+            // A transpose of the contents as held (a weight's `w.t()`): one
+            // op, not a flattening and an `as_strided`.
+            all.permute(&dims)?
         } else {
-            all.reshape(&[n])?.as_strided(sizes, strides, offset)
-        }
+            all.reshape(&[n])?.as_strided(sizes, strides, offset)?
+        };
+        let mut table = storages();
+        table.get(id)?.last_view = Some(ViewRead {
+            contents: all.downgrade(),
+            dtype,
+            byte_offset,
+            sizes: sizes.to_vec(),
+            strides: strides.to_vec(),
+            view: view.downgrade(),
+        });
+        Ok(view)
     })
 }
 
