@@ -22,7 +22,7 @@ pub use graph::{Def, Graph, Node, ValueId};
 pub use op::{
     ArgReduceOp, BinaryOp, Collective, CollectiveReduce, ConvSpec, EighOutput, F64, FftKind,
     HouseholderOutput, IndexOperand, LuOutput, Op, Polynomial, PoolSpec, ReduceOp, Reduction,
-    ReplicaGroups, ScanOp, ScatterReduce, SortOutput, UnaryOp,
+    ReplicaGroups, ScanOp, ScatterReduce, SortOutput, TernaryOp, UnaryOp,
 };
 pub use scalar::Scalar;
 pub use shape::{Dims, Shape, TensorType};

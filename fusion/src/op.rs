@@ -163,6 +163,37 @@ pub enum SortOutput {
     Indices,
 }
 
+/// The pointwise ops of three operands and a scalar (`Op::Ternary`); low
+/// precision floats compute in float32, as PyTorch's CPU kernels do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TernaryOp {
+    /// `x + s * a * b`.
+    Addcmul,
+    /// `x + s * a / b`: floating point or complex.
+    Addcdiv,
+    /// `x + w * (end - x)` where `|w| < 0.5`, else `end - (end - x) * (1 -
+    /// w)` (weight 1 gives `end` exactly): floating point or complex.
+    Lerp,
+}
+
+impl TernaryOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            TernaryOp::Addcmul => "addcmul",
+            TernaryOp::Addcdiv => "addcdiv",
+            TernaryOp::Lerp => "lerp",
+        }
+    }
+
+    /// How many tensors it takes before its scalar.
+    pub fn tensors(self) -> usize {
+        match self {
+            TernaryOp::Addcmul | TernaryOp::Addcdiv => 3,
+            TernaryOp::Lerp => 2,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Reduction {
     None,
@@ -286,6 +317,11 @@ pub enum Op {
     Binary(BinaryOp),
     /// (condition: bool, x, y), broadcast and promoted.
     Where,
+    /// (x, a, b, s: a 0-d number) or, for `lerp`, (x, end, weight: 0-d),
+    /// broadcast and promoted over the tensors: `torch.addcmul`,
+    /// `addcdiv` and `lerp` as one op each (an optimizer's moment updates:
+    /// three ops each, per parameter, before).
+    Ternary(TernaryOp),
     /// (x) clamped to `[min, max]`.
     Clamp {
         min: Option<Scalar>,
@@ -554,6 +590,7 @@ impl Op {
             Op::Unary(u) => u.name(),
             Op::Binary(b) => b.name(),
             Op::Where => "where",
+            Op::Ternary(t) => t.name(),
             Op::Clamp { .. } => "clamp",
             Op::Cast(_) => "to",
             Op::Bitcast(_) => "view_dtype",

@@ -307,6 +307,38 @@ def test_addcmul_addcdiv_and_lerp_as_optimizers_use_them():
     check(lambda x: x.tril_(), rand(4, 4))
 
 
+def test_addcmul_addcdiv_and_lerp_are_one_op_each_with_the_scalar_a_parameter():
+    import eagertpu
+
+    x, y, z = (rand(3, 4) for _ in range(3))
+    tx, ty, tz = x.to("tpu"), y.to("tpu"), z.to("tpu") + 1.5
+    cases = [
+        (lambda x, y, z: torch.addcmul(x, y, z, value=0.3), 0.3),
+        (lambda x, y, z: torch.addcdiv(x, y, z, value=0.3), 0.3),
+        (lambda x, y, z: torch.lerp(x, y, 0.3), 0.3),
+        # The far form (weight >= 0.5) is the same op and the same program:
+        # the weight is a parameter, and the program picks the form.
+        (lambda x, y, z: torch.lerp(x, y, 0.7), 0.7),
+    ]
+    for fn, _ in cases:
+        before = eagertpu.metrics()
+        got = fn(tx, ty, tz)
+        after = eagertpu.metrics()
+        assert after["ops_recorded"] - before["ops_recorded"] == 1
+        assert_same(got, fn(x, y, z + 1.5))
+    eagertpu.sync()
+    compiles = eagertpu.metrics()["compiles"]
+    for weight in (0.2, 0.45, 0.55, 0.95, 1.0):
+        assert_same(torch.lerp(tx, ty, weight), torch.lerp(x, y, weight))
+        assert_same(torch.addcmul(tx, ty, tz, value=weight), torch.addcmul(x, y, z + 1.5, value=weight))
+    assert eagertpu.metrics()["compiles"] == compiles, "a new scalar value compiled a program"
+    # bfloat16 computes in float32 with a float32 scalar, rounded once, as the
+    # CPU's kernels do: exact against the CPU here.
+    b = [t.bfloat16() for t in (x, y, z)]
+    assert torch.equal(torch.addcmul(*[t.to("tpu") for t in b], value=0.001).cpu(), torch.addcmul(*b, value=0.001))
+    assert torch.equal(torch.lerp(b[0].to("tpu"), b[1].to("tpu"), 0.1).cpu(), torch.lerp(b[0], b[1], 0.1))
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_erfinv(dtype):
     y = torch.linspace(-0.999999, 0.999999, 2001, dtype=dtype)

@@ -3,7 +3,7 @@
 use super::{arity, unsupported};
 use crate::dtype::{DType, ResultType};
 use crate::error::{Error, Result};
-use crate::op::{BinaryOp, BinaryResult, UnaryOp, UnaryResult};
+use crate::op::{BinaryOp, BinaryResult, TernaryOp, UnaryOp, UnaryResult};
 use crate::scalar::Scalar;
 use crate::shape::{TensorType, broadcast_shapes};
 
@@ -178,4 +178,35 @@ pub fn clamp_dtype(x: &TensorType, min: Option<Scalar>, max: Option<Scalar>) -> 
         rt = rt.scalar(s.category());
     }
     rt.finish()
+}
+
+/// `Op::Ternary`: the tensors broadcast and promoted; the scalar, last, is
+/// 0-d (its dtype is the caller's choice: float32 for low precision floats).
+pub(super) fn ternary(op: &'static str, t: TernaryOp, inputs: &[TensorType]) -> Result<TensorType> {
+    let n = t.tensors();
+    arity(op, inputs, n + 1)?;
+    let (tensors, s) = (&inputs[..n], &inputs[n]);
+    if s.rank() != 0 {
+        return Err(Error::Invalid {
+            op,
+            message: format!("got a scalar operand {s}; expected a 0-d one"),
+        });
+    }
+    let mut shape = tensors[0].shape.clone();
+    let mut promoted = ResultType::new();
+    for x in tensors {
+        shape = broadcast_shapes(op, &shape, &x.shape)?;
+        promoted = promoted.tensor(x.dtype, x.rank());
+    }
+    let dtype = promoted.finish();
+    let inexact = matches!(t, TernaryOp::Addcdiv | TernaryOp::Lerp);
+    if dtype.is_bool() || (inexact && !dtype.is_inexact()) || s.dtype.is_bool() {
+        let expected = if inexact {
+            "floating point or complex tensors"
+        } else {
+            "numeric tensors"
+        };
+        return Err(unsupported(op, dtype, expected));
+    }
+    Ok(TensorType { dtype, shape })
 }

@@ -47,6 +47,7 @@ impl Op {
             Op::Unary(u) => elementwise::unary(op, *u, inputs),
             Op::Binary(b) => elementwise::binary(op, *b, inputs),
             Op::Where => elementwise::where_(op, inputs),
+            Op::Ternary(t) => elementwise::ternary(op, *t, inputs),
             Op::Clamp { min, max } => elementwise::clamp(op, *min, *max, inputs),
             Op::Cast(dtype) => {
                 arity(op, inputs, 1)?;

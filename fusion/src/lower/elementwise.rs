@@ -4,7 +4,7 @@
 use super::{Cmp, Emitter, V, bessel, reparameterized, special};
 use crate::dtype::DType;
 use crate::infer::binary_compute_dtype;
-use crate::op::{BinaryOp, UnaryOp};
+use crate::op::{BinaryOp, TernaryOp, UnaryOp};
 use crate::scalar::Scalar;
 use crate::shape::TensorType;
 
@@ -453,4 +453,59 @@ pub(super) fn clamp(
         v = e.minimum(&v, &k);
     }
     v
+}
+
+/// `Op::Ternary`, in float32 for low precision floats (PyTorch's opmath), in
+/// the output dtype otherwise; the operations in the order of the CPU's
+/// kernels (`x + (s * a) * b`, `x + (s * a) / b`).
+pub(super) fn ternary(e: &mut Emitter, t: TernaryOp, inputs: &[V], out: TensorType) -> V {
+    let compute = match out.dtype {
+        DType::F16 | DType::BF16 => DType::F32,
+        d => d,
+    };
+    let shape = out.shape.clone();
+    let n = t.tensors();
+    let xs: Vec<V> = inputs[..n]
+        .iter()
+        .map(|x| operand(e, x, compute, &shape))
+        .collect();
+    let s = e.convert(&inputs[n], compute);
+    let y = match t {
+        TernaryOp::Addcmul | TernaryOp::Addcdiv => {
+            let s = e.broadcast_to(&s, &shape);
+            let scaled = e.mul(&s, &xs[1]);
+            let r = match t {
+                TernaryOp::Addcmul => e.mul(&scaled, &xs[2]),
+                _ => e.div(&scaled, &xs[2]),
+            };
+            e.add(&xs[0], &r)
+        }
+        TernaryOp::Lerp => {
+            let (x, end) = (&xs[0], &xs[1]);
+            let diff = e.sub(end, x);
+            let w = e.broadcast_to(&s, &shape);
+            let near = e.mul(&w, &diff);
+            let near = e.add(x, &near);
+            let one = e.splat(1, &w);
+            let rest = e.sub(&one, &w);
+            let far = e.mul(&diff, &rest);
+            let far = e.sub(end, &far);
+            // |w| < 0.5 on the 0-d weight, then broadcast.
+            let magnitude = if compute.is_complex() {
+                e.op(
+                    "stablehlo.abs",
+                    &[&s],
+                    "",
+                    TensorType::scalar(compute.real_part()),
+                )
+            } else {
+                e.unary("stablehlo.abs", &s)
+            };
+            let half = e.splat(0.5, &magnitude);
+            let small = e.compare(Cmp::Lt, &magnitude, &half);
+            let small = e.broadcast_to(&small, &shape);
+            e.select(&small, &near, &far)
+        }
+    };
+    e.convert(&y, out.dtype)
 }

@@ -226,6 +226,7 @@ fn lower_op(e: &mut Emitter, op: &Op, inputs: &[V], out: TensorType) -> V {
         Op::Unary(u) => elementwise::unary(e, *u, &inputs[0], out),
         Op::Binary(b) => elementwise::binary(e, *b, &inputs[0], &inputs[1], out),
         Op::Where => elementwise::where_(e, inputs, out),
+        Op::Ternary(t) => elementwise::ternary(e, *t, inputs, out),
         Op::Clamp { min, max } => elementwise::clamp(e, &inputs[0], *min, *max, out),
         Op::Cast(dtype) => e.convert(&inputs[0], *dtype),
         Op::Bitcast(_) => layout::bitcast(e, &inputs[0], out),

@@ -1,14 +1,19 @@
-//! Pointwise ops composed of several elementwise ones, as PyTorch defines
-//! them: `addcmul`, `addcdiv` (Adam's moment updates), `lerp` (its first
-//! moment in the foreach kernels), `hypot`, `xlogy` and `fmod`. Each records
-//! its few ops in one call, so a foreign caller reaches it in one C ABI call.
+//! Pointwise ops beyond the elementwise ones, as PyTorch defines them:
+//! `addcmul`, `addcdiv` (Adam's moment updates) and `lerp` (its first moment
+//! in the foreach kernels), one op each (`Op::Ternary`) where their scalar is
+//! a number that does not promote them; `hypot`, `xlogy` and `fmod`, which
+//! record their few ops in one call, so a foreign caller reaches each in one
+//! C ABI call.
 //! And the orthogonal polynomials of `torch.special` at elementwise degrees.
 
 use fusion::shape::broadcast_shapes;
-use fusion::{BinaryOp, DType, Op, Polynomial, Scalar};
+use fusion::{BinaryOp, DType, Op, Polynomial, ResultType, Scalar, TernaryOp};
+
+use std::sync::Arc;
 
 use super::{Operand, Tensor};
 use crate::error::Result;
+use crate::value::Value;
 
 fn invalid(op: &'static str, message: String) -> crate::error::Error {
     fusion::Error::Invalid { op, message }.into()
@@ -102,11 +107,46 @@ impl Tensor {
         }
     }
 
+    /// `op` over `self`, `tensors` and scalar `s` as one op
+    /// (`Op::Ternary`), where the scalar does not promote the tensors' dtype
+    /// (a float value of integer tensors does: those keep the composed
+    /// form, and its errors); `None` then.
+    #[track_caller]
+    fn ternary(&self, op: TernaryOp, tensors: &[&Tensor], s: Scalar) -> Option<Result<Tensor>> {
+        let promoted = tensors.iter().fold(
+            ResultType::new().tensor(self.dtype(), self.rank()),
+            |r, t| r.tensor(t.dtype(), t.rank()),
+        );
+        let dtype = promoted.finish();
+        if dtype.is_bool()
+            || matches!(s, Scalar::Bool(_))
+            || promoted.scalar(s.category()).finish() != dtype
+        {
+            return None;
+        }
+        // PyTorch's CPU kernels take the scalar in float32 for half floats.
+        let scalar_dtype = match dtype {
+            DType::F16 | DType::BF16 => DType::F32,
+            d => d,
+        };
+        Some(self.record(op.name(), tensors, |r| {
+            let k = r.scalar(s, scalar_dtype)?;
+            let mut inputs: Vec<&Arc<Value>> = Vec::with_capacity(tensors.len() + 2);
+            inputs.push(&self.value);
+            inputs.extend(tensors.iter().map(|t| &t.value));
+            inputs.push(&k);
+            r.node(Op::Ternary(op), &inputs)
+        }))
+    }
+
     /// `self + value * t1 * t2`, broadcast and promoted over the three
     /// tensors (`torch.addcmul`).
     #[track_caller]
     pub fn addcmul(&self, t1: &Tensor, t2: &Tensor, value: impl Into<Scalar>) -> Result<Tensor> {
         let value = value.into();
+        if let Some(r) = self.ternary(TernaryOp::Addcmul, &[t1, t2], value) {
+            return r;
+        }
         let product = t1.mul(value)?.mul(t2)?;
         self.add(&product)
     }
@@ -126,7 +166,11 @@ impl Tensor {
                 ),
             ));
         }
-        let quotient = t1.mul(value.into())?.div(t2)?;
+        let value = value.into();
+        if let Some(r) = self.ternary(TernaryOp::Addcdiv, &[t1, t2], value) {
+            return r;
+        }
+        let quotient = t1.mul(value)?.div(t2)?;
         self.add(&quotient)
     }
 
@@ -144,8 +188,14 @@ impl Tensor {
                 ));
             }
         }
+        let weight = weight.into();
+        if let Operand::Scalar(w) = weight
+            && let Some(r) = self.ternary(TernaryOp::Lerp, &[end], w)
+        {
+            return r;
+        }
         let diff = end.sub(self)?;
-        match weight.into() {
+        match weight {
             Operand::Scalar(w) if w.as_f64().abs() < 0.5 => self.add(&diff.mul(w)?),
             Operand::Scalar(w) => end.sub(&diff.mul(1.0 - w.as_f64())?),
             Operand::Tensor(w) => {
