@@ -151,6 +151,10 @@ const CANDIDATES: usize = 8;
 /// A period longer than this many windows yields to a confirmed one that
 /// fits in one.
 const LONG_PERIOD_WINDOWS: usize = 4;
+/// The fewest ops between a value's computation and its read for a short
+/// period to lead (`Window::lead`).
+const SHORT_LEAD_LAG: u64 = 16;
+
 /// Equal smallest signatures compared when finding a period's phase.
 const PHASE_TIES: usize = 16;
 /// Host read positions remembered (to find reads that recur every period).
@@ -320,7 +324,19 @@ impl Window {
     /// period, not two (each costs the host tens of microseconds on the CPU
     /// plugin).
     fn leads(&self, phase: Phase) -> bool {
-        phase.lead.is_some() && phase.period <= self.limits.max_ops
+        phase.lead.is_some() && phase.period <= self.limits.max_ops && self.lead_holds(phase)
+    }
+
+    /// Whether `phase`'s lead cuts: always for a period of a useful size (a
+    /// chunk of its own anyway); a short one, which is grouped with others
+    /// into one chunk, only while the reads that placed the lead go on (the
+    /// read cut each period anyway: a 52-op SGD step read every step cut at
+    /// the read, launching there and waiting, where a longer step was
+    /// launched at its loss). Once they stop, it is grouped again.
+    fn lead_holds(&self, phase: Phase) -> bool {
+        let p = phase.period as u64;
+        p * 8 >= self.limits.max_ops as u64
+            || self.reads.back().is_some_and(|r| r.at + 2 * p >= self.seen)
     }
 
     /// Whether a read happened at `at`.
@@ -365,10 +381,6 @@ impl Window {
     /// number of ops before it in this period and the one before.
     fn lead(&self, period: usize, began: u64, origin: u64) -> Option<u64> {
         let p = period as u64;
-        if p * 8 < self.limits.max_ops as u64 {
-            // Short periods are grouped into one chunk: nothing to lead.
-            return None;
-        }
         let lag_at = |at: u64| self.reads.iter().find(|r| r.at == at).and_then(|r| r.lag);
         self.reads.iter().rev().find_map(|r| {
             let lag = r.lag?;
@@ -376,7 +388,14 @@ impl Window {
             // enough (a first step differs: an optimizer's lazy state).
             let repeats = self.recurring(r.at, p, began) && lag_at(r.at - p) == Some(lag);
             let offset = (r.at - lag + p - origin % p) % p;
-            (repeats && lag * 8 >= p && lag < p && offset != 0).then_some(offset)
+            // A short period (grouped when nothing reads) leads only for a
+            // value computed well before its read: the ops recorded meanwhile
+            // are what the early launch overlaps, and a few are not worth
+            // moving its cut (`x = x - g * lr; x.sync()` would split each
+            // update from its product).
+            let short = p * 8 < self.limits.max_ops as u64;
+            let far = lag * 8 >= p && (!short || lag >= SHORT_LEAD_LAG);
+            (repeats && far && lag < p && offset != 0).then_some(offset)
         })
     }
 
@@ -579,7 +598,7 @@ impl Window {
         let p = phase.period as u64;
         let max = self.limits.max_ops as u64;
         let r = (self.seen - phase.origin) % p;
-        if phase.lead == Some(r) {
+        if phase.lead == Some(r) && self.lead_holds(phase) {
             return true;
         }
         if self.leads(phase) {

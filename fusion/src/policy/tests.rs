@@ -259,6 +259,50 @@ fn given_a_value_read_long_after_it_is_computed_should_cut_the_step_once_where_i
 }
 
 #[test]
+fn given_a_short_step_reading_its_loss_should_launch_at_the_loss_until_the_reads_stop() {
+    // A 52-op SGD step (short: up to nine fit a 512-op window) computes its
+    // loss at op 20 and reads it at its end for 12 steps: each step is one
+    // chunk launched at the loss, as a long step's is (the read finds it
+    // launched). Then the reads stop: the steps are grouped again, several
+    // to a chunk, each chunk cut at a step's end.
+    let step: Vec<u64> = (0..52).map(sig).collect();
+    let stream = loop_stream(13, &step, 40);
+    let reading = 13 + 12 * 52;
+    let reads = |i: usize| (i < reading && i >= 13 && (i - 13) % 52 == 51).then(|| i - 31);
+    let c = cuts_reading(limits(512), &stream, &reads);
+    let steps = cuts_per_step(&c, 13, 52, 5);
+    for s in &steps[..6] {
+        assert_eq!(s, &vec![(21, 52, CutReason::Period)], "{c:?}");
+    }
+    let grouped: Vec<_> = c
+        .iter()
+        .filter(|&&(start, _, _)| start >= reading + 52)
+        .collect();
+    assert!(grouped.len() >= 2, "{c:?}");
+    for &&(start, len, reason) in &grouped {
+        assert_eq!(
+            (reason, (start + len - 13) % 52),
+            (CutReason::Period, 0),
+            "{c:?}"
+        );
+        assert!(len > 8 * 52 && len <= 512, "{c:?}");
+    }
+}
+
+#[test]
+fn given_a_short_step_reading_a_value_computed_just_before_should_cut_at_the_read() {
+    // A 12-op update read 3 ops after its value is computed: not worth
+    // moving the cut; each step is one chunk, cut by the read at its end.
+    let step: Vec<u64> = (0..12).map(sig).collect();
+    let stream = loop_stream(5, &step, 30);
+    let reads = |i: usize| (i >= 5 && (i - 5) % 12 == 11).then(|| i - 3);
+    let c = cuts_reading(limits(512), &stream, &reads);
+    for s in cuts_per_step(&c, 5, 12, 5) {
+        assert_eq!(s, vec![(0, 12, CutReason::HostRead)], "{c:?}");
+    }
+}
+
+#[test]
 fn given_reads_at_the_period_cut_that_stop_should_cut_at_the_period_again() {
     // A 301-op step read at its end for 10 steps, then never: while it
     // reads, the reads cut (the period waits for them); once the reads
