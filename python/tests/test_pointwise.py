@@ -328,7 +328,7 @@ def test_addcmul_addcdiv_and_lerp_are_one_op_each_with_the_scalar_a_parameter():
         assert_same(got, fn(x, y, z + 1.5))
     eagertpu.sync()
     compiles = eagertpu.metrics()["compiles"]
-    for weight in (0.2, 0.45, 0.55, 0.95, 1.0):
+    for weight in (0.2, 0.45, 0.55, 0.95):  # 0, 1 and -1 are constants of their programs
         assert_same(torch.lerp(tx, ty, weight), torch.lerp(x, y, weight))
         assert_same(torch.addcmul(tx, ty, tz, value=weight), torch.addcmul(x, y, z + 1.5, value=weight))
     assert eagertpu.metrics()["compiles"] == compiles, "a new scalar value compiled a program"

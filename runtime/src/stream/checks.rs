@@ -25,7 +25,7 @@ use crate::value::Value;
 
 /// Index ops checked between two host reads: beyond this, later ops share
 /// the last number (the error then names the last one recorded).
-const MAX_CHECKS: usize = 1 << 16;
+pub(super) const MAX_CHECKS: usize = 1 << 16;
 
 /// What a set flag blames.
 #[derive(Clone)]

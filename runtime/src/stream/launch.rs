@@ -589,8 +589,11 @@ impl Stream {
     ) -> Result<Arc<Buffer>> {
         Counters::add(&rt.counters.lifted_scalars, 1);
         // A random key never repeats: not worth a cache slot. Any other
-        // scalar is the buffer of the stream's value for that number.
-        if key {
+        // scalar is the buffer of the stream's value for that number, and so
+        // is a small key: an index check's number (`checks.rs`), 1 in every
+        // step of a loop that reads each step (uploaded at every launch
+        // before).
+        if key && !(0..=checks::MAX_CHECKS as i64).contains(&value.as_i64()) {
             return Ok(Arc::new(self.upload_scalar(rt, value, dtype)?));
         }
         let number = self.number(rt, st, value, dtype)?;
