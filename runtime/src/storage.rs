@@ -45,13 +45,14 @@ struct Storage {
     /// The contents: a flat tensor, once something was written (or read).
     value: Option<Tensor>,
     /// The view last read of the contents that took an op, while that op's
-    /// result is held (by an op recorded since, or by the caller).
+    /// result is held (by an op recorded since, or by the caller) and not
+    /// launched.
     last_view: Option<ViewRead>,
 }
 
 /// A view read of a storage's contents (`read_view`): the same view read
-/// again of the same contents is the same value, no op. Weak, so that it
-/// holds no memory of its own: a bias's gradient, written as a `[1, n]` sum
+/// again of the same contents, while the first read is pending in a trace,
+/// is the same value, no op. Weak, so that it holds no memory of its own: a bias's gradient, written as a `[1, n]` sum
 /// and read as `[n]` by every optimizer op of a step, is one reshape a step
 /// (one per read before); a weight read as `w.t()` twice in a step (forward
 /// and backward), one transpose.
@@ -354,14 +355,19 @@ pub fn read_view(
         inside(id, s, byte_offset)?;
         let (offset, n) = geometry(byte_offset, s.nbytes, dtype)?;
         let all = contents(s, dtype, n)?;
-        if let Some(view) = s
+        let earlier = s
             .last_view
             .as_ref()
-            .and_then(|v| v.find(&all, dtype, byte_offset, sizes, strides))
-        {
+            .and_then(|v| v.find(&all, dtype, byte_offset, sizes, strides));
+        drop(table);
+        // Only while pending in this thread's trace: a value of a trace cut
+        // since, that no tensor held, may have given its buffer to its
+        // chunk's outputs, or never had one (the chunk that reads it holds
+        // it until it has run). (Checked with the table unlocked: the
+        // stream's lock is never taken under it.)
+        if let Some(view) = earlier.filter(Tensor::is_pending_in_this_trace) {
             return Ok(view);
         }
-        drop(table);
         let view = if is_whole(sizes, strides, offset, n) {
             // No op when the shape is the one the storage was written with.
             if all.shape() == sizes {

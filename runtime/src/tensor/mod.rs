@@ -93,6 +93,12 @@ impl Tensor {
         Arc::ptr_eq(&self.value, value)
     }
 
+    /// Whether the value is pending in the calling thread's trace, not cut
+    /// yet (`Stream::pending_in_this_trace`).
+    pub(crate) fn is_pending_in_this_trace(&self) -> bool {
+        self.stream.pending_in_this_trace(&self.value)
+    }
+
     /// A handle that does not keep the value alive.
     pub(crate) fn downgrade(&self) -> WeakTensor {
         WeakTensor {
