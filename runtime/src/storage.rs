@@ -51,11 +51,11 @@ struct Storage {
 }
 
 /// A view read of a storage's contents (`read_view`): the same view read
-/// again of the same contents, while the first read is pending in a trace,
-/// is the same value, no op. Weak, so that it holds no memory of its own: a bias's gradient, written as a `[1, n]` sum
-/// and read as `[n]` by every optimizer op of a step, is one reshape a step
-/// (one per read before); a weight read as `w.t()` twice in a step (forward
-/// and backward), one transpose.
+/// again of the same contents, while the first read is pending in the
+/// calling thread's trace, is the same value, no op. Weak, so that it holds
+/// no memory of its own. A bias's gradient, written as a `[1, n]` sum and
+/// read as `[n]` by each optimizer op of a step, is one reshape a step (one
+/// per read before).
 struct ViewRead {
     contents: WeakTensor,
     dtype: DType,

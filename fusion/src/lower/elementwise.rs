@@ -1,6 +1,7 @@
 //! Elementwise ops: operands are converted to the compute dtype and broadcast
 //! to the output shape first.
 
+use super::reduce::accumulator;
 use super::{Cmp, Emitter, V, bessel, reparameterized, special};
 use crate::dtype::DType;
 use crate::infer::binary_compute_dtype;
@@ -459,10 +460,7 @@ pub(super) fn clamp(
 /// the output dtype otherwise; the operations in the order of the CPU's
 /// kernels (`x + (s * a) * b`, `x + (s * a) / b`).
 pub(super) fn ternary(e: &mut Emitter, t: TernaryOp, inputs: &[V], out: TensorType) -> V {
-    let compute = match out.dtype {
-        DType::F16 | DType::BF16 => DType::F32,
-        d => d,
-    };
+    let compute = accumulator(out.dtype);
     let shape = out.shape.clone();
     let n = t.tensors();
     let xs: Vec<V> = inputs[..n]

@@ -685,9 +685,7 @@ impl Stream {
             }
         })
     }
-}
 
-impl Stream {
     /// Whether `v` is the result of a node of the calling thread's trace
     /// not cut yet: an op recorded now may read it as the trace's own. (A
     /// value of a trace already cut, and not exported, is computed inside

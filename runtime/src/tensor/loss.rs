@@ -8,14 +8,14 @@ use super::Tensor;
 use crate::error::Result;
 
 /// Checks the operands of `op`: log-probabilities `[N, C]` or `[C]`, integer
-/// targets `[N]` or `[]`, an optional float weight `[C]`. The shape of the
-/// targets.
-fn rows(
+/// targets `[N]` or `[]`, an optional float weight `[C]`: errors in PyTorch's
+/// terms before the op's own inference.
+fn check_operands(
     op: &'static str,
     input: &Tensor,
     target: &Tensor,
     weight: Option<&Tensor>,
-) -> Result<Vec<i64>> {
+) -> Result<()> {
     let bad = |got: String, expected: &str| -> crate::error::Error {
         fusion::Error::ShapeMismatch {
             op,
@@ -52,7 +52,7 @@ fn rows(
             "a float weight per class",
         ));
     }
-    Ok(target.shape().to_vec())
+    Ok(())
 }
 
 impl Tensor {
@@ -70,7 +70,7 @@ impl Tensor {
         reduction: Reduction,
         ignore_index: i64,
     ) -> Result<(Tensor, Tensor)> {
-        rows("nll_loss", self, target, weight)?;
+        check_operands("nll_loss", self, target, weight)?;
         let weight = weight.map(|w| w.to_dtype(self.dtype())).transpose()?;
         let mut operands = vec![target];
         operands.extend(weight.as_ref());
@@ -106,7 +106,7 @@ impl Tensor {
         ignore_index: i64,
         total_weight: &Tensor,
     ) -> Result<Tensor> {
-        rows("nll_loss_backward", input, target, weight)?;
+        check_operands("nll_loss_backward", input, target, weight)?;
         let dtype = input.dtype();
         // The gradient and the total weight in the input's dtype (PyTorch
         // hands them over in it; a caller of this API may not).

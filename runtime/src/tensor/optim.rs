@@ -94,7 +94,7 @@ pub struct SgdUpdate {
 }
 
 /// The dtype a step computes in: float32 for half-precision parameters.
-fn opmath(dtype: DType) -> DType {
+pub(super) fn opmath(dtype: DType) -> DType {
     match dtype {
         DType::F16 | DType::BF16 => DType::F32,
         d => d,

@@ -125,10 +125,7 @@ impl Tensor {
             return None;
         }
         // PyTorch's CPU kernels take the scalar in float32 for half floats.
-        let scalar_dtype = match dtype {
-            DType::F16 | DType::BF16 => DType::F32,
-            d => d,
-        };
+        let scalar_dtype = super::optim::opmath(dtype);
         Some(self.record(op.name(), tensors, |r| {
             let k = r.scalar(s, scalar_dtype)?;
             let mut inputs: Vec<&Arc<Value>> = Vec::with_capacity(tensors.len() + 2);
