@@ -52,9 +52,10 @@ pub fn manifest() -> Result<Manifest> {
 /// A snapshot of the runtime's counters.
 pub fn metrics() -> Result<Metrics> {
     let rt = context::get()?;
-    // Chunks handed to a launcher thread count once they ran.
+    // Chunks handed to a launcher thread count once they ran; buffers of
+    // done chunks left to it to drop are not live.
     for s in &rt.streams {
-        s.launcher.settle();
+        s.launcher.settle_and_collect();
     }
     let mut m = rt.counters.snapshot(rt.cache.executables());
     m.compiling_in_background = rt.compiler.compiling() as u64;

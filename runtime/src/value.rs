@@ -17,7 +17,9 @@
 //!   which orders the reading execution after its definition event, and host
 //!   reads (`PJRT_Buffer_ToHostBuffer`, `Value::wait`) wait for it.
 //! - **Readers**: a launched chunk's `Completion` holds an `Arc` of every input
-//!   buffer until it is known done (our own usage hold; PJRT keeps one too).
+//!   buffer until it is known done (our own usage hold; PJRT keeps one too);
+//!   then it may leave them to the stream's launcher thread to drop
+//!   (`completion::Retired`), references that block no donation.
 //!   Dropping a tensor, rebinding a storage after an in-place op, or freeing a
 //!   handle across the C ABI only drops a reference: the memory goes back to
 //!   the plugin when the last reader has completed.

@@ -39,7 +39,7 @@ use super::launch::{self, Param};
 use super::liveness::Launch;
 use super::{Stream, StreamState, lock, replay};
 use crate::cache::Program;
-use crate::completion::{Blame, Completion};
+use crate::completion::{Blame, Completion, Retired};
 use crate::config::Mode;
 use crate::context::Runtime;
 use crate::error::{Error, Result};
@@ -415,7 +415,14 @@ impl Stream {
                 // Settled chunks let go of the buffers they read.
                 self.outstanding().retain(|c| !c.finished());
                 let upstream = Completion::upstream(deps.iter().cloned());
-                call.kept(rt, inputs, &launched, &upstream, held)
+                call.kept(
+                    rt,
+                    inputs,
+                    &launched,
+                    &upstream,
+                    &self.launcher.retired,
+                    held,
+                )
             }
             _ => None,
         };
@@ -431,7 +438,8 @@ impl Stream {
         Counters::add(&rt.counters.compiled_graph_calls, 1);
         Counters::add(&rt.counters.direct_graph_calls, 1);
         let reads: Vec<Arc<Buffer>> = launched.iter().map(|(b, _)| b.clone()).collect();
-        let done = Completion::new(event, call.blame.clone(), deps, reads);
+        let retired = Some(self.launcher.retired.clone());
+        let done = Completion::new(event, call.blame.clone(), deps, reads, retired);
         crate::trace::execution(&done, &call.blame.origin, call.blame.chunk_ops);
         let mut outstanding = self.outstanding();
         outstanding.retain(|c| !c.done_ok());
@@ -626,6 +634,7 @@ impl DirectCall {
         inputs: &[Arc<Value>],
         launched: &[Launched],
         upstream: &[Arc<Completion>],
+        retired: &Retired,
         held: usize,
     ) -> Option<(Arc<Program>, Vec<i64>)> {
         let mut donating = lock(&self.donating);
@@ -647,7 +656,7 @@ impl DirectCall {
             // The allocation's reference, and the call's.
             let only_allocation = Arc::strong_count(v) == held + 1;
             // Held by the value, `launched` and the chunks run before?
-            let read_elsewhere = launch::read_elsewhere(&launched[d.input].0, upstream);
+            let read_elsewhere = launch::read_elsewhere(&launched[d.input].0, upstream, retired);
             if copied && only_allocation && read_elsewhere {
                 Counters::add(&rt.counters.donations_blocked_by_readers, 1);
             }

@@ -15,7 +15,7 @@ use super::record::{TraceNode, is_parameter};
 use super::replay::{Binding, Plan};
 use super::{HazardChecker, SCALAR_CACHE, Stream, StreamState, checks, tiers};
 use crate::cache::Program;
-use crate::completion::{Blame, Completion};
+use crate::completion::{Blame, Completion, Retired};
 use crate::config::Mode;
 use crate::context::Runtime;
 use crate::error::{Error, Result};
@@ -198,7 +198,7 @@ impl Stream {
             0 => vec![],
             _ => Completion::upstream(params.iter().filter_map(|p| p.done.clone())),
         };
-        let kept = Self::kept_by_readers(rt, &graph, &params, &upstream);
+        let kept = self.kept_by_readers(rt, &graph, &params, &upstream);
         let snapshot = match &rt.hazards {
             Some(_) => {
                 HazardChecker::check_donations(
@@ -301,7 +301,8 @@ impl Stream {
             .filter(|d| !d.done_ok())
             .collect();
         let reads = params.iter().map(|p| p.buffer.clone()).collect();
-        let completion = Completion::new(event, blamed, deps, reads);
+        let retired = Some(self.launcher.retired.clone());
+        let completion = Completion::new(event, blamed, deps, reads, retired);
         trace::execution(&completion, &completion.blame().origin, launches.len());
         let exported = launches.iter().filter_map(|l| l.export.as_ref());
         for (value, buffer) in exported.zip(outputs) {
@@ -545,8 +546,14 @@ impl Stream {
     /// Whether parameter `i` is donated and its buffer is held by more than
     /// its value, this launch and the `upstream` chunks it runs after (by a
     /// chunk it does not read from, or a host read, still reading it).
-    fn blocked(graph: &Graph, i: usize, p: &Param, upstream: &[Arc<Completion>]) -> bool {
-        graph.aliased_output(i).is_some() && read_elsewhere(&p.buffer, upstream)
+    fn blocked(
+        graph: &Graph,
+        i: usize,
+        p: &Param,
+        upstream: &[Arc<Completion>],
+        retired: &Retired,
+    ) -> bool {
+        graph.aliased_output(i).is_some() && read_elsewhere(&p.buffer, upstream, retired)
     }
 
     /// The aliased parameters whose buffer must not be donated at this launch.
@@ -558,6 +565,7 @@ impl Stream {
     /// before it. A dead input still read elsewhere is kept: its update gets
     /// fresh memory (`donations_blocked_by_readers`).
     fn kept_by_readers(
+        &self,
         rt: &Runtime,
         graph: &Graph,
         params: &[Param],
@@ -568,7 +576,7 @@ impl Stream {
             return kept;
         }
         for (i, p) in params.iter().enumerate() {
-            if Self::blocked(graph, i, p, upstream) {
+            if Self::blocked(graph, i, p, upstream, &self.launcher.retired) {
                 Counters::add(&rt.counters.donations_blocked_by_readers, 1);
                 kept.push(i as i64);
             }
@@ -720,11 +728,16 @@ impl Stream {
 /// it does not read from, or a host read, still reading it. Such a buffer is
 /// not donated (the buffer invariant, `value.rs`); a fused chunk's launch
 /// and a graph's direct call both ask.
-pub(super) fn read_elsewhere(buffer: &Arc<Buffer>, upstream: &[Arc<Completion>]) -> bool {
+pub(super) fn read_elsewhere(
+    buffer: &Arc<Buffer>,
+    upstream: &[Arc<Completion>],
+    retired: &Retired,
+) -> bool {
     // Counted before the total: a reader letting go in between can only
-    // make the buffer look free, which it then is.
+    // make the buffer look free, which it then is. The references of done
+    // chunks left to the launcher are no readers.
     let ordered: usize = upstream.iter().map(|c| c.holds(buffer)).sum();
-    Arc::strong_count(buffer) > 2 + ordered
+    Arc::strong_count(buffer) > 2 + ordered + retired.holds(buffer)
 }
 
 /// `EAGERTPU_CHECK_NAN=1`: an exported float output with NaN/Inf, from inputs
@@ -782,5 +795,25 @@ mod tests {
         assert!(err.contains("its launch never completed"), "{err}");
         let err = failed_before.buffer().err().expect("failed").to_string();
         assert!(err.contains("its own failure"), "{err}");
+    }
+
+    /// A buffer held by its value, the launch and a done chunk's reads left
+    /// to the launcher is read nowhere else: it may be donated. Held once
+    /// more, it is.
+    #[test]
+    fn references_left_to_the_launcher_do_not_block_a_donation() {
+        let rt = crate::context::get().expect("the XLA CPU plugin (make setup)");
+        let bytes = 2.0f32.to_le_bytes();
+        let buffer = Buffer::from_host(&rt.streams[0].device, DType::F32, &[1], &bytes).unwrap();
+        let buffer = Arc::new(buffer);
+        let launch_hold = buffer.clone();
+        let retired = Retired::default();
+        retired.collector_wakes();
+        retired.retire(vec![buffer.clone()]);
+        assert!(!read_elsewhere(&buffer, &[], &retired));
+        let reader = buffer.clone();
+        assert!(read_elsewhere(&buffer, &[], &retired));
+        drop((reader, launch_hold));
+        retired.collect();
     }
 }

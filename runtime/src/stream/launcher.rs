@@ -28,21 +28,24 @@
 //! the recording threads then). Counted as `launcher_paced`.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crossbeam::channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, unbounded};
 
 use super::Stream;
 use super::launch::Deferred;
+use crate::completion::Retired;
 
-/// A stream's launcher: its queue (started at the first hand-over) and how
-/// many chunks were handed to it and not yet run.
+/// A stream's launcher: its queue (started at the first hand-over), how
+/// many chunks were handed to it and not yet run, and the buffers of done
+/// chunks it drops (`Retired`).
 #[derive(Default)]
 pub(crate) struct Launcher {
     queue: OnceLock<Option<Sender<(Instant, Deferred)>>>,
     queued: AtomicUsize,
+    pub(crate) retired: Arc<Retired>,
 }
 
 impl Launcher {
@@ -54,6 +57,13 @@ impl Launcher {
             rounds += 1;
             crate::value::back_off(rounds);
         }
+    }
+
+    /// Settles, then drops the buffers left to the launcher here: nothing
+    /// of what is known done stays held (`sync`, `metrics`, exit).
+    pub(crate) fn settle_and_collect(&self) {
+        self.settle();
+        self.retired.collect();
     }
 }
 
@@ -94,14 +104,18 @@ impl Stream {
                     return;
                 };
                 let stream = &rt.streams[index];
+                let retired = &stream.launcher.retired;
                 let mut pace = Pace::default();
-                while let Some((sent, deferred)) = pace.receive(&receiver, rt) {
+                while let Some((sent, deferred)) = pace.receive(&receiver, rt, retired) {
                     pace.sent(sent);
+                    // Before the chunk allocates its outputs.
+                    retired.collect();
                     // A panic fails the chunk's values (`Deferred`'s drop);
                     // the count must still go down, or `settle` waits forever.
                     let _ = catch_unwind(AssertUnwindSafe(|| stream.run_deferred(rt, deferred)));
                     stream.launcher.queued.fetch_sub(1, Ordering::AcqRel);
                 }
+                retired.collector_sleeps();
             });
         match spawned {
             Ok(_) => Some(sender),
@@ -117,7 +131,7 @@ impl Stream {
 extern "C" fn settle_at_exit() {
     if let Ok(rt) = crate::context::get() {
         for s in &rt.streams {
-            s.launcher.settle();
+            s.launcher.settle_and_collect();
         }
     }
 }
@@ -208,9 +222,14 @@ impl Pace {
     /// The next chunk handed over: asleep until it comes, or, at a steady
     /// pace, until shortly before it is due, then polling for it until a
     /// little after. `None`: the stream is gone.
-    fn receive<T>(&mut self, receiver: &Receiver<T>, rt: &crate::context::Runtime) -> Option<T> {
+    fn receive<T>(
+        &mut self,
+        receiver: &Receiver<T>,
+        rt: &crate::context::Runtime,
+        retired: &Retired,
+    ) -> Option<T> {
         let poll = self.poll().filter(|_| crate::pjrt::wait_spin().is_some());
-        let (item, polled) = self.receive_in(receiver, poll)?;
+        let (item, polled) = self.receive_in(receiver, poll, retired)?;
         if polled {
             crate::metrics::Counters::add(&rt.counters.launcher_paced, 1);
         }
@@ -219,17 +238,33 @@ impl Pace {
 
     /// The next item, polled for within `poll` if there is one (asleep
     /// before it, a timer waking the thread, and after it); and whether it
-    /// came while polling.
-    fn receive_in<T>(&mut self, receiver: &Receiver<T>, poll: Option<Poll>) -> Option<(T, bool)> {
+    /// came while polling. Buffers retired while it sleeps on the timer are
+    /// dropped when it wakes; before an untimed sleep it drops what it was
+    /// left, and is left nothing until it runs again.
+    fn receive_in<T>(
+        &mut self,
+        receiver: &Receiver<T>,
+        poll: Option<Poll>,
+        retired: &Retired,
+    ) -> Option<(T, bool)> {
+        let untimed = || {
+            retired.collector_sleeps();
+            let item = receiver.recv().ok();
+            retired.collector_wakes();
+            item
+        };
         let Some(poll) = poll else {
-            return receiver.recv().ok().map(|item| (item, false));
+            return untimed().map(|item| (item, false));
         };
         let now = Instant::now();
         if poll.from > now {
             match receiver.recv_timeout(poll.from - now) {
                 Ok(item) => return Some((item, false)),
                 Err(RecvTimeoutError::Disconnected) => return None,
-                Err(RecvTimeoutError::Timeout) => self.woke(poll.from.elapsed()),
+                Err(RecvTimeoutError::Timeout) => {
+                    self.woke(poll.from.elapsed());
+                    retired.collect();
+                }
             }
         }
         while Instant::now() < poll.until {
@@ -239,7 +274,7 @@ impl Pace {
                 Err(TryRecvError::Disconnected) => return None,
             }
         }
-        receiver.recv().ok().map(|item| (item, false))
+        untimed().map(|item| (item, false))
     }
 }
 
@@ -308,6 +343,7 @@ mod tests {
     #[test]
     fn items_are_received_polling_or_asleep() {
         let (sender, receiver) = unbounded::<u32>();
+        let retired = Retired::default();
         let mut pace = Pace::default();
         let now = Instant::now();
         let polling = Poll {
@@ -322,14 +358,20 @@ mod tests {
             std::thread::sleep(Duration::from_millis(20));
             sender.send(3).unwrap();
         });
-        assert_eq!(pace.receive_in(&receiver, Some(polling)), Some((1, true)));
+        assert_eq!(
+            pace.receive_in(&receiver, Some(polling), &retired),
+            Some((1, true))
+        );
         // Due in a minute: the item comes while the receiver sleeps.
         let later = Instant::now() + Duration::from_secs(60);
         let asleep = Poll {
             from: later,
             until: later,
         };
-        assert_eq!(pace.receive_in(&receiver, Some(asleep)), Some((2, false)));
+        assert_eq!(
+            pace.receive_in(&receiver, Some(asleep), &retired),
+            Some((2, false))
+        );
         // Polled for 1 ms from 2 ms on (asleep until then), the item comes
         // 20 ms later, once the receiver is asleep again.
         let soon = Instant::now() + Duration::from_millis(2);
@@ -337,12 +379,19 @@ mod tests {
             from: soon,
             until: soon + Duration::from_millis(1),
         };
-        assert_eq!(pace.receive_in(&receiver, Some(missed)), Some((3, false)));
+        assert_eq!(
+            pace.receive_in(&receiver, Some(missed), &retired),
+            Some((3, false))
+        );
         assert_ne!(
             pace.lateness, FIRST_LATENESS,
             "the timed wake-up was measured"
         );
         feed.join().unwrap();
-        assert_eq!(pace.receive_in(&receiver, None), None, "the sender is gone");
+        assert_eq!(
+            pace.receive_in(&receiver, None, &retired),
+            None,
+            "the sender is gone"
+        );
     }
 }

@@ -586,6 +586,8 @@ impl Stream {
                 first = Err(e);
             }
         }
+        // Everything is done: nothing it read stays held.
+        self.launcher.retired.collect();
         first?;
         self.take_index_error(rt, checks)
     }

@@ -660,7 +660,7 @@ impl ProcessGroup {
                     origin: c.origin.clone(),
                     chunk_ops: 1,
                 };
-                let done = Completion::new(event, blame, deps.clone(), reads.clone());
+                let done = Completion::new(event, blame, deps.clone(), reads.clone(), None);
                 crate::trace::execution(&done, &c.origin, 1);
                 device.stream.track(done.clone());
                 Value::computed(out_ty.clone(), outputs.remove(0), done)
