@@ -480,6 +480,32 @@ def mlp_train(job, steps, budget_s, result, barrier=None, device="tpu"):
     result["losses"] = losses
 
 
+def tiny_cpu_ops(iterations, result, barrier=None):
+    """Three PyTorch CPU ops on 4-element tensors per iteration, no EagerTPU:
+    each call releases and retakes Python's interpreter lock, as every op
+    call does, and runs about a microsecond without it."""
+    a, b = torch.ones(4), torch.ones(4)
+    if barrier is not None:
+        barrier.wait()
+    start = time.perf_counter()
+    for _ in range(iterations):
+        torch.add(a, b)
+        a.mul(b)
+        a.relu()
+    result["us_per_iteration"] = (time.perf_counter() - start) / iterations * 1e6
+
+
+def tiny_cpu_ops_threaded(n_threads, iterations):
+    results = [{} for _ in range(n_threads)]
+    barrier = threading.Barrier(n_threads)
+    threads = [threading.Thread(target=tiny_cpu_ops, args=(iterations, r, barrier)) for r in results]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return [r["us_per_iteration"] for r in results]
+
+
 def threaded(jobs, steps, budget_s, device="tpu"):
     results = [{} for _ in jobs]
     barrier = threading.Barrier(len(jobs))
@@ -609,6 +635,18 @@ def run_two_threads(quick=False):
     out["cpu_threaded_ms_per_step"] = [
         round(statistics.median(x["ms_per_step"] for x in t), 3) for t in cpu_together_runs
     ]
+    # The floor Python's interpreter lock sets, for reference: two threads of
+    # microsecond PyTorch CPU calls (no EagerTPU) hand the lock over at every
+    # call, each hand-over a futex wake-up of the other thread.
+    gil_iterations = 2000 if quick else 20000
+    gil_alone, gil_together = [], []
+    for _ in range(rounds):
+        gil_alone.append(tiny_cpu_ops_threaded(1, gil_iterations)[0])
+        gil_together.append(statistics.mean(tiny_cpu_ops_threaded(2, gil_iterations)))
+    out["tiny_cpu_ops_alone_us"] = round(statistics.median(gil_alone), 3)
+    out["tiny_cpu_ops_threaded_us"] = round(statistics.median(gil_together), 3)
+    out["what"]["tiny_cpu_ops_alone_us"] = "us per iteration of three tiny PyTorch CPU ops, one thread"
+    out["what"]["tiny_cpu_ops_threaded_us"] = "the same, two threads at once (each)"
     # Two processes instead of two threads, for reference: no interpreter
     # lock and no runtime state shared (each child warms up alone, then both
     # train at once).
@@ -630,6 +668,7 @@ def run_two_threads(quick=False):
         "threaded_over_alone_mean": round(statistics.mean(per_thread), 3),
         "cpu_threaded_over_alone_mean": round(statistics.mean(cpu_per_thread), 3),
         "processes_together_over_alone": median_ratio(together_proc, alone_proc),
+        "tiny_cpu_ops_threaded_over_alone": median_ratio(gil_together, gil_alone),
     }
     out["checks"] = {}
     for i, (t, a) in enumerate(zip(together, alone)):
@@ -645,6 +684,8 @@ def run_two_threads(quick=False):
             ("cpu alone", out["cpu_alone_ms_per_step"], "ms/step, PyTorch CPU eager"),
             ("cpu both at once", out["cpu_threaded_ms_per_step"], "ms/step, PyTorch CPU eager"),
             ("cpu threaded / alone", cpu_per_thread, ""),
+            ("tiny CPU ops alone", [out["tiny_cpu_ops_alone_us"], None], "us/iteration, no EagerTPU"),
+            ("tiny CPU ops, 2 threads", [out["tiny_cpu_ops_threaded_us"], None], "us/iteration, each"),
             ("tpu, 2 processes: alone", [out["processes_alone_ms_per_step"], None], "ms/step"),
             ("tpu, 2 processes: at once", [out["processes_together_ms_per_step"], None], "ms/step, the slower"),
             ("steps alone", out["steps"]["alone"], ""),
