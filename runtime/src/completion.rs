@@ -247,6 +247,10 @@ impl Completion {
 #[derive(Default)]
 pub(crate) struct Retired {
     state: Mutex<RetiredState>,
+    /// Held while buffers taken from here are being dropped: the exit hook
+    /// waits for that (no thread may be inside the plugin once its static
+    /// destructors run: `pjrt::before_plugin_teardown`).
+    dropping: Mutex<()>,
 }
 
 #[derive(Default)]
@@ -274,13 +278,16 @@ impl Retired {
 
     /// Drops the buffers left so far, on the calling thread.
     pub fn collect(&self) {
+        let _dropping = lock(&self.dropping);
         let buffers = std::mem::take(&mut lock(&self.state).buffers);
         drop(buffers);
     }
 
-    /// The launcher is about to sleep until woken: what it was left is
-    /// dropped now, and what is retired from now on drops where it is.
+    /// The launcher is about to sleep until woken (or the process exits):
+    /// what it was left is dropped now, once any drop under way is done,
+    /// and what is retired from now on drops where it is.
     pub fn collector_sleeps(&self) {
+        let _dropping = lock(&self.dropping);
         let buffers = {
             let mut state = lock(&self.state);
             state.collector_awake = false;

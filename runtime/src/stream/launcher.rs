@@ -60,7 +60,7 @@ impl Launcher {
     }
 
     /// Settles, then drops the buffers left to the launcher here: nothing
-    /// of what is known done stays held (`sync`, `metrics`, exit).
+    /// of what is known done stays held (`metrics`).
     pub(crate) fn settle_and_collect(&self) {
         self.settle();
         self.retired.collect();
@@ -127,11 +127,14 @@ impl Stream {
     }
 }
 
-/// At exit, no launch may be inside the plugin when it is torn down.
+/// At exit, no launch or buffer drop may be inside the plugin when it is
+/// torn down: the launcher is left nothing more to drop (a timed wake-up
+/// after this finds nothing).
 extern "C" fn settle_at_exit() {
     if let Ok(rt) = crate::context::get() {
         for s in &rt.streams {
-            s.launcher.settle_and_collect();
+            s.launcher.settle();
+            s.launcher.retired.collector_sleeps();
         }
     }
 }
