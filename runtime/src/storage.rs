@@ -35,7 +35,7 @@ use fusion::DType;
 
 use crate::error::{Error, Result};
 use crate::slots::Slots;
-use crate::tensor::{Device, Tensor, WeakTensor};
+use crate::tensor::{Device, Tensor};
 use crate::timing::{Stage, timed};
 use crate::value::Value;
 
@@ -44,44 +44,6 @@ struct Storage {
     nbytes: u64,
     /// The contents: a flat tensor, once something was written (or read).
     value: Option<Tensor>,
-    /// The view last read of the contents that took an op, while that op's
-    /// result is held (by an op recorded since, or by the caller) and not
-    /// launched.
-    last_view: Option<ViewRead>,
-}
-
-/// A view read of a storage's contents (`read_view`): the same view read
-/// again of the same contents, while the first read is pending in the
-/// calling thread's trace, is the same value, no op. Weak, so that it holds
-/// no memory of its own. A bias's gradient, written as a `[1, n]` sum and
-/// read as `[n]` by each optimizer op of a step, is one reshape a step (one
-/// per read before).
-struct ViewRead {
-    contents: WeakTensor,
-    dtype: DType,
-    byte_offset: u64,
-    sizes: Vec<i64>,
-    strides: Vec<i64>,
-    view: WeakTensor,
-}
-
-impl ViewRead {
-    /// The view, if it is this one of `contents`, and still held.
-    fn find(
-        &self,
-        contents: &Tensor,
-        dtype: DType,
-        byte_offset: u64,
-        sizes: &[i64],
-        strides: &[i64],
-    ) -> Option<Tensor> {
-        let same = self.dtype == dtype
-            && self.byte_offset == byte_offset
-            && self.sizes == sizes
-            && self.strides == strides
-            && self.contents.is(contents);
-        same.then(|| self.view.upgrade()).flatten()
-    }
 }
 
 /// A registered allocation: a key of the storage table (`Slots`), a number,
@@ -287,7 +249,6 @@ fn fit(value: Tensor, dtype: DType, sizes: &[i64]) -> Result<Tensor> {
 pub fn register(device: usize, nbytes: u64) -> Result<StorageId> {
     Device::get(device)?;
     Ok(storages().insert(Storage {
-        last_view: None,
         device,
         nbytes,
         value: None,
@@ -355,19 +316,13 @@ pub fn read_view(
         inside(id, s, byte_offset)?;
         let (offset, n) = geometry(byte_offset, s.nbytes, dtype)?;
         let all = contents(s, dtype, n)?;
-        let earlier = s
-            .last_view
-            .as_ref()
-            .and_then(|v| v.find(&all, dtype, byte_offset, sizes, strides));
         drop(table);
-        // Only while pending in this thread's trace: a value of a trace cut
-        // since, that no tensor held, may have given its buffer to its
-        // chunk's outputs, or never had one (the chunk that reads it holds
-        // it until it has run). (Checked with the table unlocked: the
-        // stream's lock is never taken under it.)
-        if let Some(view) = earlier.filter(Tensor::is_pending_in_this_trace) {
-            return Ok(view);
-        }
+        // Each read records its view op, even of a view read before: reusing
+        // the earlier read's value while it was pending in the trace (one
+        // reshape a step for a bias's gradient, not three) made a step's op
+        // count depend on where the trace had been cut, and a long step cut
+        // at the window's limit never repeated (a 683-op GPT step read every
+        // 50 steps: a new chunk key every few steps, 1.9x slower).
         let view = if is_whole(sizes, strides, offset, n) {
             // No op when the shape is the one the storage was written with.
             if all.shape() == sizes {
@@ -381,15 +336,6 @@ pub fn read_view(
         } else {
             all.reshape(&[n])?.as_strided(sizes, strides, offset)?
         };
-        let mut table = storages();
-        table.get(id)?.last_view = Some(ViewRead {
-            contents: all.downgrade(),
-            dtype,
-            byte_offset,
-            sizes: sizes.to_vec(),
-            strides: strides.to_vec(),
-            view: view.downgrade(),
-        });
         Ok(view)
     })
 }

@@ -687,23 +687,6 @@ impl Stream {
             }
         })
     }
-
-    /// Whether `v` is the result of a node of the calling thread's trace
-    /// not cut yet: an op recorded now may read it as the trace's own. (A
-    /// value of a trace already cut, and not exported, is computed inside
-    /// its chunk only: no later chunk can read it.)
-    pub(crate) fn pending_in_this_trace(&self, v: &Arc<Value>) -> bool {
-        if !v.is_pending() || v.trace != this_thread_trace() {
-            return false;
-        }
-        let st = lock(&self.state);
-        st.active == v.trace
-            && st
-                .trace
-                .nodes
-                .get(v.slot as usize)
-                .is_some_and(|n| std::ptr::eq(n.output.as_ptr(), Arc::as_ptr(v)))
-    }
 }
 
 impl StreamState {

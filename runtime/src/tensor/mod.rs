@@ -65,24 +65,6 @@ pub struct Tensor {
     stream: &'static Stream,
 }
 
-/// A tensor's value, not kept alive (`Tensor::downgrade`).
-pub(crate) struct WeakTensor {
-    value: std::sync::Weak<Value>,
-    stream: &'static Stream,
-}
-
-impl WeakTensor {
-    /// The tensor, if its value is still held elsewhere.
-    pub(crate) fn upgrade(&self) -> Option<Tensor> {
-        self.value.upgrade().map(|v| Tensor::new(v, self.stream))
-    }
-
-    /// Whether it is `t`'s very value (not merely an equal one).
-    pub(crate) fn is(&self, t: &Tensor) -> bool {
-        std::ptr::eq(self.value.as_ptr(), Arc::as_ptr(&t.value))
-    }
-}
-
 impl Tensor {
     fn new(value: Arc<Value>, stream: &'static Stream) -> Tensor {
         Tensor { value, stream }
@@ -91,20 +73,6 @@ impl Tensor {
     /// Whether this tensor is `value`.
     pub(crate) fn is(&self, value: &Arc<Value>) -> bool {
         Arc::ptr_eq(&self.value, value)
-    }
-
-    /// Whether the value is pending in the calling thread's trace, not cut
-    /// yet (`Stream::pending_in_this_trace`).
-    pub(crate) fn is_pending_in_this_trace(&self) -> bool {
-        self.stream.pending_in_this_trace(&self.value)
-    }
-
-    /// A handle that does not keep the value alive.
-    pub(crate) fn downgrade(&self) -> WeakTensor {
-        WeakTensor {
-            value: Arc::downgrade(&self.value),
-            stream: self.stream,
-        }
     }
 
     /// The dimension sizes, outermost first.
