@@ -287,13 +287,8 @@ impl Retired {
     /// what it was left is dropped now, once any drop under way is done,
     /// and what is retired from now on drops where it is.
     pub fn collector_sleeps(&self) {
-        let _dropping = lock(&self.dropping);
-        let buffers = {
-            let mut state = lock(&self.state);
-            state.collector_awake = false;
-            std::mem::take(&mut state.buffers)
-        };
-        drop(buffers);
+        lock(&self.state).collector_awake = false;
+        self.collect();
     }
 
     /// The launcher runs again, and will until it next sleeps untimed.
@@ -313,12 +308,13 @@ impl Retired {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use fusion::DType;
 
     use super::*;
 
-    fn buffer() -> Arc<Buffer> {
+    /// A one-element float32 buffer on device 0.
+    pub(crate) fn buffer() -> Arc<Buffer> {
         let rt = crate::context::get().expect("the XLA CPU plugin (make setup)");
         let bytes = 1.5f32.to_le_bytes();
         Arc::new(Buffer::from_host(&rt.streams[0].device, DType::F32, &[1], &bytes).unwrap())

@@ -55,7 +55,8 @@ pub fn metrics() -> Result<Metrics> {
     // Chunks handed to a launcher thread count once they ran; buffers of
     // done chunks left to it to drop are not live.
     for s in &rt.streams {
-        s.launcher.settle_and_collect();
+        s.launcher.settle();
+        s.launcher.retired.collect();
     }
     let mut m = rt.counters.snapshot(rt.cache.executables());
     m.compiling_in_background = rt.compiler.compiling() as u64;

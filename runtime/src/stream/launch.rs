@@ -546,14 +546,9 @@ impl Stream {
     /// Whether parameter `i` is donated and its buffer is held by more than
     /// its value, this launch and the `upstream` chunks it runs after (by a
     /// chunk it does not read from, or a host read, still reading it).
-    fn blocked(
-        graph: &Graph,
-        i: usize,
-        p: &Param,
-        upstream: &[Arc<Completion>],
-        retired: &Retired,
-    ) -> bool {
-        graph.aliased_output(i).is_some() && read_elsewhere(&p.buffer, upstream, retired)
+    fn blocked(&self, graph: &Graph, i: usize, p: &Param, upstream: &[Arc<Completion>]) -> bool {
+        graph.aliased_output(i).is_some()
+            && read_elsewhere(&p.buffer, upstream, &self.launcher.retired)
     }
 
     /// The aliased parameters whose buffer must not be donated at this launch.
@@ -576,7 +571,7 @@ impl Stream {
             return kept;
         }
         for (i, p) in params.iter().enumerate() {
-            if Self::blocked(graph, i, p, upstream, &self.launcher.retired) {
+            if self.blocked(graph, i, p, upstream) {
                 Counters::add(&rt.counters.donations_blocked_by_readers, 1);
                 kept.push(i as i64);
             }
@@ -802,10 +797,7 @@ mod tests {
     /// more, it is.
     #[test]
     fn references_left_to_the_launcher_do_not_block_a_donation() {
-        let rt = crate::context::get().expect("the XLA CPU plugin (make setup)");
-        let bytes = 2.0f32.to_le_bytes();
-        let buffer = Buffer::from_host(&rt.streams[0].device, DType::F32, &[1], &bytes).unwrap();
-        let buffer = Arc::new(buffer);
+        let buffer = crate::completion::tests::buffer();
         let launch_hold = buffer.clone();
         let retired = Retired::default();
         retired.collector_wakes();

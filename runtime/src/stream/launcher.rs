@@ -58,13 +58,6 @@ impl Launcher {
             crate::value::back_off(rounds);
         }
     }
-
-    /// Settles, then drops the buffers left to the launcher here: nothing
-    /// of what is known done stays held (`metrics`).
-    pub(crate) fn settle_and_collect(&self) {
-        self.settle();
-        self.retired.collect();
-    }
 }
 
 impl Stream {
