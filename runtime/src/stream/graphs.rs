@@ -35,7 +35,8 @@ use fusion::policy::CutReason;
 use fusion::{DType, Graph, Scalar, TensorType};
 
 use super::checks::{IndexCheck, IndexChecks, UNREAD_FLAGS};
-use super::launch::{self, Param};
+use super::donation;
+use super::launch::Param;
 use super::liveness::Launch;
 use super::{Stream, StreamState, lock, replay};
 use crate::cache::Program;
@@ -656,7 +657,7 @@ impl DirectCall {
             // The allocation's reference, and the call's.
             let only_allocation = Arc::strong_count(v) == held + 1;
             // Held by the value, `launched` and the chunks run before?
-            let read_elsewhere = launch::read_elsewhere(&launched[d.input].0, upstream, retired);
+            let read_elsewhere = donation::read_elsewhere(&launched[d.input].0, upstream, retired);
             if copied && only_allocation && read_elsewhere {
                 Counters::add(&rt.counters.donations_blocked_by_readers, 1);
             }

@@ -65,6 +65,7 @@ pub use crate::origin::Origin;
 
 mod checks;
 mod crowding;
+mod donation;
 mod graphs;
 mod hazards;
 mod launch;
