@@ -4,15 +4,30 @@
 //!
 //! `make bench` runs this and prints a summary (also written to
 //! `target/bench/debug.json`). Target: debug mode adds at most 2 us per op.
+//!
+//! Also the floor of a host read on this plugin: the raw execute + await of
+//! a program the XLA CPU plugin runs inline on the calling thread (under its
+//! cost model's 1,000 flops) next to one it hands to its worker threads, each
+//! called after a pause as long as a small step's recording (the worker has
+//! gone to sleep by then, as it has when a training loop reads its loss).
 
 use std::hint::black_box;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use eagertpu::internals::pjrt::{Buffer, Client, Executable, Placement, Plugin, locate};
 use eagertpu::{DType, Tensor};
 
 const N: i64 = 256;
+
+/// Ops of the dispatched program: 8 elementwise ops over `[N]` are 2,048
+/// flops, over the plugin's inline threshold.
+const DISPATCHED_OPS: usize = 8;
+
+/// The pause before each call of the `dispatch` group: a small training
+/// step's recording.
+const PAUSE: Duration = Duration::from_micros(300);
 
 fn benches(c: &mut Criterion) {
     let _debug = eagertpu::with_mode(eagertpu::Mode::Debug).unwrap();
@@ -48,6 +63,40 @@ fn benches(c: &mut Criterion) {
     g.bench_function("cache_hit_256", |bench| {
         bench.iter(|| runtime_hooks::cache_get(black_box(&graph)).unwrap())
     });
+    g.finish();
+
+    // One pause of a step's recording between calls (not timed).
+    let mut g = c.benchmark_group("dispatch");
+    let dispatched = Executable::compile(
+        &client,
+        &runtime_hooks::elementwise_chain_program(N, DISPATCHED_OPS),
+        &client.compile_options(Placement::Portable),
+    )
+    .unwrap();
+    for (name, exe, inputs) in [
+        ("inline_after_pause", &exe, vec![&ra, &rb]),
+        ("dispatched_after_pause", &dispatched, vec![&ra]),
+    ] {
+        g.bench_function(name, |bench| {
+            bench.iter_custom(|iters| {
+                let mut timed = Duration::ZERO;
+                for _ in 0..iters {
+                    let pause = Instant::now();
+                    while pause.elapsed() < PAUSE {
+                        std::hint::spin_loop();
+                    }
+                    let start = Instant::now();
+                    let (out, done) = exe.execute(&inputs, &device).unwrap();
+                    if let Some(done) = done {
+                        done.wait().unwrap();
+                    }
+                    timed += start.elapsed();
+                    black_box(out);
+                }
+                timed
+            })
+        });
+    }
     g.finish();
 
     let mut g = c.benchmark_group("compile");
@@ -103,14 +152,30 @@ fn summary() {
         "  compile one op                     {:>9.2} ms",
         compile / 1e6
     );
+    let inline = median_ns("dispatch", "inline_after_pause").unwrap_or(f64::NAN);
+    let dispatched = median_ns("dispatch", "dispatched_after_pause").unwrap_or(f64::NAN);
+    println!(
+        "a host read's floor, raw execute + await after a {} us pause:",
+        PAUSE.as_micros()
+    );
+    println!(
+        "  run inline (the [256] add)         {:>9.2} us",
+        inline / 1e3
+    );
+    println!(
+        "  run by the plugin's workers ({DISPATCHED_OPS} ops) {:>9.2} us",
+        dispatched / 1e3
+    );
     let json = format!(
-        "{{\"eagertpu_add_us\": {:.3}, \"raw_pjrt_us\": {:.3}, \"overhead_us\": {:.3}, \"ratio\": {:.3}, \"cache_hit_us\": {:.3}, \"compile_ms\": {:.3}}}\n",
+        "{{\"eagertpu_add_us\": {:.3}, \"raw_pjrt_us\": {:.3}, \"overhead_us\": {:.3}, \"ratio\": {:.3}, \"cache_hit_us\": {:.3}, \"compile_ms\": {:.3}, \"raw_inline_after_pause_us\": {:.3}, \"raw_dispatched_after_pause_us\": {:.3}}}\n",
         op / 1e3,
         raw / 1e3,
         overhead / 1e3,
         op / raw,
         hit / 1e3,
-        compile / 1e6
+        compile / 1e6,
+        inline / 1e3,
+        dispatched / 1e3
     );
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("../bench");
     let _ = std::fs::create_dir_all(&dir);

@@ -235,6 +235,24 @@ pub mod bench_hooks {
         (g, text)
     }
 
+    /// The StableHLO of `ops` elementwise ops on one `[n]` f32 parameter
+    /// (`y = y * x`, `y = y + x`, alternating): `ops * n` flops.
+    pub fn elementwise_chain_program(n: i64, ops: usize) -> String {
+        let mut g = Graph::new();
+        let x = g.param(TensorType::new(DType::F32, &[n]));
+        let mut y = x;
+        for i in 0..ops {
+            let op = if i % 2 == 0 {
+                BinaryOp::Mul
+            } else {
+                BinaryOp::Add
+            };
+            y = g.push(Op::Binary(op), &[y, x]).expect("a valid op");
+        }
+        g.output(y);
+        fusion::lower::lower(&g)
+    }
+
     /// One compile-cache lookup of `graph` (a hit once it has been compiled).
     pub fn cache_get(graph: &Graph) -> Result<()> {
         let rt = context::get()?;
