@@ -281,6 +281,15 @@ typedef struct {
  * one call. */
 etpu_status etpu_pointwise(const char* op, const etpu_operand* args, size_t nargs, const int64_t* out,
                            const char* origin, etpu_tensor* result);
+/* etpu_pointwise's op into a new allocation on `device` holding the result as a
+ * contiguous `dtype` array of sizes[0..rank] (converted and broadcast to it;
+ * refused, as an out= view refuses, when the result's dtype can't be cast to
+ * `dtype`), its id written to `storage`: a kernel's fresh result in one call,
+ * no allocation made before it and no view written. Nothing is allocated when
+ * it fails. Free it with etpu_storage_free. */
+etpu_status etpu_pointwise_new(const char* op, const etpu_operand* args, size_t nargs, int64_t device,
+                               int32_t dtype, const int64_t* sizes, size_t rank, const char* origin,
+                               etpu_storage* storage);
 /* etpu_pointwise over `count` groups of `nargs` operands in one call (PyTorch's
  * _foreach_ ops): group i is args[i * nargs .. (i + 1) * nargs] and its result
  * is written into view outs[i]. The groups run in order, so a group reads what

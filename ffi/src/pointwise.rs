@@ -13,16 +13,17 @@ use std::ffi::c_char;
 use std::sync::LazyLock;
 
 use eagertpu::internals::fusion::hash::FxBuild;
-use eagertpu::storage::{StorageId, read_view, write_view};
+use eagertpu::storage::{StorageId, read_view, register_holding, write_view};
 use eagertpu::{Activation, BinaryOp, DType, Operand, Scalar, Tensor, UnaryOp};
 use smallvec::SmallVec;
 
-use crate::handles::{dtype_from, get, put_tensor};
+use crate::handles::{dims, dtype_from, get, put_tensor};
 use crate::ops::scalar;
 use crate::types::{
-    ETPU_OPERAND_HANDLE, ETPU_OPERAND_SCALAR, ETPU_OPERAND_VIEW, OperandArg, TensorHandle,
+    ETPU_OPERAND_HANDLE, ETPU_OPERAND_SCALAR, ETPU_OPERAND_VIEW, OperandArg, StorageHandle,
+    TensorHandle,
 };
-use crate::{Failure, FfiResult, at, c_api, c_str};
+use crate::{Failure, FfiResult, at, c_api, c_str, put};
 
 /// A view descriptor, decoded.
 pub(crate) struct View<'a> {
@@ -328,16 +329,22 @@ fn run(op: &str, args: &[Value]) -> eagertpu::Result<Tensor> {
 /// PyTorch, when the result's dtype cannot be cast to the view's (a float
 /// result into an integer tensor would otherwise be truncated silently).
 fn write_result(op: &str, out: &View, value: Tensor) -> FfiResult {
-    if !value.dtype().can_cast_to(out.dtype) {
+    castable(op, &value, out.dtype)?;
+    Ok(out.write(value)?)
+}
+
+/// Refuses a result that cannot be cast to `dtype`, the dtype of the
+/// tensor it goes into.
+fn castable(op: &str, value: &Tensor, dtype: DType) -> FfiResult {
+    if !value.dtype().can_cast_to(dtype) {
         return Err(Failure::invalid(format!(
-            "{op}: result type {} can't be cast to the desired output type {} (the result of {} \
+            "{op}: result type {} can't be cast to the desired output type {dtype} (the result of {} \
              goes into an out= or in-place tensor of that dtype)",
             value.dtype(),
-            out.dtype,
             value.ty()
         )));
     }
-    Ok(out.write(value)?)
+    Ok(())
 }
 
 c_api! {
@@ -381,6 +388,48 @@ c_api! {
                 Some(t) => put_tensor(result, t),
                 None => Ok(()),
             }
+        }
+    }
+
+    /// `op` over `args[0..nargs]`, as `etpu_pointwise` runs it, into a new
+    /// allocation on `device` that holds the result as a contiguous `dtype`
+    /// array of `sizes[0..rank]` (converted and broadcast to it, refused as
+    /// an `out=` view refuses a dtype the result cannot be cast to), written
+    /// to `storage`: a kernel's fresh result in one call, with no allocation
+    /// made before it and no view written. Nothing is allocated when it fails.
+    fn etpu_pointwise_new(
+        op: *const c_char,
+        args: *const OperandArg,
+        nargs: usize,
+        device: i64,
+        dtype: i32,
+        sizes: *const i64,
+        rank: usize,
+        origin: *const c_char,
+        storage: *mut StorageHandle,
+    ) {
+        if nargs == 0 || nargs > MAX_OPERANDS || args.is_null() {
+            return Err(Failure::invalid(format!(
+                "pointwise_new: got {nargs} operands at {args:?}; expected 1 to {MAX_OPERANDS}"
+            )));
+        }
+        let device = usize::try_from(device).map_err(|_| Failure::invalid(format!("device {device} is negative")))?;
+        let dtype = dtype_from(dtype)?;
+        // SAFETY: strings, operands and dims as documented.
+        unsafe {
+            let op = c_str(op, "op")?;
+            let sizes = dims(sizes, rank, "sizes")?;
+            let raw = std::slice::from_raw_parts(args, nargs);
+            let id = at(origin, || -> FfiResult<StorageId> {
+                let mut values: SmallVec<[Value; 4]> = SmallVec::new();
+                for (i, a) in raw.iter().enumerate() {
+                    values.push(read(decode(a, i)?)?);
+                }
+                let value = run(op, &values)?;
+                castable(op, &value, dtype)?;
+                Ok(register_holding(device, dtype, sizes, value)?)
+            })?;
+            put(storage, StorageHandle(id.0), "storage")
         }
     }
 
@@ -430,5 +479,197 @@ c_api! {
                 })?
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::{CStr, c_void};
+
+    use super::*;
+    use crate::handles::{
+        dtype_code, etpu_tensor_free, etpu_tensor_from_host, etpu_tensor_to_host,
+    };
+    use crate::storage::{etpu_storage_free, etpu_storage_read, etpu_view_read};
+    use crate::types::{ETPU_SCALAR_FLOAT, ScalarArg};
+    use crate::{ETPU_INVALID_ARGUMENT, ETPU_OK, last_error};
+
+    const ORIGIN: *const c_char = c"pointwise.rs:test".as_ptr();
+
+    fn handle(t: TensorHandle) -> OperandArg {
+        OperandArg {
+            kind: ETPU_OPERAND_HANDLE,
+            handle: t,
+            view: std::ptr::null(),
+            scalar: ScalarArg {
+                kind: 0,
+                int: 0,
+                float: 0.0,
+            },
+        }
+    }
+
+    fn number(x: f64) -> OperandArg {
+        OperandArg {
+            kind: ETPU_OPERAND_SCALAR,
+            handle: TensorHandle(0),
+            view: std::ptr::null(),
+            scalar: ScalarArg {
+                kind: ETPU_SCALAR_FLOAT,
+                int: 0,
+                float: x,
+            },
+        }
+    }
+
+    /// A `[dims]` f32 tensor on device 0.
+    fn f32_tensor(v: &[f32], dims: &[i64]) -> TensorHandle {
+        let mut t = TensorHandle(0);
+        // SAFETY: `v` and `dims` are valid for the lengths passed; `t` is writable.
+        let status = unsafe {
+            etpu_tensor_from_host(
+                0,
+                dtype_code(DType::F32),
+                dims.as_ptr(),
+                dims.len(),
+                v.as_ptr().cast::<c_void>(),
+                size_of_val(v),
+                ORIGIN,
+                &mut t,
+            )
+        };
+        assert_eq!(status, ETPU_OK, "{}", last_error());
+        t
+    }
+
+    /// `op(args)` into a new f32 allocation of `sizes` (its id, or the status).
+    fn new_f32(
+        op: &CStr,
+        args: &[OperandArg],
+        dtype: DType,
+        sizes: &[i64],
+    ) -> Result<StorageHandle, i32> {
+        let mut storage = StorageHandle(0);
+        // SAFETY: every pointer is valid for the lengths passed.
+        let status = unsafe {
+            etpu_pointwise_new(
+                op.as_ptr(),
+                args.as_ptr(),
+                args.len(),
+                0,
+                dtype_code(dtype),
+                sizes.as_ptr(),
+                sizes.len(),
+                ORIGIN,
+                &mut storage,
+            )
+        };
+        if status == ETPU_OK {
+            Ok(storage)
+        } else {
+            assert_eq!(
+                storage.0, 0,
+                "a failed call handed out storage {}",
+                storage.0
+            );
+            Err(status)
+        }
+    }
+
+    /// The f32 contents of allocation `storage` (`n` elements).
+    fn contents(storage: StorageHandle, n: usize) -> Vec<f32> {
+        let (mut t, mut out) = (TensorHandle(0), vec![0f32; n]);
+        // SAFETY: `t` is writable; `out` holds `n` f32s.
+        unsafe {
+            assert_eq!(
+                etpu_storage_read(storage, dtype_code(DType::F32), &mut t),
+                ETPU_OK,
+                "{}",
+                last_error()
+            );
+            let status = etpu_tensor_to_host(t, out.as_mut_ptr().cast::<c_void>(), n * 4, ORIGIN);
+            assert_eq!(status, ETPU_OK, "{}", last_error());
+            assert_eq!(etpu_tensor_free(t), ETPU_OK);
+        }
+        out
+    }
+
+    /// Frees allocations and handles this test owns, each once.
+    fn free(storages: &[StorageHandle], handles: &[TensorHandle]) {
+        // SAFETY: ids and handles the caller owns and frees only here.
+        unsafe {
+            for &s in storages {
+                assert_eq!(etpu_storage_free(s), ETPU_OK);
+            }
+            for &h in handles {
+                assert_eq!(etpu_tensor_free(h), ETPU_OK);
+            }
+        }
+    }
+
+    #[test]
+    fn a_result_goes_into_a_new_allocation_of_the_given_dtype_and_shape() {
+        let a = f32_tensor(&[1.0, 2.0, 3.0, 4.0], &[2, 2]);
+        let row = f32_tensor(&[10.0, 20.0], &[2]);
+        // A number operand; the result as it is.
+        let s = new_f32(c"mul", &[handle(a), number(2.5)], DType::F32, &[2, 2]).unwrap();
+        assert_eq!(contents(s, 4), [2.5, 5.0, 7.5, 10.0]);
+        // Broadcast operands.
+        let t = new_f32(c"add", &[handle(a), handle(row)], DType::F32, &[2, 2]).unwrap();
+        assert_eq!(contents(t, 4), [11.0, 22.0, 13.0, 24.0]);
+        // The result broadcast to the allocation's shape, as an out= view takes it.
+        let u = new_f32(c"neg", &[handle(row)], DType::F32, &[3, 2]).unwrap();
+        assert_eq!(contents(u, 6), [-10.0, -20.0, -10.0, -20.0, -10.0, -20.0]);
+        // The allocation is 16 bytes: a view at its end is past it.
+        let (sizes, strides, mut out) = ([1i64], [1i64], TensorHandle(0));
+        // SAFETY: the dims are valid for one element; `out` is writable.
+        let status = unsafe {
+            etpu_view_read(
+                s,
+                16,
+                dtype_code(DType::F32),
+                sizes.as_ptr(),
+                strides.as_ptr(),
+                1,
+                ORIGIN,
+                &mut out,
+            )
+        };
+        assert_eq!(status, ETPU_INVALID_ARGUMENT);
+        assert!(last_error().contains("(16 bytes)"), "{}", last_error());
+        free(&[s, t, u], &[a, row]);
+    }
+
+    #[test]
+    fn a_failing_op_allocates_nothing_and_the_next_call_works() {
+        let a = f32_tensor(&[1.0, 2.0], &[2]);
+        assert_eq!(
+            new_f32(c"frobnicate", &[handle(a)], DType::F32, &[2]),
+            Err(ETPU_INVALID_ARGUMENT)
+        );
+        assert!(
+            last_error().contains("unknown op \"frobnicate\""),
+            "{}",
+            last_error()
+        );
+        // A float result refused for an integer allocation, as an out= view refuses it.
+        assert_eq!(
+            new_f32(c"mul", &[handle(a), number(0.5)], DType::I64, &[2]),
+            Err(ETPU_INVALID_ARGUMENT)
+        );
+        let e = last_error();
+        assert!(
+            e.contains("mul: result type float32 can't be cast to the desired output type int64"),
+            "{e}"
+        );
+        // Shapes that do not broadcast to the allocation's.
+        assert_eq!(
+            new_f32(c"neg", &[handle(a)], DType::F32, &[3]),
+            Err(ETPU_INVALID_ARGUMENT)
+        );
+        assert!(last_error().contains("[3]"), "{}", last_error());
+        let s = new_f32(c"mul", &[handle(a), number(0.5)], DType::F32, &[2]).unwrap();
+        assert_eq!(contents(s, 2), [0.5, 1.0]);
+        free(&[s], &[a]);
     }
 }

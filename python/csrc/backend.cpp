@@ -540,6 +540,20 @@ void pointwise(const char* op, std::initializer_list<PointwiseArg> args, const a
   }
 }
 
+at::Tensor pointwise_new(const char* op, std::initializer_list<PointwiseArg> args, at::IntArrayRef sizes,
+                         at::ScalarType t, c10::DeviceIndex index) {
+  if (c10::multiply_integers(sizes) == 0) {  // no allocation to make
+    at::Tensor out = empty_tpu(sizes, t, index);
+    pointwise(op, args, out);
+    return out;
+  }
+  Operands operands(op, args, index);
+  etpu_storage storage = 0;
+  check(etpu_pointwise_new(op, operands.data(), operands.size(), index, dtype_code(t), sizes.data(), sizes.size(),
+                           origin(), &storage));
+  return tpu_tensor_of(storage, sizes, t, index);
+}
+
 void sample(const char* distribution, std::initializer_list<PointwiseArg> args, std::pair<uint64_t, uint64_t> key,
             const at::Tensor& out) {
   if (out.numel() == 0) return;

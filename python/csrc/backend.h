@@ -129,6 +129,12 @@ struct PointwiseArg {
 // converted to out's dtype and broadcast to its shape.
 void pointwise(const char* op, std::initializer_list<PointwiseArg> args, const at::Tensor& out);
 
+// `op(args...)` as a new contiguous tpu tensor of `sizes` and dtype `t` on
+// device `index` (the result converted and broadcast to them), in one runtime
+// call that also makes its allocation (etpu_pointwise_new).
+at::Tensor pointwise_new(const char* op, std::initializer_list<PointwiseArg> args, at::IntArrayRef sizes,
+                         at::ScalarType t, c10::DeviceIndex index);
+
 // A tensor as the C ABI's view descriptor: {storage, byte_offset, dtype,
 // rank, sizes, strides} (etpu_operand). Points into itself: never moved once
 // an operand refers to it.
@@ -220,6 +226,11 @@ inline Handle div(const Handle& a, const Handle& b) { return binary("div", a, b)
 
 // A new contiguous `tpu` tensor on device `index` (no dispatch).
 at::Tensor empty_tpu(at::IntArrayRef sizes, at::ScalarType t, c10::DeviceIndex index);
+
+// A contiguous tpu tensor of `sizes` and dtype `t` over runtime allocation
+// `storage` (made by the runtime, holding at least one element), which it
+// now owns.
+at::Tensor tpu_tensor_of(etpu_storage storage, at::IntArrayRef sizes, at::ScalarType t, c10::DeviceIndex index);
 
 // The device index of a `tpu` tensor.
 inline int64_t device_index(const at::Tensor& t) { return t.device().index() < 0 ? 0 : t.device().index(); }

@@ -14,6 +14,7 @@
 namespace etpu {
 
 c10::Allocator* tpu_allocator();
+c10::DataPtr adopt_storage(etpu_storage storage, size_t nbytes, c10::DeviceIndex index);
 
 namespace {
 
@@ -37,6 +38,18 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarTy
 at::Tensor empty_tpu(at::IntArrayRef sizes, at::ScalarType t, c10::DeviceIndex index) {
   const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, index));
   return at::detail::empty_generic(sizes, tpu_allocator(), kTpuKeys, checked_dtype(t), std::nullopt);
+}
+
+at::Tensor tpu_tensor_of(etpu_storage storage, at::IntArrayRef sizes, at::ScalarType t, c10::DeviceIndex index) {
+  caffe2::TypeMeta dtype = c10::scalarTypeToTypeMeta(t);
+  size_t nbytes = at::detail::computeStorageNbytesContiguous(sizes, dtype.itemsize());
+  TORCH_CHECK(nbytes > 0, "tpu: a storage adopted for a tensor of shape ", sizes, " (no elements)");
+  auto impl = c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), nbytes,
+                                                    adopt_storage(storage, nbytes, index), tpu_allocator(),
+                                                    /*resizable=*/true);
+  at::Tensor tensor = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(std::move(impl)), kTpuKeys, dtype);
+  tensor.unsafeGetTensorImpl()->set_sizes_contiguous(sizes);
+  return tensor;
 }
 
 namespace {

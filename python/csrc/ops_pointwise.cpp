@@ -4,6 +4,7 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/BinaryOps.h>
 #include <ATen/native/Resize.h>
+#include <c10/util/strides.h>
 #include <ATen/ops/result_type_native.h>
 #include <ATen/CompositeExplicitAutogradNonFunctionalFunctions.h>
 #include <torch/library.h>
@@ -44,9 +45,7 @@ at::Tensor angle(const at::Tensor& self) {
   at::ScalarType t = self.scalar_type();
   if (self.is_complex()) t = c10::toRealValueType(t);
   if (at::isIntegralType(t, /*includeBool=*/true)) t = c10::typeMetaToScalarType(c10::get_default_dtype());
-  at::Tensor out = empty_tpu(self.sizes(), t, self.device().index());
-  pointwise("angle", {self}, out);
-  return out;
+  return pointwise_new("angle", {self}, self.sizes(), t, self.device().index());
 }
 
 // erfinv: composed by the runtime (Giles' polynomial and two Newton steps).
@@ -103,6 +102,10 @@ at::Tensor& tril_out(const at::Tensor& self, int64_t k, at::Tensor& out) { retur
 
 at::Tensor relu(const at::Tensor& self) {
   OpScope s;
+  // The result has the input's strides (empty_like): made with its
+  // allocation when those are the row-major ones.
+  if (self.device().type() == c10::DeviceType::PrivateUse1 && self.strides().equals(c10::contiguous_strides(self.sizes())))
+    return pointwise_new("relu", {self}, self.sizes(), self.scalar_type(), self.device().index());
   at::Tensor out = at::empty_like(self);
   pointwise("relu", {self}, out);
   return out;
@@ -171,11 +174,8 @@ std::optional<at::Tensor> fresh_binary(const char* op, const at::Tensor& a, cons
   at::ScalarType t = at::native::result_type(a, b);
   if (to_float && at::isIntegralType(t, /*includeBool=*/true)) t = c10::typeMetaToScalarType(c10::get_default_dtype());
   const at::Tensor& tensor = a_number ? b : a;
-  at::Tensor out = a_number || b_number ? empty_tpu(tensor.sizes(), t, tensor.device().index())
-                                        : empty_tpu(at::infer_size_dimvector(a.sizes(), b.sizes()), t,
-                                                    tensor.device().index());
-  pointwise(op, {a, b}, out);
-  return out;
+  if (a_number || b_number) return pointwise_new(op, {a, b}, tensor.sizes(), t, tensor.device().index());
+  return pointwise_new(op, {a, b}, at::infer_size_dimvector(a.sizes(), b.sizes()), t, tensor.device().index());
 }
 
 // Python's `<<` and `>>` (and `<<=`, `>>=`): ATen ops of their own on every
@@ -222,9 +222,7 @@ at::Tensor div_functional(const at::Tensor& self, const at::Tensor& other) {
 at::Tensor neg_functional(const at::Tensor& self) {
   OpScope s;
   if (!plain(self) || self.scalar_type() == at::kBool) return at::compositeexplicitautogradnonfunctional::neg(self);
-  at::Tensor out = empty_tpu(self.sizes(), self.scalar_type(), self.device().index());
-  pointwise("neg", {self}, out);
-  return out;
+  return pointwise_new("neg", {self}, self.sizes(), self.scalar_type(), self.device().index());
 }
 
 // Rounded division: floor_divide and div_trunc keep integers exact.
@@ -360,9 +358,7 @@ at::Tensor float_functional(const char* op, const at::Tensor& self, Composite co
   if (!plain(self) || self.is_complex()) return composite(self);
   at::ScalarType t = self.scalar_type();
   if (at::isIntegralType(t, /*includeBool=*/true)) t = c10::typeMetaToScalarType(c10::get_default_dtype());
-  at::Tensor out = empty_tpu(self.sizes(), t, self.device().index());
-  pointwise(op, {self}, out);
-  return out;
+  return pointwise_new(op, {self}, self.sizes(), t, self.device().index());
 }
 
 // Registers `kernel` as `aten::<name>.<overload>`, unless the overload is none.

@@ -255,6 +255,30 @@ pub fn register(device: usize, nbytes: u64) -> Result<StorageId> {
     }))
 }
 
+/// Registers an allocation on device `device` that holds `value` as a
+/// contiguous `dtype` array of `sizes` (converted and broadcast to it): an
+/// op's result given its own allocation at once, with no view written.
+pub fn register_holding(
+    device: usize,
+    dtype: DType,
+    sizes: &[i64],
+    value: Tensor,
+) -> Result<StorageId> {
+    Device::get(device)?;
+    let numel = sizes.iter().product::<i64>();
+    if sizes.iter().any(|&d| d < 0) {
+        return Err(invalid(format!(
+            "an allocation of shape {sizes:?}: a negative size"
+        )));
+    }
+    let value = fit(value, dtype, sizes)?;
+    Ok(storages().insert(Storage {
+        device,
+        nbytes: numel as u64 * dtype.size_in_bytes() as u64,
+        value: Some(value),
+    }))
+}
+
 /// Forgets allocation `id` (its value is freed when unused).
 pub fn release(id: StorageId) -> Result<()> {
     storages().remove(id).map(|_| ())
