@@ -32,10 +32,11 @@ def test_op_timing_counts_every_stage_of_each_op_and_the_stages_nest():
     import json
 
     d = json.loads(r.stdout.strip().splitlines()[-1])
-    # Each add: its storage registered and freed, one view op (two reads, a
-    # write), one op recorded.
-    assert d["abi"]["calls"] >= 3 * 1000, d
-    assert d["views"]["calls"] >= 3 * 1000, d
+    # Each add: one call that records it and registers its result's storage
+    # (etpu_pointwise_new), one that frees the storage of the result it
+    # replaced; two view reads; one op recorded.
+    assert d["abi"]["calls"] >= 2 * 1000, d
+    assert d["views"]["calls"] >= 2 * 1000, d
     assert d["record"]["calls"] >= 1000, d
     assert all(d[k]["nanos"] > 0 for k in ("abi", "views", "record")), d
     assert d["abi"]["nanos"] > d["views"]["nanos"] + d["record"]["nanos"], d
