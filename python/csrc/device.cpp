@@ -110,10 +110,6 @@ const Allocation& allocation_at(const void* p) {
   return *a;
 }
 
-// A DataPtr's context is its Allocation (the runtime's storage id and the
-// address range), so a kernel names the storage it reads without a search.
-// Its data pointer is not its context: PyTorch's raw_allocate and
-// copy-on-write storages (which need them equal) are not used for `tpu`.
 // Runtime allocation `storage` of `nbytes` (> 0) on device `index` as a
 // DataPtr of the tpu allocator: an address range of its own. The storage is
 // freed if that fails.
@@ -131,6 +127,10 @@ c10::DataPtr adopt(etpu_storage storage, size_t nbytes, c10::DeviceIndex index) 
   return {p, owner.release(), &free_allocation, c10::Device(c10::DeviceType::PrivateUse1, index)};
 }
 
+// A DataPtr's context is its Allocation (the runtime's storage id and the
+// address range), so a kernel names the storage it reads without a search.
+// Its data pointer is not its context: PyTorch's raw_allocate and
+// copy-on-write storages (which need them equal) are not used for `tpu`.
 struct TpuAllocator final : c10::Allocator {
   c10::DataPtr allocate(size_t nbytes) override {
     if (nbytes == 0) return {nullptr, nullptr, &free_nothing, c10::Device(c10::DeviceType::PrivateUse1, current_device)};

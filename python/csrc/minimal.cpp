@@ -43,7 +43,10 @@ at::Tensor empty_tpu(at::IntArrayRef sizes, at::ScalarType t, c10::DeviceIndex i
 at::Tensor tpu_tensor_of(etpu_storage storage, at::IntArrayRef sizes, at::ScalarType t, c10::DeviceIndex index) {
   caffe2::TypeMeta dtype = c10::scalarTypeToTypeMeta(t);
   size_t nbytes = at::detail::computeStorageNbytesContiguous(sizes, dtype.itemsize());
-  TORCH_CHECK(nbytes > 0, "tpu: a storage adopted for a tensor of shape ", sizes, " (no elements)");
+  if (nbytes == 0) {
+    etpu_storage_free(storage);
+    TORCH_CHECK(false, "tpu: a storage adopted for a tensor of shape ", sizes, " (no elements)");
+  }
   auto impl = c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), nbytes,
                                                     adopt_storage(storage, nbytes, index), tpu_allocator(),
                                                     /*resizable=*/true);
