@@ -325,6 +325,37 @@ fn run(op: &str, args: &[Value]) -> eagertpu::Result<Tensor> {
     }
 }
 
+/// The `nargs` operands at `args` of a `call` (named in the error).
+///
+/// # Safety
+/// `args` must be NULL or valid for `nargs` reads.
+unsafe fn operand_args<'a>(
+    call: &str,
+    args: *const OperandArg,
+    nargs: usize,
+) -> FfiResult<&'a [OperandArg]> {
+    if nargs == 0 || nargs > MAX_OPERANDS || args.is_null() {
+        return Err(Failure::invalid(format!(
+            "{call}: got {nargs} operands at {args:?}; expected 1 to {MAX_OPERANDS}"
+        )));
+    }
+    // SAFETY: non-null and valid for `nargs` reads (the caller's contract).
+    Ok(unsafe { std::slice::from_raw_parts(args, nargs) })
+}
+
+/// Reads the operands (views inside the caller's origin) and runs `op` over them.
+///
+/// # Safety
+/// A view operand's `view` must be NULL or point at a descriptor.
+unsafe fn read_and_run(op: &str, raw: &[OperandArg]) -> FfiResult<Tensor> {
+    let mut values: SmallVec<[Value; 4]> = SmallVec::new();
+    for (i, a) in raw.iter().enumerate() {
+        // SAFETY: as this function's contract.
+        values.push(read(unsafe { decode(a, i)? })?);
+    }
+    Ok(run(op, &values)?)
+}
+
 /// Writes `op`'s result into its `out=` or in-place view: refused, as in
 /// PyTorch, when the result's dtype cannot be cast to the view's (a float
 /// result into an integer tensor would otherwise be truncated silently).
@@ -360,22 +391,13 @@ c_api! {
         origin: *const c_char,
         result: *mut TensorHandle,
     ) {
-        if nargs == 0 || nargs > MAX_OPERANDS || args.is_null() {
-            return Err(Failure::invalid(format!(
-                "pointwise: got {nargs} operands at {args:?}; expected 1 to {MAX_OPERANDS}"
-            )));
-        }
         // SAFETY: strings, operands and descriptors as documented.
         unsafe {
             let op = c_str(op, "op")?;
-            let raw = std::slice::from_raw_parts(args, nargs);
+            let raw = operand_args("pointwise", args, nargs)?;
             let out = if out.is_null() { None } else { Some(view(out, "out")?) };
             let value = at(origin, || -> FfiResult<Option<Tensor>> {
-                let mut values: SmallVec<[Value; 4]> = SmallVec::new();
-                for (i, a) in raw.iter().enumerate() {
-                    values.push(read(decode(a, i)?)?);
-                }
-                let value = run(op, &values)?;
+                let value = read_and_run(op, raw)?;
                 Ok(match &out {
                     Some(o) => {
                         write_result(op, o, value)?;
@@ -408,24 +430,15 @@ c_api! {
         origin: *const c_char,
         storage: *mut StorageHandle,
     ) {
-        if nargs == 0 || nargs > MAX_OPERANDS || args.is_null() {
-            return Err(Failure::invalid(format!(
-                "pointwise_new: got {nargs} operands at {args:?}; expected 1 to {MAX_OPERANDS}"
-            )));
-        }
         let device = usize::try_from(device).map_err(|_| Failure::invalid(format!("device {device} is negative")))?;
         let dtype = dtype_from(dtype)?;
         // SAFETY: strings, operands and dims as documented.
         unsafe {
             let op = c_str(op, "op")?;
             let sizes = dims(sizes, rank, "sizes")?;
-            let raw = std::slice::from_raw_parts(args, nargs);
+            let raw = operand_args("pointwise_new", args, nargs)?;
             let id = at(origin, || -> FfiResult<StorageId> {
-                let mut values: SmallVec<[Value; 4]> = SmallVec::new();
-                for (i, a) in raw.iter().enumerate() {
-                    values.push(read(decode(a, i)?)?);
-                }
-                let value = run(op, &values)?;
+                let value = read_and_run(op, raw)?;
                 castable(op, &value, dtype)?;
                 Ok(register_holding(device, dtype, sizes, value)?)
             })?;

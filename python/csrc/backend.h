@@ -227,6 +227,11 @@ inline Handle div(const Handle& a, const Handle& b) { return binary("div", a, b)
 // A new contiguous `tpu` tensor on device `index` (no dispatch).
 at::Tensor empty_tpu(at::IntArrayRef sizes, at::ScalarType t, c10::DeviceIndex index);
 
+// Runtime allocation `storage` of `nbytes` (> 0) on device `index` as a
+// DataPtr of the tpu allocator (device.cpp), which now owns it: freed if
+// that fails.
+c10::DataPtr adopt_storage(etpu_storage storage, size_t nbytes, c10::DeviceIndex index);
+
 // A contiguous tpu tensor of `sizes` and dtype `t` over runtime allocation
 // `storage` (made by the runtime, holding at least one element), which it
 // now owns.

@@ -110,23 +110,6 @@ const Allocation& allocation_at(const void* p) {
   return *a;
 }
 
-// Runtime allocation `storage` of `nbytes` (> 0) on device `index` as a
-// DataPtr of the tpu allocator: an address range of its own. The storage is
-// freed if that fails.
-c10::DataPtr adopt(etpu_storage storage, size_t nbytes, c10::DeviceIndex index) {
-  auto owner = std::make_unique<Allocation>();
-  owner->storage = storage;
-  owner->size = (nbytes + kAlign - 1) / kAlign * kAlign;
-  try {
-    owner->address = addresses().take(owner->size, owner.get());
-  } catch (...) {
-    etpu_storage_free(storage);
-    throw;
-  }
-  void* p = reinterpret_cast<void*>(owner->address);
-  return {p, owner.release(), &free_allocation, c10::Device(c10::DeviceType::PrivateUse1, index)};
-}
-
 // A DataPtr's context is its Allocation (the runtime's storage id and the
 // address range), so a kernel names the storage it reads without a search.
 // Its data pointer is not its context: PyTorch's raw_allocate and
@@ -136,7 +119,7 @@ struct TpuAllocator final : c10::Allocator {
     if (nbytes == 0) return {nullptr, nullptr, &free_nothing, c10::Device(c10::DeviceType::PrivateUse1, current_device)};
     etpu_storage storage = 0;
     check(etpu_storage_new(current_device, nbytes, &storage));
-    return adopt(storage, nbytes, current_device);
+    return adopt_storage(storage, nbytes, current_device);
   }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
@@ -278,8 +261,19 @@ struct TpuHooks final : at::PrivateUse1HooksInterface {
 
 c10::Allocator* tpu_allocator() { return &allocator; }
 
+// An address range of its own for the allocation (backend.h).
 c10::DataPtr adopt_storage(etpu_storage storage, size_t nbytes, c10::DeviceIndex index) {
-  return adopt(storage, nbytes, index);
+  auto owner = std::make_unique<Allocation>();
+  owner->storage = storage;
+  owner->size = (nbytes + kAlign - 1) / kAlign * kAlign;
+  try {
+    owner->address = addresses().take(owner->size, owner.get());
+  } catch (...) {
+    etpu_storage_free(storage);
+    throw;
+  }
+  void* p = reinterpret_cast<void*>(owner->address);
+  return {p, owner.release(), &free_allocation, c10::Device(c10::DeviceType::PrivateUse1, index)};
 }
 
 etpu_storage storage_id(const c10::DataPtr& p) {

@@ -14,7 +14,6 @@
 namespace etpu {
 
 c10::Allocator* tpu_allocator();
-c10::DataPtr adopt_storage(etpu_storage storage, size_t nbytes, c10::DeviceIndex index);
 
 namespace {
 
