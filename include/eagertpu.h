@@ -175,6 +175,13 @@ etpu_status etpu_live_tensors(int64_t* out);
 
 etpu_status etpu_storage_new(int64_t device, size_t nbytes, etpu_storage* out);
 etpu_status etpu_storage_free(etpu_storage storage);
+/* A new allocation on `value`'s device holding `value` as a contiguous
+ * `dtype` array of `sizes[0..rank]` (converted and broadcast to it), its id
+ * written to `out`: a kernel's fresh result in one call (no allocation before
+ * it, no view written). Nothing is allocated on failure; `value` stays the
+ * caller's. */
+etpu_status etpu_storage_holding(etpu_tensor value, int32_t dtype, const int64_t* sizes, size_t rank,
+                                 const char* origin, etpu_storage* out);
 /* Allocations and their bytes on `device` (-1: all devices). */
 etpu_status etpu_storage_stats(int64_t device, int64_t* count, int64_t* bytes);
 /* A device's memory, as PyTorch's allocator statistics count it: live allocations and bytes,

@@ -496,7 +496,7 @@ c_api! {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::ffi::{CStr, c_void};
 
     use super::*;
@@ -536,7 +536,7 @@ mod tests {
     }
 
     /// A `[dims]` f32 tensor on device 0.
-    fn f32_tensor(v: &[f32], dims: &[i64]) -> TensorHandle {
+    pub(crate) fn f32_tensor(v: &[f32], dims: &[i64]) -> TensorHandle {
         let mut t = TensorHandle(0);
         // SAFETY: `v` and `dims` are valid for the lengths passed; `t` is writable.
         let status = unsafe {
@@ -590,7 +590,7 @@ mod tests {
     }
 
     /// The f32 contents of allocation `storage` (`n` elements).
-    fn contents(storage: StorageHandle, n: usize) -> Vec<f32> {
+    pub(crate) fn contents(storage: StorageHandle, n: usize) -> Vec<f32> {
         let (mut t, mut out) = (TensorHandle(0), vec![0f32; n]);
         // SAFETY: `t` is writable; `out` holds `n` f32s.
         unsafe {
@@ -608,7 +608,7 @@ mod tests {
     }
 
     /// Frees allocations and handles this test owns, each once.
-    fn free(storages: &[StorageHandle], handles: &[TensorHandle]) {
+    pub(crate) fn free(storages: &[StorageHandle], handles: &[TensorHandle]) {
         // SAFETY: ids and handles the caller owns and frees only here.
         unsafe {
             for &s in storages {

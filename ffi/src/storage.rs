@@ -80,6 +80,30 @@ c_api! {
         unsafe { put(out, StorageHandle(n), "out") }
     }
 
+    /// Registers a new allocation on `value`'s device holding `value` as a
+    /// contiguous `dtype` array of `sizes[0..rank]` (converted and broadcast
+    /// to it), and writes its id to `out`: a kernel's fresh result in one
+    /// call, with no allocation made before it and no view written. Nothing
+    /// is allocated when it fails; `value` stays the caller's.
+    fn etpu_storage_holding(
+        value: TensorHandle,
+        dtype: i32,
+        sizes: *const i64,
+        rank: usize,
+        origin: *const c_char,
+        out: *mut StorageHandle,
+    ) {
+        let dtype = dtype_from(dtype)?;
+        let value = get(value, "value")?;
+        // SAFETY: `sizes`, `origin` and `out` as documented.
+        unsafe {
+            let sizes = dims(sizes, rank, "sizes")?;
+            let device = value.device().index();
+            let StorageId(n) = at(origin, || storage::register_holding(device, dtype, sizes, value))?;
+            put(out, StorageHandle(n), "out")
+        }
+    }
+
     /// Forgets allocation `storage` (its value is freed when unused).
     fn etpu_storage_free(storage: StorageHandle) {
         Ok(storage::release(id(storage))?)
@@ -160,5 +184,77 @@ c_api! {
         let code = storage::contents_dtype(id(storage))?.map_or(-1, dtype_code);
         // SAFETY: `out` is NULL or writable.
         unsafe { put(out, code, "out") }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use eagertpu::DType;
+
+    use super::*;
+    use crate::pointwise::tests::{contents, f32_tensor, free};
+    use crate::{ETPU_BAD_HANDLE, ETPU_INVALID_ARGUMENT, ETPU_OK, last_error};
+
+    const ORIGIN: *const c_char = c"storage.rs:test".as_ptr();
+
+    /// `value` held by a new allocation of `dtype` and `sizes` (its id, or the status).
+    fn holding(value: TensorHandle, dtype: DType, sizes: &[i64]) -> Result<StorageHandle, i32> {
+        let mut storage = StorageHandle(0);
+        // SAFETY: `sizes` is valid for its length; `storage` is writable.
+        let status = unsafe {
+            etpu_storage_holding(
+                value,
+                dtype_code(dtype),
+                sizes.as_ptr(),
+                sizes.len(),
+                ORIGIN,
+                &mut storage,
+            )
+        };
+        if status == ETPU_OK {
+            Ok(storage)
+        } else {
+            assert_eq!(
+                storage.0, 0,
+                "a failed call handed out storage {}",
+                storage.0
+            );
+            Err(status)
+        }
+    }
+
+    #[test]
+    fn a_value_is_held_by_a_new_allocation_converted_and_broadcast() {
+        let v = f32_tensor(&[1.5, -2.0], &[2]);
+        let same = holding(v, DType::F32, &[2]).unwrap();
+        assert_eq!(contents(same, 2), [1.5, -2.0]);
+        let broadcast = holding(v, DType::F32, &[3, 2]).unwrap();
+        assert_eq!(contents(broadcast, 6), [1.5, -2.0, 1.5, -2.0, 1.5, -2.0]);
+        // Converted: an f64 allocation holds the value's f64s (read back as f32 here).
+        let wider = holding(v, DType::F64, &[2]).unwrap();
+        let mut dtype = 0;
+        // SAFETY: `dtype` is writable.
+        assert_eq!(unsafe { etpu_storage_dtype(wider, &mut dtype) }, ETPU_OK);
+        assert_eq!(dtype, dtype_code(DType::F64));
+        // The handle is still the caller's: it reads the same after all three.
+        let again = holding(v, DType::F32, &[2]).unwrap();
+        assert_eq!(contents(again, 2), [1.5, -2.0]);
+        free(&[same, broadcast, wider, again], &[v]);
+    }
+
+    #[test]
+    fn a_refused_value_allocates_nothing_and_the_next_call_works() {
+        let v = f32_tensor(&[1.0, 2.0, 3.0], &[3]);
+        assert_eq!(holding(v, DType::F32, &[2]), Err(ETPU_INVALID_ARGUMENT));
+        assert!(last_error().contains("[2]"), "{}", last_error());
+        assert_eq!(holding(v, DType::F32, &[-1]), Err(ETPU_INVALID_ARGUMENT));
+        assert!(last_error().contains("negative"), "{}", last_error());
+        assert_eq!(
+            holding(TensorHandle(0), DType::F32, &[3]),
+            Err(ETPU_BAD_HANDLE)
+        );
+        let s = holding(v, DType::F32, &[3]).unwrap();
+        assert_eq!(contents(s, 3), [1.0, 2.0, 3.0]);
+        free(&[s], &[v]);
     }
 }

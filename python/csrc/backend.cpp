@@ -554,6 +554,13 @@ at::Tensor pointwise_new(const char* op, std::initializer_list<PointwiseArg> arg
   return tpu_tensor_of(storage, sizes, t, index);
 }
 
+at::Tensor tensor_holding(const Handle& value, at::IntArrayRef sizes, at::ScalarType t, c10::DeviceIndex index) {
+  if (c10::multiply_integers(sizes) == 0) return empty_tpu(sizes, t, index);  // no allocation to make
+  etpu_storage storage = 0;
+  check(etpu_storage_holding(value.get(), dtype_code(t), sizes.data(), sizes.size(), origin(), &storage));
+  return tpu_tensor_of(storage, sizes, t, index);
+}
+
 void sample(const char* distribution, std::initializer_list<PointwiseArg> args, std::pair<uint64_t, uint64_t> key,
             const at::Tensor& out) {
   if (out.numel() == 0) return;

@@ -135,6 +135,12 @@ void pointwise(const char* op, std::initializer_list<PointwiseArg> args, const a
 at::Tensor pointwise_new(const char* op, std::initializer_list<PointwiseArg> args, at::IntArrayRef sizes,
                          at::ScalarType t, c10::DeviceIndex index);
 
+// `value` as a new contiguous tpu tensor of `sizes` and dtype `t` on device
+// `index` (converted and broadcast to them), made by one runtime call that
+// registers an allocation holding it (etpu_storage_holding): a functional
+// kernel's result, with no allocation made before the op and no view written.
+at::Tensor tensor_holding(const Handle& value, at::IntArrayRef sizes, at::ScalarType t, c10::DeviceIndex index);
+
 // A tensor as the C ABI's view descriptor: {storage, byte_offset, dtype,
 // rank, sizes, strides} (etpu_operand). Points into itself: never moved once
 // an operand refers to it.

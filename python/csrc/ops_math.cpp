@@ -5,6 +5,7 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/threshold_backward_compositeexplicitautogradnonfunctional_dispatch.h>
 #include <torch/library.h>
 
 #include <limits>
@@ -394,10 +395,28 @@ at::Tensor& threshold_out(const at::Tensor& self, const at::Scalar& threshold, c
   return composed("threshold", {self, threshold, value}, self, out);
 }
 
-// What relu's backward calls (with relu's result as `self`).
+// What relu's backward calls (with relu's result as `self`); the result has
+// the shape grad and self broadcast to.
 at::Tensor& threshold_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& threshold,
                                    at::Tensor& grad_input) {
-  return composed("threshold_backward", {grad, self, threshold, at::Scalar(0.0), kSavedIsInput}, self, grad_input);
+  OpScope s;
+  at::native::resize_output(grad_input, at::infer_size_dimvector(grad.sizes(), self.sizes()));
+  pointwise("threshold_backward", {grad, self, threshold, at::Scalar(0.0), kSavedIsInput}, grad_input);
+  return grad_input;
+}
+
+// The functional form (relu's backward), for a contiguous gradient and input
+// of one floating dtype and shape on one tpu device: its result made as the
+// runtime computes it (pointwise_new; contiguous, as TensorIterator makes it
+// for such operands). Anything else takes PyTorch's structured path
+// (TensorIterator's meta function and its layout, then the out= kernel above).
+at::Tensor threshold_backward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& threshold) {
+  if (grad.device() != self.device() || grad.scalar_type() != self.scalar_type() || grad.sizes() != self.sizes() ||
+      !at::isFloatingType(self.scalar_type()) || !grad.is_contiguous() || !self.is_contiguous())
+    return at::compositeexplicitautogradnonfunctional::threshold_backward(grad, self, threshold);
+  OpScope s;
+  return pointwise_new("threshold_backward", {grad, self, threshold, at::Scalar(0.0), kSavedIsInput}, self.sizes(),
+                       self.scalar_type(), self.device().index());
 }
 
 at::Tensor hardsigmoid_backward(const at::Tensor& grad, const at::Tensor& self) {
@@ -621,6 +640,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sigmoid_backward.grad_input", sigmoid_backward_out);
   m.impl("tanh_backward.grad_input", tanh_backward_out);
   m.impl("threshold.out", threshold_out);
+  m.impl("threshold_backward", threshold_backward);
   m.impl("threshold_backward.grad_input", threshold_backward_out);
   m.impl("leaky_relu.out", leaky_relu_out);
   m.impl("leaky_relu_backward.grad_input", leaky_relu_backward_out);

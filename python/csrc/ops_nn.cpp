@@ -2,8 +2,14 @@
 // autograd needs to train MLPs and transformers. nll_loss, layer norm and
 // their backwards are the runtime's, one call each; the fuser turns each
 // into one program in fused mode.
+#include <ATen/ExpandUtils.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/addmm_compositeexplicitautogradnonfunctional_dispatch.h>
+#include <ATen/ops/bmm_compositeexplicitautogradnonfunctional_dispatch.h>
+#include <ATen/ops/mm_compositeexplicitautogradnonfunctional_dispatch.h>
+#include <ATen/ops/nll_loss_backward_compositeexplicitautogradnonfunctional_dispatch.h>
+#include <ATen/ops/nll_loss_forward_compositeexplicitautogradnonfunctional_dispatch.h>
 #include <torch/library.h>
 
 #include <cstring>
@@ -53,6 +59,48 @@ at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::
 at::Tensor& addmv_out(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta,
                       const at::Scalar& alpha, at::Tensor& out) {
   return addmm_out(self, mat, vec, beta, alpha, out);
+}
+
+// The functional products make their result as the runtime computes it
+// (tensor_holding: no allocation made before the op, no out= view written).
+// Operands the fast path does not take (dtypes apart, shapes that do not
+// multiply, a CPU operand) take PyTorch's structured path: its
+// meta function and its errors, an empty output, then the out= kernel above.
+
+// Whether `ts` are tpu tensors of one device and dtype.
+bool plain_operands(std::initializer_list<const at::Tensor*> ts) {
+  const at::Tensor& first = **ts.begin();
+  if (first.device().type() != c10::DeviceType::PrivateUse1) return false;
+  for (const at::Tensor* t : ts)
+    if (t->device() != first.device() || t->scalar_type() != first.scalar_type()) return false;
+  return true;
+}
+
+at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
+  if (self.dim() != 2 || mat2.dim() != 2 || self.size(1) != mat2.size(0) || !plain_operands({&self, &mat2}))
+    return at::compositeexplicitautogradnonfunctional::mm(self, mat2);
+  OpScope s;
+  return tensor_holding(matmul(read(self), read(mat2)), {self.size(0), mat2.size(1)}, self.scalar_type(),
+                        self.device().index());
+}
+
+at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
+  if (self.dim() != 3 || mat2.dim() != 3 || self.size(0) != mat2.size(0) || self.size(2) != mat2.size(1) ||
+      !plain_operands({&self, &mat2}))
+    return at::compositeexplicitautogradnonfunctional::bmm(self, mat2);
+  OpScope s;
+  return tensor_holding(matmul(read(self), read(mat2)), {self.size(0), self.size(1), mat2.size(2)},
+                        self.scalar_type(), self.device().index());
+}
+
+at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const at::Scalar& beta,
+                 const at::Scalar& alpha) {
+  if (mat1.dim() != 2 || mat2.dim() != 2 || mat1.size(1) != mat2.size(0) ||
+      !plain_operands({&mat1, &mat2, &self}) || !at::is_expandable_to(self.sizes(), {mat1.size(0), mat2.size(1)}))
+    return at::compositeexplicitautogradnonfunctional::addmm(self, mat1, mat2, beta, alpha);
+  OpScope s;
+  return tensor_holding(scaled_sum(self, matmul(read(mat1), read(mat2)), beta, alpha), {mat1.size(0), mat2.size(1)},
+                        mat1.scalar_type(), mat1.device().index());
 }
 
 // dot, and vdot (the same for real dtypes: it conjugates its first vector).
@@ -136,6 +184,53 @@ at::Tensor& nll_loss_backward_out(const at::Tensor& grad_output, const at::Tenso
   return grad_input;
 }
 
+// The functional forms, for the common case: a batch of logits of a floating
+// dtype, class indices of as many items, no class weights, all on one tpu
+// device; their results made as the runtime computes them. Anything else
+// takes PyTorch's structured path (meta function and its errors, then the
+// out= kernels above).
+bool plain_nll_loss(const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight,
+                    int64_t reduction) {
+  return self.dim() == 2 && target.dim() == 1 && target.size(0) == self.size(0) && self.size(1) > 0 &&
+         at::isFloatingType(self.scalar_type()) && target.scalar_type() == at::kLong &&
+         self.device().type() == c10::DeviceType::PrivateUse1 && target.device() == self.device() &&
+         !(weight.has_value() && weight->defined()) && reduction >= 0 && reduction <= 2;
+}
+
+std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self, const at::Tensor& target,
+                                                    const std::optional<at::Tensor>& weight, int64_t reduction,
+                                                    int64_t ignore_index) {
+  if (!plain_nll_loss(self, target, weight, reduction))
+    return at::compositeexplicitautogradnonfunctional::nll_loss_forward(self, target, weight, reduction,
+                                                                        ignore_index);
+  OpScope s;
+  Handle loss, total_weight;
+  check(etpu_nll_loss(read(self).get(), read(target).get(), 0, static_cast<int32_t>(reduction), ignore_index,
+                      origin(), loss.out(), total_weight.out()));
+  const at::ScalarType t = self.scalar_type();
+  const c10::DeviceIndex index = self.device().index();
+  c10::SmallVector<int64_t, 1> loss_sizes;
+  if (reduction == 0) loss_sizes.push_back(self.size(0));  // none: a loss per item
+  return {tensor_holding(loss, loss_sizes, t, index), tensor_holding(total_weight, {}, t, index)};
+}
+
+at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                             const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
+                             const at::Tensor& total_weight) {
+  const bool grad_shaped = reduction == 0 ? grad_output.dim() == 1 && grad_output.size(0) == self.size(0)
+                                          : grad_output.dim() == 0;
+  if (!plain_nll_loss(self, target, weight, reduction) || !grad_shaped || total_weight.dim() != 0 ||
+      !plain_operands({&self, &grad_output, &total_weight}))
+    return at::compositeexplicitautogradnonfunctional::nll_loss_backward(grad_output, self, target, weight,
+                                                                         reduction, ignore_index, total_weight);
+  OpScope s;
+  Handle g;
+  check(etpu_nll_loss_backward(read(grad_output).get(), read(self).get(), read(target).get(), 0,
+                               static_cast<int32_t>(reduction), ignore_index, read(total_weight).get(), origin(),
+                               g.out()));
+  return tensor_holding(g, self.sizes(), self.scalar_type(), self.device().index());
+}
+
 // ------------------------------------------------------------ layer norm ----
 
 // The runtime's layer norm with its statistics (Tensor::layer_norm_with_stats
@@ -143,9 +238,7 @@ at::Tensor& nll_loss_backward_out(const at::Tensor& grad_output, const at::Tenso
 
 // A new tensor holding `value` (its shape and dtype), on `like`'s device.
 at::Tensor tensor_of(const Handle& value, const at::Tensor& like) {
-  at::Tensor out = at::empty(dims_of(value), like.options().dtype(scalar_type(dtype_of(value))));
-  write(out, value);
-  return out;
+  return tensor_holding(value, dims_of(value), scalar_type(dtype_of(value)), like.device().index());
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(const at::Tensor& input,
@@ -427,6 +520,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("glu_backward.grad_input", glu_backward_out);
   m.impl("_prelu_kernel", prelu_kernel);
   m.impl("_prelu_kernel_backward", prelu_kernel_backward);
+  m.impl("mm", mm);
+  m.impl("bmm", bmm);
+  m.impl("addmm", addmm);
+  m.impl("nll_loss_forward", nll_loss_forward);
+  m.impl("nll_loss_backward", nll_loss_backward);
   m.impl("mm.out", mm_out);
   m.impl("bmm.out", mm_out);
   m.impl("addmm.out", addmm_out);

@@ -4,6 +4,7 @@
 // accumulates in int64 as on CPU.
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/sum_compositeexplicitautogradnonfunctional_dispatch.h>
 #include <torch/library.h>
 
 #include "backend.h"
@@ -30,6 +31,43 @@ at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool ke
   OpScope s;
   write(out, reduce("sum", read_as(self, out.scalar_type()), wrapped(self, dim), keepdim));
   return out;
+}
+
+// The functional sum of a floating tpu tensor in its own dtype, over distinct
+// dims in range: its result made as the runtime computes it (tensor_holding:
+// no allocation before the op, no out= view written). Anything else takes
+// PyTorch's structured path (the meta function, its dtype and its errors,
+// then sum_out).
+at::Tensor sum_fn(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                  std::optional<at::ScalarType> dtype) {
+  const int64_t rank = self.dim();
+  bool plain = rank > 0 && rank <= 64 && at::isFloatingType(self.scalar_type()) &&
+               (!dtype.has_value() || *dtype == self.scalar_type());
+  uint64_t reduced = 0;  // a bit per dim
+  std::vector<int64_t> dims;
+  if (plain && dim.has_value()) {
+    for (int64_t d : *dim) {
+      const int64_t w = d < 0 ? d + rank : d;
+      if (w < 0 || w >= rank || (reduced >> w & 1) != 0) {
+        plain = false;
+        break;
+      }
+      reduced |= uint64_t{1} << w;
+      dims.push_back(w);
+    }
+  }
+  if (!plain) return at::compositeexplicitautogradnonfunctional::sum(self, dim, keepdim, dtype);
+  if (dims.empty()) reduced = ~uint64_t{0};  // no dims: all of them
+  c10::SmallVector<int64_t, 6> sizes;
+  for (int64_t i = 0; i < rank; i++) {
+    if ((reduced >> i & 1) == 0) {
+      sizes.push_back(self.size(i));
+    } else if (keepdim) {
+      sizes.push_back(1);
+    }
+  }
+  OpScope s;
+  return tensor_holding(reduce("sum", read(self), dims, keepdim), sizes, self.scalar_type(), self.device().index());
 }
 
 at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
@@ -251,6 +289,7 @@ at::Tensor& vector_norm_out(const at::Tensor& self, const at::Scalar& ord, at::O
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   using namespace etpu;
+  m.impl("sum.dim_IntList", sum_fn);
   m.impl("sum.IntList_out", sum_out);
   m.impl("mean.out", mean_out);
   m.impl("prod.int_out", prod_out);
