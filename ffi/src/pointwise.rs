@@ -577,6 +577,11 @@ pub(crate) mod tests {
                 &mut storage,
             )
         };
+        allocated(status, storage)
+    }
+
+    /// A call's new allocation, or its status; a failed call must hand out none.
+    pub(crate) fn allocated(status: i32, storage: StorageHandle) -> Result<StorageHandle, i32> {
         if status == ETPU_OK {
             Ok(storage)
         } else {

@@ -192,7 +192,7 @@ mod tests {
     use eagertpu::DType;
 
     use super::*;
-    use crate::pointwise::tests::{contents, f32_tensor, free};
+    use crate::pointwise::tests::{allocated, contents, f32_tensor, free};
     use crate::{ETPU_BAD_HANDLE, ETPU_INVALID_ARGUMENT, ETPU_OK, last_error};
 
     const ORIGIN: *const c_char = c"storage.rs:test".as_ptr();
@@ -211,16 +211,7 @@ mod tests {
                 &mut storage,
             )
         };
-        if status == ETPU_OK {
-            Ok(storage)
-        } else {
-            assert_eq!(
-                storage.0, 0,
-                "a failed call handed out storage {}",
-                storage.0
-            );
-            Err(status)
-        }
+        allocated(status, storage)
     }
 
     #[test]

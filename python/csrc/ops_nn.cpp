@@ -5,6 +5,10 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/_log_softmax_backward_data_compositeexplicitautogradnonfunctional_dispatch.h>
+#include <ATen/ops/_log_softmax_compositeexplicitautogradnonfunctional_dispatch.h>
+#include <ATen/ops/_softmax_backward_data_compositeexplicitautogradnonfunctional_dispatch.h>
+#include <ATen/ops/_softmax_compositeexplicitautogradnonfunctional_dispatch.h>
 #include <ATen/ops/addmm_compositeexplicitautogradnonfunctional_dispatch.h>
 #include <ATen/ops/bmm_compositeexplicitautogradnonfunctional_dispatch.h>
 #include <ATen/ops/mm_compositeexplicitautogradnonfunctional_dispatch.h>
@@ -152,6 +156,58 @@ at::Tensor& softmax_backward_out(const at::Tensor& grad_output, const at::Tensor
 at::Tensor& log_softmax_backward_out(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
                                      at::ScalarType input_dtype, at::Tensor& grad_input) {
   return softmax_backward(grad_output, output, dim, true, grad_input);
+}
+
+// The functional forms, for a floating tpu tensor of at least one dim in its
+// own dtype and a dim in range: their results made as the runtime computes
+// them (tensor_holding). Anything else (half_to_float, another input dtype)
+// takes PyTorch's structured path: the meta function, then the kernels above.
+bool plain_softmax(const at::Tensor& x, int64_t dim) {
+  return x.dim() > 0 && dim >= -x.dim() && dim < x.dim() && at::isFloatingType(x.scalar_type());
+}
+
+at::Tensor softmax_fn(const at::Tensor& self, int64_t dim, bool half_to_float) {
+  if (half_to_float || !plain_softmax(self, dim))
+    return at::compositeexplicitautogradnonfunctional::_softmax(self, dim, half_to_float);
+  OpScope s;
+  return tensor_holding(softmax(read(self), dim, false), self.sizes(), self.scalar_type(), self.device().index());
+}
+
+at::Tensor log_softmax_fn(const at::Tensor& self, int64_t dim, bool half_to_float) {
+  if (half_to_float || !plain_softmax(self, dim))
+    return at::compositeexplicitautogradnonfunctional::_log_softmax(self, dim, half_to_float);
+  OpScope s;
+  return tensor_holding(softmax(read(self), dim, true), self.sizes(), self.scalar_type(), self.device().index());
+}
+
+// The gradient, for a gradient and output of one shape and of the input's dtype.
+bool plain_softmax_backward(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                            at::ScalarType input_dtype) {
+  return plain_softmax(output, dim) && grad_output.sizes() == output.sizes() &&
+         grad_output.scalar_type() == input_dtype && output.scalar_type() == input_dtype &&
+         plain_operands({&grad_output, &output});
+}
+
+at::Tensor softmax_backward_fn(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim, bool log) {
+  OpScope s;
+  Handle h;
+  check(etpu_softmax_backward(read(grad_output).get(), read(output).get(), dim, log, origin(), h.out()));
+  return tensor_holding(h, output.sizes(), output.scalar_type(), output.device().index());
+}
+
+at::Tensor softmax_backward_data(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                 at::ScalarType input_dtype) {
+  if (!plain_softmax_backward(grad_output, output, dim, input_dtype))
+    return at::compositeexplicitautogradnonfunctional::_softmax_backward_data(grad_output, output, dim, input_dtype);
+  return softmax_backward_fn(grad_output, output, dim, false);
+}
+
+at::Tensor log_softmax_backward_data(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                     at::ScalarType input_dtype) {
+  if (!plain_softmax_backward(grad_output, output, dim, input_dtype))
+    return at::compositeexplicitautogradnonfunctional::_log_softmax_backward_data(grad_output, output, dim,
+                                                                                  input_dtype);
+  return softmax_backward_fn(grad_output, output, dim, true);
 }
 
 // -------------------------------------------------------------- nll_loss ----
@@ -532,6 +588,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addmv.out", addmv_out);
   m.impl("dot", dot);
   m.impl("vdot", vdot);
+  m.impl("_softmax", softmax_fn);
+  m.impl("_log_softmax", log_softmax_fn);
+  m.impl("_softmax_backward_data", softmax_backward_data);
+  m.impl("_log_softmax_backward_data", log_softmax_backward_data);
   m.impl("_softmax.out", softmax_out);
   m.impl("_log_softmax.out", log_softmax_out);
   m.impl("_softmax_backward_data.out", softmax_backward_out);

@@ -1,5 +1,6 @@
 """Functional kernels that make their result in the runtime's call: mm, bmm,
-addmm, sum, threshold_backward, nll_loss and its backward, layer norm. The
+addmm, sum, threshold_backward, softmax and log_softmax and their backwards,
+nll_loss and its backward, layer norm. The
 common case (tpu operands of one dtype, shapes that fit) takes the fast path,
 with no allocation made before the op; everything else takes PyTorch's
 structured path (meta function, empty output, out= kernel), with its errors.
@@ -130,6 +131,38 @@ def test_nll_loss_the_fast_path_refuses_follows_pytorch():
     next_op_works()
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_softmax_and_log_softmax_with_their_gradients(dtype):
+    x = rand(3, 4, 5, dtype=dtype)
+    for dim in (0, 1, -1):
+        check(lambda t: torch.softmax(t, dim), x)
+        check(lambda t: torch.log_softmax(t, dim), x)
+        check(lambda t: torch.softmax(t.transpose(0, 2), dim), x)  # strided input
+    if dtype in (torch.float32, torch.float64):
+        check_grad(lambda t: torch.softmax(t, 1), rand(3, 4, 5, dtype=dtype))
+        check_grad(lambda t: torch.log_softmax(t, -1), rand(3, 4, 5, dtype=dtype))
+
+
+def test_softmax_the_fast_path_refuses_follows_pytorch():
+    # Half to float (the CPU has no such kernel: its float result is the reference).
+    x = rand(3, 4, dtype=torch.float16)
+    assert_same(aten._softmax(tpu(x), 0, True), torch.softmax(x.float(), 0), rtol=1e-3, atol=1e-3)
+    assert_same(aten._log_softmax(tpu(x), 1, True), torch.log_softmax(x.float(), 1), rtol=1e-3, atol=1e-3)
+    check(lambda t: torch.softmax(t, 0), torch.tensor(1.5))  # 0-d
+    check(lambda t: torch.log_softmax(t, -1), rand(0, 3))
+    check(lambda t: torch.softmax(t, 1, dtype=torch.float64), rand(3, 4))
+    g, out = rand(3, 4), torch.softmax(rand(3, 4), 1)
+    check(lambda g, o: aten._softmax_backward_data(g, o, 1, torch.float32), g, out)
+    check(lambda g, o: aten._log_softmax_backward_data(g, o, 0, torch.float32), g, out)
+    for bad in (2, -3):
+        with pytest.raises(IndexError) as cpu_error:
+            torch.softmax(rand(3, 4), bad)
+        with pytest.raises(IndexError) as tpu_error:
+            torch.softmax(rand(3, 4).to("tpu"), bad)
+        assert str(tpu_error.value) == str(cpu_error.value)
+    next_op_works()
+
+
 def test_layer_norm_results_and_gradients():
     check_grad(lambda x: F.layer_norm(x, (6,)), rand(3, 4, 6))
     w, b = rand(4, 6), rand(4, 6)
@@ -158,6 +191,8 @@ def test_the_fast_paths_make_no_allocation_before_the_op():
             "addmm": lambda: torch.addmm(b, a, w),
             "sum": lambda: a.sum(0),
             "threshold_backward": lambda: aten.threshold_backward(a, a, 0.0),
+            "log_softmax": lambda: aten._log_softmax(a, 1, False),
+            "log_softmax_backward": lambda: aten._log_softmax_backward_data(a, a, 1, torch.float32),
             "nll_loss_forward": lambda: aten.nll_loss_forward(logp, y, None, 1, -100),
             "nll_loss_backward": lambda: aten.nll_loss_backward(loss, logp, y, None, 1, -100, total),
         }
@@ -184,6 +219,8 @@ def test_the_fast_paths_make_no_allocation_before_the_op():
         "addmm": (3 * 2 + 2 * 2 + 1 + 1, 3),  # the product, then the bias added: two op handles
         "sum": (2 + 1 + 1 + 1 + 1, 1),
         "threshold_backward": (1 + 1, 2),  # one etpu_pointwise_new over both views
+        "log_softmax": (2 + 1 + 1 + 1 + 1, 1),
+        "log_softmax_backward": (2 * 2 + 1 + 1 + 1 + 1, 2),
         "nll_loss_forward": (2 * 2 + 1 + 2 * 2 + 2, 2),
         "nll_loss_backward": (4 * 2 + 1 + 1 + 1 + 1, 4),
     }
