@@ -139,12 +139,17 @@ at::Tensor& log_softmax_out(const at::Tensor& self, int64_t dim, bool half_to_fl
   return out;
 }
 
+// The runtime's softmax (or log-softmax) gradient.
+Handle softmax_grad(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim, bool log) {
+  Handle h;
+  check(etpu_softmax_backward(read(grad_output).get(), read(output).get(), dim, log, origin(), h.out()));
+  return h;
+}
+
 at::Tensor& softmax_backward(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim, bool log,
                              at::Tensor& grad_input) {
   OpScope s;
-  Handle h;
-  check(etpu_softmax_backward(read(grad_output).get(), read(output).get(), dim, log, origin(), h.out()));
-  write(grad_input, h);
+  write(grad_input, softmax_grad(grad_output, output, dim, log));
   return grad_input;
 }
 
@@ -190,9 +195,8 @@ bool plain_softmax_backward(const at::Tensor& grad_output, const at::Tensor& out
 
 at::Tensor softmax_backward_fn(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim, bool log) {
   OpScope s;
-  Handle h;
-  check(etpu_softmax_backward(read(grad_output).get(), read(output).get(), dim, log, origin(), h.out()));
-  return tensor_holding(h, output.sizes(), output.scalar_type(), output.device().index());
+  return tensor_holding(softmax_grad(grad_output, output, dim, log), output.sizes(), output.scalar_type(),
+                        output.device().index());
 }
 
 at::Tensor softmax_backward_data(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
@@ -215,14 +219,33 @@ at::Tensor log_softmax_backward_data(const at::Tensor& grad_output, const at::Te
 // The runtime's (Tensor::nll_loss and nll_loss_backward), one call each way;
 // ATen's reduction codes (0 none, 1 mean, 2 sum) are the C ABI's.
 
+// The runtime's loss and total weight.
+std::pair<Handle, Handle> nll_loss_values(const at::Tensor& self, const at::Tensor& target,
+                                          const std::optional<at::Tensor>& weight, int64_t reduction,
+                                          int64_t ignore_index) {
+  Handle w = optional_read(weight), loss, tw;
+  check(etpu_nll_loss(read(self).get(), read(target).get(), w.get(), static_cast<int32_t>(reduction), ignore_index,
+                      origin(), loss.out(), tw.out()));
+  return {std::move(loss), std::move(tw)};
+}
+
+// The runtime's gradient of the loss with respect to `self`.
+Handle nll_loss_grad(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                     const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
+                     const at::Tensor& total_weight) {
+  Handle w = optional_read(weight), g;
+  check(etpu_nll_loss_backward(read(grad_output).get(), read(self).get(), read(target).get(), w.get(),
+                               static_cast<int32_t>(reduction), ignore_index, read(total_weight).get(), origin(),
+                               g.out()));
+  return g;
+}
+
 std::tuple<at::Tensor&, at::Tensor&> nll_loss_forward_out(const at::Tensor& self, const at::Tensor& target,
                                                           const std::optional<at::Tensor>& weight,
                                                           int64_t reduction, int64_t ignore_index,
                                                           at::Tensor& output, at::Tensor& total_weight) {
   OpScope s;
-  Handle w = optional_read(weight), loss, tw;
-  check(etpu_nll_loss(read(self).get(), read(target).get(), w.get(), static_cast<int32_t>(reduction), ignore_index,
-                      origin(), loss.out(), tw.out()));
+  auto [loss, tw] = nll_loss_values(self, target, weight, reduction, ignore_index);
   write(output, loss);
   write(total_weight, tw);
   return {output, total_weight};
@@ -232,11 +255,7 @@ at::Tensor& nll_loss_backward_out(const at::Tensor& grad_output, const at::Tenso
                                   const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
                                   const at::Tensor& total_weight, at::Tensor& grad_input) {
   OpScope s;
-  Handle w = optional_read(weight), g;
-  check(etpu_nll_loss_backward(read(grad_output).get(), read(self).get(), read(target).get(), w.get(),
-                               static_cast<int32_t>(reduction), ignore_index, read(total_weight).get(), origin(),
-                               g.out()));
-  write(grad_input, g);
+  write(grad_input, nll_loss_grad(grad_output, self, target, weight, reduction, ignore_index, total_weight));
   return grad_input;
 }
 
@@ -260,9 +279,7 @@ std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self, cons
     return at::compositeexplicitautogradnonfunctional::nll_loss_forward(self, target, weight, reduction,
                                                                         ignore_index);
   OpScope s;
-  Handle loss, total_weight;
-  check(etpu_nll_loss(read(self).get(), read(target).get(), 0, static_cast<int32_t>(reduction), ignore_index,
-                      origin(), loss.out(), total_weight.out()));
+  auto [loss, total_weight] = nll_loss_values(self, target, weight, reduction, ignore_index);
   const at::ScalarType t = self.scalar_type();
   const c10::DeviceIndex index = self.device().index();
   c10::SmallVector<int64_t, 1> loss_sizes;
@@ -280,11 +297,8 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& se
     return at::compositeexplicitautogradnonfunctional::nll_loss_backward(grad_output, self, target, weight,
                                                                          reduction, ignore_index, total_weight);
   OpScope s;
-  Handle g;
-  check(etpu_nll_loss_backward(read(grad_output).get(), read(self).get(), read(target).get(), 0,
-                               static_cast<int32_t>(reduction), ignore_index, read(total_weight).get(), origin(),
-                               g.out()));
-  return tensor_holding(g, self.sizes(), self.scalar_type(), self.device().index());
+  return tensor_holding(nll_loss_grad(grad_output, self, target, weight, reduction, ignore_index, total_weight),
+                        self.sizes(), self.scalar_type(), self.device().index());
 }
 
 // ------------------------------------------------------------ layer norm ----
