@@ -304,6 +304,16 @@ etpu_status etpu_pointwise_new(const char* op, const etpu_operand* args, size_t 
  * it, the groups before it written. */
 etpu_status etpu_pointwise_foreach(const char* op, const etpu_operand* args, size_t nargs, size_t count,
                                    const int64_t* const* outs, const char* origin);
+/* etpu_pointwise_foreach's groups, each result into a new allocation on
+ * `device` holding it as a contiguous `dtype` array of sizes[i][0..ranks[i]]
+ * (converted and broadcast to it, as etpu_pointwise_new makes one), their ids
+ * written to storages[0..count]: a functional _foreach_ op's results in one
+ * call, no allocation made before it and no view written. When a group fails
+ * (the error names it), nothing is allocated and no id written. Free each with
+ * etpu_storage_free. */
+etpu_status etpu_pointwise_foreach_new(const char* op, const etpu_operand* args, size_t nargs, size_t count,
+                                       int64_t device, int32_t dtype, const int64_t* const* sizes,
+                                       const size_t* ranks, const char* origin, etpu_storage* storages);
 
 /* ------------------------------------------------------ optimizer steps ---- */
 

@@ -182,6 +182,7 @@ c_types! {
     *mut i32 => "int32_t*",
     *mut bool => "bool*",
     *mut usize => "size_t*",
+    *const usize => "const size_t*",
     *const TensorHandle => "const etpu_tensor*",
     *mut TensorHandle => "etpu_tensor*",
 }

@@ -529,6 +529,42 @@ void pointwise_foreach(const char* op, const std::vector<PointwiseArg>& args, si
   check(etpu_pointwise_foreach(op, operands.data(), nargs, outs.size(), out_ptrs.data(), origin()));
 }
 
+std::vector<at::Tensor> pointwise_foreach_new(const char* op, const std::vector<PointwiseArg>& args, size_t nargs,
+                                              at::TensorList likes) {
+  TORCH_CHECK(nargs > 0 && nargs <= kMaxPointwiseArgs && args.size() == nargs * likes.size(), op, ": got ",
+              args.size(), " operands for ", likes.size(), " results of ", nargs, " operands each");
+  if (likes.empty()) return {};
+  const at::ScalarType t = likes[0].scalar_type();
+  const c10::DeviceIndex index = likes[0].device().index();
+  OperandList operands(device_index(likes[0]));
+  for (const PointwiseArg& a : args) operands.add(a);
+  std::vector<const int64_t*> sizes;
+  std::vector<size_t> ranks;
+  sizes.reserve(likes.size());
+  ranks.reserve(likes.size());
+  for (const at::Tensor& like : likes) {
+    TORCH_CHECK(like.numel() > 0 && like.scalar_type() == t && like.device() == likes[0].device(), op,
+                ": expected results with elements of one dtype and device, got a ", like.scalar_type(),
+                like.sizes(), " on ", like.device(), " beside a ", t, " on ", likes[0].device());
+    sizes.push_back(like.sizes().data());
+    ranks.push_back(like.dim());
+  }
+  std::vector<etpu_storage> storages(likes.size(), 0);
+  check(etpu_pointwise_foreach_new(op, operands.data(), nargs, likes.size(), device_index(likes[0]), dtype_code(t),
+                                   sizes.data(), ranks.data(), origin(), storages.data()));
+  std::vector<at::Tensor> results;
+  results.reserve(likes.size());
+  size_t i = 0;
+  try {
+    for (; i < likes.size(); i++) results.push_back(tpu_tensor_of(storages[i], likes[i].sizes(), t, index));
+  } catch (...) {
+    // tpu_tensor_of freed the storage it refused; the ones after it are ours.
+    for (size_t j = i + 1; j < storages.size(); j++) etpu_storage_free(storages[j]);
+    throw;
+  }
+  return results;
+}
+
 void pointwise(const char* op, std::initializer_list<PointwiseArg> args, const at::Tensor& out) {
   Operands operands(op, args, device_index(out));
   if (direct(out)) {

@@ -181,6 +181,12 @@ class OperandList {
 // its result is written into outs[i] (a tpu tensor or view with elements).
 void pointwise_foreach(const char* op, const std::vector<PointwiseArg>& args, size_t nargs, at::TensorList outs);
 
+// pointwise_foreach's groups, each result a new contiguous tensor of its
+// `likes` item's shape, dtype and device (one dtype and device for all, each
+// with elements), made in the call (etpu_pointwise_foreach_new).
+std::vector<at::Tensor> pointwise_foreach_new(const char* op, const std::vector<PointwiseArg>& args, size_t nargs,
+                                              at::TensorList likes);
+
 // Fills `out` (a tpu tensor or view) with samples of `distribution` keyed by
 // `key` (see etpu_sample): `args` are its parameters, or bernoulli's tensor of
 // probabilities.

@@ -104,6 +104,12 @@ bool matches(const at::Tensor& t, const at::Tensor& like, bool same_sizes) {
          (!same_sizes || t.sizes() == like.sizes());
 }
 
+bool one_dtype_and_device(const std::vector<at::Tensor>& items) {
+  for (const at::Tensor& t : items)
+    if (t.scalar_type() != items[0].scalar_type() || t.device() != items[0].device()) return false;
+  return true;
+}
+
 // The runtime's op for a foreach op's base name (`clamp_min` is a maximum).
 std::string runtime_op(const std::string& base) {
   if (base == "clamp_min") return "maximum";
@@ -178,17 +184,25 @@ bool run_fast(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
       }
     }
   }
-  std::vector<at::Tensor> outs;
+  const std::string name = runtime_op(base);
   if (inplace) {
-    outs = items;
+    pointwise_foreach(name.c_str(), args, columns.size(), items);
+    torch::jit::drop(stack, nformals);
+    return true;
+  }
+  // The results: made in the call when the items share a dtype and device
+  // (one allocation each, no view written), else written into new tensors.
+  std::vector<at::Tensor> outs;
+  if (one_dtype_and_device(items)) {
+    outs = pointwise_foreach_new(name.c_str(), args, columns.size(), items);
   } else {
     outs.reserve(n);
     for (const at::Tensor& like : items)
       outs.push_back(empty_tpu(like.sizes(), like.scalar_type(), like.device().index()));
+    pointwise_foreach(name.c_str(), args, columns.size(), outs);
   }
-  pointwise_foreach(runtime_op(base).c_str(), args, columns.size(), outs);
   torch::jit::drop(stack, nformals);
-  if (!inplace) stack.emplace_back(std::move(outs));
+  stack.emplace_back(std::move(outs));
   return true;
 }
 

@@ -3,12 +3,14 @@ overload, in place and not; the fast path is one runtime call for the list
 (no per-tensor dispatch), and whatever it does not take runs PyTorch's own
 per-tensor loop with its errors; optimizers with foreach=True match the CPU."""
 
+import json
+
 import pytest
 import torch
 from torch.profiler import profile
 
 import eagertpu
-from helpers import TOL, assert_same, tpu
+from helpers import TOL, assert_same, run_python, tpu
 
 UNARY = ["abs", "acos", "asin", "atan", "ceil", "cos", "cosh", "erf", "exp", "expm1", "floor", "frac", "log",
          "log10", "log1p", "log2", "neg", "reciprocal", "round", "rsqrt", "sigmoid", "sign", "sin", "sinh", "sqrt",
@@ -261,3 +263,59 @@ def test_optimizers_with_foreach_match_the_cpu(name, mode, no_fallbacks):
             opt.step()
     for (n, p_cpu), p_dev in zip(cpu.named_parameters(), dev.parameters()):
         assert_same(p_dev.detach(), p_cpu.detach(), 1e-4, 1e-5, what=f"{name} {n}")
+
+
+def test_a_functional_foreach_op_makes_its_results_in_its_one_call():
+    # A functional op over a list of one dtype (AdamW's _foreach_sqrt of the
+    # second moments): one C call makes every result (no empty tensor made
+    # first per item, no view written), and each result is its own tensor.
+    r = run_python(
+        """
+        import json, torch, eagertpu
+        xs = [torch.rand(s).add(0.5).to("tpu") for s in [(64, 32), (32,), (32, 10), (10,), (), (3, 1, 2)]]
+        out = {}
+        for name, fn in {"sqrt": lambda: torch._foreach_sqrt(xs),
+                         "add_list": lambda: torch._foreach_add(xs, xs, alpha=2.0)}.items():
+            results = fn()
+            t0 = eagertpu.metrics()["op_timing"]
+            for _ in range(50):
+                results = fn()
+            t1 = eagertpu.metrics()["op_timing"]
+            out[name] = {k: t1[k]["calls"] - t0[k]["calls"] for k in ("abi", "views")}
+        cpu = [x.cpu() for x in xs]
+        got = torch._foreach_sqrt(xs)
+        got[1].mul_(-1.0)  # each result is its own storage: the others are untouched
+        want = torch._foreach_sqrt(cpu)
+        want[1].mul_(-1.0)
+        out["same"] = all(torch.allclose(g.cpu(), w, rtol=1e-6, atol=1e-6) and g.shape == w.shape
+                          for g, w in zip(got, want))
+        out["distinct"] = len({g.untyped_storage().data_ptr() for g in got})
+        print(json.dumps(out))
+        """,
+        EAGERTPU_OP_TIMING="1",
+        EAGERTPU_MODE="fused",
+    )
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["same"] and out["distinct"] == 6, out
+    # Per call: the one etpu_pointwise_foreach_new, then the six results of
+    # the call before it freed (etpu_storage_free); one view read per
+    # operand. Empty results then the out= path would add an
+    # etpu_storage_new per item.
+    calls = 50 * (1 + 6)
+    for name, views in (("sqrt", 6), ("add_list", 12)):
+        assert calls <= out[name]["abi"] <= calls + 1, (name, out[name])
+        assert out[name]["views"] == 50 * views, (name, out[name])
+
+
+def test_a_functional_foreach_op_over_a_list_of_mixed_float_dtypes_matches_cpu(mode, no_fallbacks):
+    # Items of different dtypes (each op's operands match their item): each
+    # result keeps its item's dtype, as PyTorch's loop gives.
+    def make():
+        xs = floats(80, 0.5, 2.0)
+        return ([xs[0], xs[1].double(), xs[2].to(torch.bfloat16)],)
+
+    got = torch._foreach_sqrt(*tpu(make()))
+    want = torch._foreach_sqrt(*make())
+    assert [g.dtype for g in got] == [torch.float32, torch.float64, torch.bfloat16]
+    assert_same(got, want, 1e-2, 1e-2)
