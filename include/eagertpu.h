@@ -297,6 +297,21 @@ etpu_status etpu_pointwise(const char* op, const etpu_operand* args, size_t narg
 etpu_status etpu_pointwise_new(const char* op, const etpu_operand* args, size_t nargs, int64_t device,
                                int32_t dtype, const int64_t* sizes, size_t rank, const char* origin,
                                etpu_storage* storage);
+/* One of the runtime's matrix products, sums and softmaxes over operands as
+ * etpu_pointwise takes them (views, handles, numbers), into a new allocation
+ * on `device` holding the result as a contiguous `dtype` array of
+ * sizes[0..rank] (converted and broadcast to it, a dtype the result can't be
+ * cast to refused), its id written to `storage`: a functional kernel's result
+ * in one call. `op` (operands): matmul (a, b); addmm (bias, a, b, beta,
+ * alpha: numbers): beta * bias + alpha * a @ b, bias ignored when beta is 0;
+ * sum (x, dims: an integer with bit d set for each reduced dim d, 0 meaning
+ * all, keepdim); softmax, log_softmax (x, dim); softmax_backward,
+ * log_softmax_backward (grad, output, dim); nll_loss_backward (grad, input,
+ * target, total_weight, reduction, ignore_index: as etpu_nll_loss_backward's,
+ * no class weights). Nothing is allocated when it fails. Free it with
+ * etpu_storage_free. */
+etpu_status etpu_op_new(const char* op, const etpu_operand* args, size_t nargs, int64_t device, int32_t dtype,
+                        const int64_t* sizes, size_t rank, const char* origin, etpu_storage* storage);
 /* etpu_pointwise over `count` groups of `nargs` operands in one call (PyTorch's
  * _foreach_ ops): group i is args[i * nargs .. (i + 1) * nargs] and its result
  * is written into view outs[i]. The groups run in order, so a group reads what

@@ -31,6 +31,7 @@ mod handles;
 mod index;
 mod linalg;
 mod op_lists;
+mod op_new;
 mod ops;
 mod optim;
 mod pointwise;
@@ -285,6 +286,7 @@ pub fn all_signatures() -> Vec<Signature> {
     v.extend(rnn::signatures());
     v.extend(storage::signatures());
     v.extend(pointwise::signatures());
+    v.extend(op_new::signatures());
     v.extend(optim::signatures());
     v.extend(collectives::signatures());
     v.extend(distributed::signatures());

@@ -755,7 +755,7 @@ c_api! {
 }
 
 /// A reduction code of the C ABI: 0 none, 1 mean, 2 sum (ATen's own codes).
-fn reduction_from(code: i32) -> FfiResult<Reduction> {
+pub(crate) fn reduction_from(code: i32) -> FfiResult<Reduction> {
     match code {
         0 => Ok(Reduction::None),
         1 => Ok(Reduction::Mean),

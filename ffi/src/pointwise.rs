@@ -63,7 +63,7 @@ impl View<'_> {
 const MAX_RANK: i64 = 64;
 
 /// Most operands of one pointwise op.
-const MAX_OPERANDS: usize = 8;
+pub(crate) const MAX_OPERANDS: usize = 8;
 
 /// Decodes the descriptor at `p` (`what` names it in errors).
 ///
@@ -329,7 +329,7 @@ fn run(op: &str, args: &[Value]) -> eagertpu::Result<Tensor> {
 ///
 /// # Safety
 /// `args` must be NULL or valid for `nargs` reads.
-unsafe fn operand_args<'a>(
+pub(crate) unsafe fn operand_args<'a>(
     call: &str,
     args: *const OperandArg,
     nargs: usize,
@@ -343,17 +343,58 @@ unsafe fn operand_args<'a>(
     Ok(unsafe { std::slice::from_raw_parts(args, nargs) })
 }
 
-/// Reads the operands (views inside the caller's origin) and runs `op` over them.
+/// Reads the operands (views inside the caller's origin).
 ///
 /// # Safety
 /// A view operand's `view` must be NULL or point at a descriptor.
-unsafe fn read_and_run(op: &str, raw: &[OperandArg]) -> FfiResult<Tensor> {
+pub(crate) unsafe fn read_operands(raw: &[OperandArg]) -> FfiResult<SmallVec<[Value; 4]>> {
     let mut values: SmallVec<[Value; 4]> = SmallVec::new();
     for (i, a) in raw.iter().enumerate() {
         // SAFETY: as this function's contract.
         values.push(read(unsafe { decode(a, i)? })?);
     }
+    Ok(values)
+}
+
+/// Reads the operands (views inside the caller's origin) and runs `op` over them.
+///
+/// # Safety
+/// A view operand's `view` must be NULL or point at a descriptor.
+unsafe fn read_and_run(op: &str, raw: &[OperandArg]) -> FfiResult<Tensor> {
+    // SAFETY: as this function's contract.
+    let values = unsafe { read_operands(raw)? };
     Ok(run(op, &values)?)
+}
+
+/// The end of an entry point that makes its result's allocation: `make`'s
+/// value (made under the caller's `origin`) into a new allocation on
+/// `device` holding it as a contiguous `dtype` array of `sizes` (refused,
+/// as an `out=` view refuses it, when the value's dtype cannot be cast to
+/// `dtype`), its id written to `storage`. Nothing is allocated on failure.
+///
+/// # Safety
+/// `origin` must be NULL or a C string; `storage` NULL or writable.
+pub(crate) unsafe fn into_new_allocation(
+    op: &str,
+    device: i64,
+    dtype: i32,
+    sizes: &[i64],
+    origin: *const c_char,
+    storage: *mut StorageHandle,
+    make: impl FnOnce() -> FfiResult<Tensor>,
+) -> FfiResult {
+    let device = usize::try_from(device)
+        .map_err(|_| Failure::invalid(format!("device {device} is negative")))?;
+    let dtype = dtype_from(dtype)?;
+    // SAFETY: as this function's contract.
+    unsafe {
+        let id = at(origin, || -> FfiResult<StorageId> {
+            let value = make()?;
+            castable(op, &value, dtype)?;
+            Ok(register_holding(device, dtype, sizes, value)?)
+        })?;
+        put(storage, StorageHandle(id.0), "storage")
+    }
 }
 
 /// Writes `op`'s result into its `out=` or in-place view: refused, as in
@@ -430,19 +471,12 @@ c_api! {
         origin: *const c_char,
         storage: *mut StorageHandle,
     ) {
-        let device = usize::try_from(device).map_err(|_| Failure::invalid(format!("device {device} is negative")))?;
-        let dtype = dtype_from(dtype)?;
-        // SAFETY: strings, operands and dims as documented.
+        // SAFETY: strings, operands, dims and `storage` as documented.
         unsafe {
             let op = c_str(op, "op")?;
             let sizes = dims(sizes, rank, "sizes")?;
             let raw = operand_args("pointwise_new", args, nargs)?;
-            let id = at(origin, || -> FfiResult<StorageId> {
-                let value = read_and_run(op, raw)?;
-                castable(op, &value, dtype)?;
-                Ok(register_holding(device, dtype, sizes, value)?)
-            })?;
-            put(storage, StorageHandle(id.0), "storage")
+            into_new_allocation(op, device, dtype, sizes, origin, storage, || read_and_run(op, raw))
         }
     }
 
@@ -591,7 +625,7 @@ pub(crate) mod tests {
 
     const ORIGIN: *const c_char = c"pointwise.rs:test".as_ptr();
 
-    fn handle(t: TensorHandle) -> OperandArg {
+    pub(crate) fn handle(t: TensorHandle) -> OperandArg {
         OperandArg {
             kind: ETPU_OPERAND_HANDLE,
             handle: t,
@@ -604,7 +638,7 @@ pub(crate) mod tests {
         }
     }
 
-    fn number(x: f64) -> OperandArg {
+    pub(crate) fn number(x: f64) -> OperandArg {
         OperandArg {
             kind: ETPU_OPERAND_SCALAR,
             handle: TensorHandle(0),

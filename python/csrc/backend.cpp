@@ -590,6 +590,16 @@ at::Tensor pointwise_new(const char* op, std::initializer_list<PointwiseArg> arg
   return tpu_tensor_of(storage, sizes, t, index);
 }
 
+at::Tensor op_new(const char* op, std::initializer_list<PointwiseArg> args, at::IntArrayRef sizes, at::ScalarType t,
+                  c10::DeviceIndex index) {
+  if (c10::multiply_integers(sizes) == 0) return empty_tpu(sizes, t, index);  // no values to make
+  Operands operands(op, args, index);
+  etpu_storage storage = 0;
+  check(etpu_op_new(op, operands.data(), operands.size(), index, dtype_code(t), sizes.data(), sizes.size(), origin(),
+                    &storage));
+  return tpu_tensor_of(storage, sizes, t, index);
+}
+
 at::Tensor tensor_holding(const Handle& value, at::IntArrayRef sizes, at::ScalarType t, c10::DeviceIndex index) {
   if (c10::multiply_integers(sizes) == 0) return empty_tpu(sizes, t, index);  // no allocation to make
   etpu_storage storage = 0;

@@ -135,6 +135,12 @@ void pointwise(const char* op, std::initializer_list<PointwiseArg> args, const a
 at::Tensor pointwise_new(const char* op, std::initializer_list<PointwiseArg> args, at::IntArrayRef sizes,
                          at::ScalarType t, c10::DeviceIndex index);
 
+// The runtime's `op` (a matrix product, sum or softmax: see etpu_op_new) over
+// `args` as a new contiguous tpu tensor of `sizes` and dtype `t` on device
+// `index`, made in one runtime call as pointwise_new makes one.
+at::Tensor op_new(const char* op, std::initializer_list<PointwiseArg> args, at::IntArrayRef sizes, at::ScalarType t,
+                  c10::DeviceIndex index);
+
 // `value` as a new contiguous tpu tensor of `sizes` and dtype `t` on device
 // `index` (converted and broadcast to them), made by one runtime call that
 // registers an allocation holding it (etpu_storage_holding): a functional

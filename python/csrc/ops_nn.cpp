@@ -84,8 +84,7 @@ at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
   if (self.dim() != 2 || mat2.dim() != 2 || self.size(1) != mat2.size(0) || !plain_operands({&self, &mat2}))
     return at::compositeexplicitautogradnonfunctional::mm(self, mat2);
   OpScope s;
-  return tensor_holding(matmul(read(self), read(mat2)), {self.size(0), mat2.size(1)}, self.scalar_type(),
-                        self.device().index());
+  return op_new("matmul", {self, mat2}, {self.size(0), mat2.size(1)}, self.scalar_type(), self.device().index());
 }
 
 at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
@@ -93,8 +92,8 @@ at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
       !plain_operands({&self, &mat2}))
     return at::compositeexplicitautogradnonfunctional::bmm(self, mat2);
   OpScope s;
-  return tensor_holding(matmul(read(self), read(mat2)), {self.size(0), self.size(1), mat2.size(2)},
-                        self.scalar_type(), self.device().index());
+  return op_new("matmul", {self, mat2}, {self.size(0), self.size(1), mat2.size(2)}, self.scalar_type(),
+                self.device().index());
 }
 
 at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const at::Scalar& beta,
@@ -103,8 +102,11 @@ at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tenso
       !plain_operands({&mat1, &mat2, &self}) || !at::is_expandable_to(self.sizes(), {mat1.size(0), mat2.size(1)}))
     return at::compositeexplicitautogradnonfunctional::addmm(self, mat1, mat2, beta, alpha);
   OpScope s;
-  return tensor_holding(scaled_sum(self, matmul(read(mat1), read(mat2)), beta, alpha), {mat1.size(0), mat2.size(1)},
-                        mat1.scalar_type(), mat1.device().index());
+  const c10::SmallVector<int64_t, 2> sizes{mat1.size(0), mat2.size(1)};
+  if (beta.isComplex() || alpha.isComplex())  // the C ABI's numbers are real
+    return tensor_holding(scaled_sum(self, matmul(read(mat1), read(mat2)), beta, alpha), sizes, mat1.scalar_type(),
+                          mat1.device().index());
+  return op_new("addmm", {self, mat1, mat2, beta, alpha}, sizes, mat1.scalar_type(), mat1.device().index());
 }
 
 // dot, and vdot (the same for real dtypes: it conjugates its first vector).
@@ -175,14 +177,14 @@ at::Tensor softmax_fn(const at::Tensor& self, int64_t dim, bool half_to_float) {
   if (half_to_float || !plain_softmax(self, dim))
     return at::compositeexplicitautogradnonfunctional::_softmax(self, dim, half_to_float);
   OpScope s;
-  return tensor_holding(softmax(read(self), dim, false), self.sizes(), self.scalar_type(), self.device().index());
+  return op_new("softmax", {self, at::Scalar(dim)}, self.sizes(), self.scalar_type(), self.device().index());
 }
 
 at::Tensor log_softmax_fn(const at::Tensor& self, int64_t dim, bool half_to_float) {
   if (half_to_float || !plain_softmax(self, dim))
     return at::compositeexplicitautogradnonfunctional::_log_softmax(self, dim, half_to_float);
   OpScope s;
-  return tensor_holding(softmax(read(self), dim, true), self.sizes(), self.scalar_type(), self.device().index());
+  return op_new("log_softmax", {self, at::Scalar(dim)}, self.sizes(), self.scalar_type(), self.device().index());
 }
 
 // The gradient, for a gradient and output of one shape and of the input's dtype.
@@ -195,8 +197,8 @@ bool plain_softmax_backward(const at::Tensor& grad_output, const at::Tensor& out
 
 at::Tensor softmax_backward_fn(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim, bool log) {
   OpScope s;
-  return tensor_holding(softmax_grad(grad_output, output, dim, log), output.sizes(), output.scalar_type(),
-                        output.device().index());
+  return op_new(log ? "log_softmax_backward" : "softmax_backward", {grad_output, output, at::Scalar(dim)}, output.sizes(),
+                output.scalar_type(), output.device().index());
 }
 
 at::Tensor softmax_backward_data(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
@@ -297,8 +299,9 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& se
     return at::compositeexplicitautogradnonfunctional::nll_loss_backward(grad_output, self, target, weight,
                                                                          reduction, ignore_index, total_weight);
   OpScope s;
-  return tensor_holding(nll_loss_grad(grad_output, self, target, weight, reduction, ignore_index, total_weight),
-                        self.sizes(), self.scalar_type(), self.device().index());
+  return op_new("nll_loss_backward",
+                {grad_output, self, target, total_weight, at::Scalar(reduction), at::Scalar(ignore_index)},
+                self.sizes(), self.scalar_type(), self.device().index());
 }
 
 // ------------------------------------------------------------ layer norm ----

@@ -67,7 +67,9 @@ at::Tensor sum_fn(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keep
     }
   }
   OpScope s;
-  return tensor_holding(reduce("sum", read(self), dims, keepdim), sizes, self.scalar_type(), self.device().index());
+  // The reduced dims as a bit each (none: all), keepdim beside them.
+  const int64_t mask = dims.empty() ? 0 : static_cast<int64_t>(reduced);
+  return op_new("sum", {self, at::Scalar(mask), at::Scalar(keepdim)}, sizes, self.scalar_type(), self.device().index());
 }
 
 at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
