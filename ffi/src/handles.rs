@@ -176,7 +176,7 @@ c_api! {
             // SAFETY: `data` is valid for `nbytes` reads (the caller's contract).
             unsafe { std::slice::from_raw_parts(data.cast::<u8>(), nbytes) }
         };
-        let index = usize::try_from(device).map_err(|_| Failure::invalid(format!("device {device} is negative")))?;
+        let index = device_index(device)?;
         // SAFETY: `origin` is NULL or NUL-terminated; `out` NULL or writable.
         unsafe {
             let t = at(origin, || Device::get(index)?.tensor_from_bytes(dtype, shape, bytes))?;
@@ -282,9 +282,12 @@ c_api! {
 
 /// The device numbered `index`.
 pub(crate) fn device(index: i64) -> FfiResult<Device> {
-    let i = usize::try_from(index)
-        .map_err(|_| Failure::invalid(format!("device {index} is negative")))?;
-    Ok(Device::get(i)?)
+    Ok(Device::get(device_index(index)?)?)
+}
+
+/// A device index as the C ABI passes it, refused when negative.
+pub(crate) fn device_index(index: i64) -> FfiResult<usize> {
+    usize::try_from(index).map_err(|_| Failure::invalid(format!("device {index} is negative")))
 }
 
 /// Writes each result to its pointer (an absent one as handle 0), after

@@ -27,6 +27,7 @@ mod conv_pool;
 mod distributed;
 mod events;
 mod fft;
+mod foreach;
 mod handles;
 mod index;
 mod linalg;
@@ -287,6 +288,7 @@ pub fn all_signatures() -> Vec<Signature> {
     v.extend(storage::signatures());
     v.extend(pointwise::signatures());
     v.extend(op_new::signatures());
+    v.extend(foreach::signatures());
     v.extend(optim::signatures());
     v.extend(collectives::signatures());
     v.extend(distributed::signatures());

@@ -7,7 +7,7 @@ use std::ffi::c_char;
 
 use eagertpu::storage::{self, StorageId};
 
-use crate::handles::{dims, dtype_code, dtype_from, get, put_tensor};
+use crate::handles::{device_index, dims, dtype_code, dtype_from, get, put_tensor};
 use crate::types::{MemoryCounts, StorageHandle, TensorHandle};
 use crate::{Failure, at, c_api, put};
 
@@ -74,7 +74,7 @@ c_api! {
     /// Registers an allocation of `nbytes` on device `device`; writes its id
     /// to `out`.
     fn etpu_storage_new(device: i64, nbytes: usize, out: *mut StorageHandle) {
-        let index = usize::try_from(device).map_err(|_| Failure::invalid(format!("device {device} is negative")))?;
+        let index = device_index(device)?;
         let StorageId(n) = storage::register(index, nbytes as u64)?;
         // SAFETY: `out` is NULL or writable.
         unsafe { put(out, StorageHandle(n), "out") }

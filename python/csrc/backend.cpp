@@ -576,6 +576,19 @@ void pointwise(const char* op, std::initializer_list<PointwiseArg> args, const a
   }
 }
 
+namespace {
+// `call` (etpu_pointwise_new or etpu_op_new: the same parameters) running
+// `op` over `args` into a new allocation, as a tensor of `sizes` and `t`.
+at::Tensor made_by(decltype(&etpu_op_new) call, const char* op, std::initializer_list<PointwiseArg> args,
+                   at::IntArrayRef sizes, at::ScalarType t, c10::DeviceIndex index) {
+  Operands operands(op, args, index);
+  etpu_storage storage = 0;
+  check(call(op, operands.data(), operands.size(), index, dtype_code(t), sizes.data(), sizes.size(), origin(),
+             &storage));
+  return tpu_tensor_of(storage, sizes, t, index);
+}
+}  // namespace
+
 at::Tensor pointwise_new(const char* op, std::initializer_list<PointwiseArg> args, at::IntArrayRef sizes,
                          at::ScalarType t, c10::DeviceIndex index) {
   if (c10::multiply_integers(sizes) == 0) {  // no allocation to make
@@ -583,21 +596,13 @@ at::Tensor pointwise_new(const char* op, std::initializer_list<PointwiseArg> arg
     pointwise(op, args, out);
     return out;
   }
-  Operands operands(op, args, index);
-  etpu_storage storage = 0;
-  check(etpu_pointwise_new(op, operands.data(), operands.size(), index, dtype_code(t), sizes.data(), sizes.size(),
-                           origin(), &storage));
-  return tpu_tensor_of(storage, sizes, t, index);
+  return made_by(etpu_pointwise_new, op, args, sizes, t, index);
 }
 
 at::Tensor op_new(const char* op, std::initializer_list<PointwiseArg> args, at::IntArrayRef sizes, at::ScalarType t,
                   c10::DeviceIndex index) {
   if (c10::multiply_integers(sizes) == 0) return empty_tpu(sizes, t, index);  // no values to make
-  Operands operands(op, args, index);
-  etpu_storage storage = 0;
-  check(etpu_op_new(op, operands.data(), operands.size(), index, dtype_code(t), sizes.data(), sizes.size(), origin(),
-                    &storage));
-  return tpu_tensor_of(storage, sizes, t, index);
+  return made_by(etpu_op_new, op, args, sizes, t, index);
 }
 
 at::Tensor tensor_holding(const Handle& value, at::IntArrayRef sizes, at::ScalarType t, c10::DeviceIndex index) {
