@@ -760,7 +760,8 @@ def compile_heavy_child(mode, n, loop="shape_walk"):
     warm = statistics.median(warms)
     ref = run("cpu", n)
     worst = max(abs(a - b) / max(abs(b), 1e-6) for a, b in zip(got, ref))
-    return {"cold_s": cold, "warm_s": warm, "compiles": d["compiles"], "compile_s": compile_s, "max_rel_diff_vs_cpu": worst}
+    return {"cold_s": cold, "warm_s": warm, "warm_s_passes": [round(w, 4) for w in warms], "compiles": d["compiles"],
+            "compile_s": compile_s, "max_rel_diff_vs_cpu": worst}
 
 
 def compile_heavy_modes(loop, n):
@@ -798,7 +799,8 @@ def run_compile_heavy(quick=False):
         "setup": "loops whose shapes change every iteration, i = 0..n-1; a fresh process per mode, disk cache off",
         "what": {
             "cold_s": "wall time of the loop, every program compiled (the fastest of three fresh processes, cold_s_runs)",
-            "warm_s": "the same loop again in the same process (programs in memory), median of three passes",
+            "warm_s": "the same loop again in the same process (programs in memory), median of three passes "
+            "(each pass: warm_s_passes)",
             "compiles": "programs compiled by the cold loop",
             "compile_s": "time the plugin spent compiling them",
         },

@@ -35,7 +35,6 @@ pub(crate) struct Counters {
     pub chunks_op_by_op: AtomicU64,
     pub chunks_op_by_op_while_compiling: AtomicU64,
     pub chunks_split: AtomicU64,
-    pub resized_chunks_compiled: AtomicU64,
     pub drifting_calls: AtomicU64,
     pub background_compiles: AtomicU64,
     pub promotions: AtomicU64,
@@ -107,7 +106,6 @@ impl Counters {
             chunks_op_by_op: get(&self.chunks_op_by_op),
             chunks_op_by_op_while_compiling: get(&self.chunks_op_by_op_while_compiling),
             chunks_split: get(&self.chunks_split),
-            resized_chunks_compiled: get(&self.resized_chunks_compiled),
             drifting_calls: get(&self.drifting_calls),
             background_compiles: get(&self.background_compiles),
             compiling_in_background: 0,
@@ -190,10 +188,6 @@ pub struct Metrics {
     /// Fused chunks whose calls of changing shapes ran apart from the rest
     /// (a decode step reading a growing mask: the rest keeps its program).
     pub chunks_split: u64,
-    /// Fused chunks whose ops mostly changed sizes since their structure
-    /// last ran, compiled as one program at once: one compile where running
-    /// them op by op would have compiled a program for each changed call.
-    pub resized_chunks_compiled: u64,
     /// Calls launched as they were recorded, in fused mode, while the
     /// stream's sizes changed at every iteration (`fusion::policy::SizeDrift`).
     pub drifting_calls: u64,
@@ -296,7 +290,7 @@ impl Metrics {
              \"transfers_to_device\": {}, \"bytes_to_device\": {}, \"transfers_to_host\": {}, \
              \"bytes_to_host\": {}, \"host_syncs\": {}, \"donated_buffers\": {}, \"donations_blocked_by_readers\": {}, \
              \"hazard_checks\": {}, \"lifted_scalars\": {}, \"chunk_keys\": {}, \
-             \"chunks_op_by_op\": {}, \"chunks_op_by_op_while_compiling\": {}, \"chunks_split\": {}, \"resized_chunks_compiled\": {}, \"drifting_calls\": {}, \
+             \"chunks_op_by_op\": {}, \"chunks_op_by_op_while_compiling\": {}, \"chunks_split\": {}, \"drifting_calls\": {}, \
              \"background_compiles\": {}, \"compiling_in_background\": {}, \"promotions\": {}, \
              \"replayed_chunks\": {}, \"replayed_ops\": {}, \"replay_misses\": {}, \"launcher_chunks\": {}, \"launcher_paced\": {}, \
              \"compiled_graph_calls\": {}, \"direct_graph_calls\": {}, \"collectives\": {}, \"collective_errors\": {}, \"collectives_waiting\": [{}], \
@@ -327,7 +321,6 @@ impl Metrics {
             self.chunks_op_by_op,
             self.chunks_op_by_op_while_compiling,
             self.chunks_split,
-            self.resized_chunks_compiled,
             self.drifting_calls,
             self.background_compiles,
             self.compiling_in_background,
@@ -374,7 +367,7 @@ impl Metrics {
              donated buffers     {} ({} blocked by unfinished readers)\n\
              hazard checks       {}\n\
              lifted scalars      {}\n\
-             fused chunk keys    {} ({} chunks run op by op, {} while compiling; {} promoted; {} split by changing shapes, {} compiled at once when most of their sizes changed; {} calls launched as recorded while sizes drift)\n\
+             fused chunk keys    {} ({} chunks run op by op, {} while compiling; {} promoted; {} split by changing shapes; {} calls launched as recorded while sizes drift)\n\
              background compiles {} ({} compiling now)\n\
              replayed            {} chunks, {} ops ({} misses)\n\
              launcher thread     {} chunks ({} polled for at the loop's pace)\n\
@@ -411,7 +404,6 @@ impl Metrics {
             self.chunks_op_by_op_while_compiling,
             self.promotions,
             self.chunks_split,
-            self.resized_chunks_compiled,
             self.drifting_calls,
             self.background_compiles,
             self.compiling_in_background,

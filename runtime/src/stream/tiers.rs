@@ -24,10 +24,6 @@
 //!   but hot at first sight (the chunk it is part of has recurred), so the
 //!   bulk of the step keeps one key and is compiled once, as soon as the
 //!   step splits. The whole chunk, new at every token, is never compiled.
-//! - Unless compiling the whole chunk at once costs less than its parts'
-//!   compiles: many changed calls (a loop over inputs of a new length each
-//!   time), each of which would compile a program of its own. It then runs
-//!   as one program (`resized_program`).
 
 use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
@@ -53,15 +49,6 @@ use crate::value::Value;
 
 /// Chunk keys whose sightings are remembered.
 const SIGHTINGS: usize = 1 << 14;
-/// Op signatures remembered as seen.
-const SIGNATURES: usize = 1 << 16;
-
-/// A compile's fixed cost in ops: compiling one more program takes about as
-/// long as compiling this many more ops in one. On the XLA CPU plugin here,
-/// a single op's program compiles in 20-40 ms, a 10-op elementwise chunk in
-/// 42 ms, and an 86-call training step (forward, backward, SGD) in 300-500
-/// ms, where its 27 calls of new sizes compile in 600-700 ms one by one.
-const OPS_PER_PROGRAM_COMPILE: usize = 4;
 
 /// What a stream remembers of the fused chunks it has run.
 pub(super) struct Tiers {
@@ -76,10 +63,6 @@ pub(super) struct Tiers {
     structures: LruCache<u64, Vec<u64>, FxBuild>,
     /// Launching the parts of a split chunk (`run_parts`).
     in_split: bool,
-    /// The exact signatures of the ops of the chunks run without a program
-    /// in memory: an op whose sizes are new to the stream has no program of
-    /// its own yet (`resized_program`).
-    signatures: LruCache<u64, (), FxBuild>,
 }
 
 /// What a chunk is made of: `structure` hashes its ops without their sizes
@@ -168,10 +151,6 @@ impl Default for Tiers {
                 FxBuild::default(),
             ),
             in_split: false,
-            signatures: LruCache::with_hasher(
-                NonZeroUsize::new(SIGNATURES).unwrap_or(NonZeroUsize::MIN),
-                FxBuild::default(),
-            ),
         }
     }
 }
@@ -210,28 +189,6 @@ fn split_at_changes(launches: &[Launch], changed: &[bool]) -> Vec<Range<usize>> 
     parts
 }
 
-/// Whether compiling a chunk split into `parts` as one program costs less
-/// than its parts' compiles (per launch: `changed` since the structure last
-/// ran, `new_sizes` never seen by the stream). A compile costs a fixed part
-/// plus a part per op, the fixed part about `OPS_PER_PROGRAM_COMPILE` ops'
-/// worth. Split, each part with an op of new sizes is a new program (a part
-/// whose ops all ran before, in any chunk, may have its program: not
-/// counted, nor are the parts without a change, compiled once as chunks of
-/// their own); whole, the chunk is one program, whose compile also covers
-/// the unchanged launches. So the whole is cheaper when the fixed parts it
-/// saves outweigh the unchanged launches it adds. Counting only new sizes
-/// bounds the whole compiles: a loop over lengths drawn from a set compiles
-/// a whole chunk at each length's first sight, then splits, and its calls'
-/// programs serve every pair of lengths a chunk may hold.
-fn whole_compile_is_cheaper(parts: &[Range<usize>], changed: &[bool], new_sizes: &[bool]) -> bool {
-    let new_programs = parts
-        .iter()
-        .filter(|part| new_sizes[(*part).clone()].contains(&true))
-        .count();
-    let unchanged = changed.iter().filter(|c| !**c).count();
-    new_programs >= 2 && (new_programs - 1) * OPS_PER_PROGRAM_COMPILE >= unchanged
-}
-
 /// Whether a chunk's launches come from more than one API call.
 pub(super) fn several_calls(launches: &[Launch]) -> bool {
     launches
@@ -262,10 +219,6 @@ impl Stream {
             return Ok(p);
         }
         let Shapes { structure, exact } = Shapes::of(launches);
-        let new_sizes: Vec<bool> = exact
-            .iter()
-            .map(|e| st.tiers.signatures.put(*e, ()).is_none())
-            .collect();
         let before = st.tiers.structures.put(structure, exact.clone());
         // The first chunk after a drift compares with no chunk of before it.
         let refit = std::mem::take(&mut st.trace.refit);
@@ -276,18 +229,14 @@ impl Stream {
             let changed: Vec<bool> = before.iter().zip(&exact).map(|(b, n)| b != n).collect();
             let parts = split_at_changes(launches, &changed);
             if parts.len() > 1 {
+                Counters::add(&rt.counters.chunks_split, 1);
                 // Most of its ops changed sizes (constants aside)?
                 let (ops, changed_ops) = launches
                     .iter()
                     .zip(&changed)
                     .filter(|(l, _)| !matches!(l.node.op, Op::Full { .. }))
                     .fold((0, 0), |(n, k), (_, c)| (n + 1, k + usize::from(*c)));
-                let resized = 2 * changed_ops > ops;
-                if let Some(p) = self.resized_program(rt, st, graph, &parts, &changed, &new_sizes) {
-                    return Ok(p);
-                }
-                Counters::add(&rt.counters.chunks_split, 1);
-                st.chunk_resized(resized);
+                st.chunk_resized(2 * changed_ops > ops);
                 return Err(parts);
             }
         }
@@ -300,51 +249,6 @@ impl Stream {
             Counters::add(&rt.counters.chunks_op_by_op, 1);
             calls(launches)
         })
-    }
-
-    /// A chunk some of whose ops changed sizes since its structure last ran
-    /// (a loop over inputs of a new length each time), compiled as one
-    /// program here, now, when that costs less than running it as `parts`
-    /// (`whole_compile_is_cheaper`: each part with ops of sizes new to the
-    /// stream is a new program, and a compile costs a fixed part plus a part
-    /// per op). A decode step whose mask grows changes
-    /// two calls of hundreds of ops: split, its bulk keeps one program. A
-    /// loop whose every op changed size compiles one program an iteration
-    /// where strict mode compiles one a call. Should the sizes come back,
-    /// the chunk's program is in the cache as its parts' would be. Like the
-    /// compile of a hot chunk in deterministic mode, it depends on the op
-    /// stream alone. `None`: split it (cheaper; or the compile failed, and
-    /// its ops report the error one by one, each at its own line).
-    fn resized_program(
-        &self,
-        rt: &Runtime,
-        st: &mut StreamState,
-        graph: &Graph,
-        parts: &[Range<usize>],
-        changed: &[bool],
-        new_sizes: &[bool],
-    ) -> Option<Arc<Program>> {
-        if st.tiers.in_split || !whole_compile_is_cheaper(parts, changed, new_sizes) {
-            return None;
-        }
-        let key = graph.key_hash();
-        if rt.compiler.failed(key) {
-            return None;
-        }
-        match rt.cache.get(graph, &rt.counters) {
-            Ok(p) => {
-                if st.tiers.keys.insert(key) {
-                    Counters::add(&rt.counters.chunk_keys, 1);
-                }
-                Counters::add(&rt.counters.resized_chunks_compiled, 1);
-                st.chunk_resized(false);
-                Some(p)
-            }
-            Err(_) => {
-                rt.compiler.mark_failed(key);
-                None
-            }
-        }
     }
 
     /// Counts a sighting of a chunk without a program: its program if the
@@ -543,65 +447,5 @@ fn detached(node: &TraceNode, inputs: SmallVec<[Arc<Value>; 3]>) -> TraceNode {
         lift: node.lift,
         call: node.call,
         signature: node.signature,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// `calls` calls of `per_call` launches each; the calls listed in
-    /// `changed_calls` changed sizes. The parts as `split_at_changes` makes
-    /// them (each changed call alone, the runs between them one part each),
-    /// and the launches' flags.
-    fn split(
-        calls: usize,
-        per_call: usize,
-        changed_calls: &[usize],
-    ) -> (Vec<Range<usize>>, Vec<bool>) {
-        let mut parts: Vec<Range<usize>> = vec![];
-        let mut changed = vec![];
-        for call in 0..calls {
-            let is_changed = changed_calls.contains(&call);
-            changed.extend(std::iter::repeat_n(is_changed, per_call));
-            let range = call * per_call..(call + 1) * per_call;
-            match parts.last_mut() {
-                Some(last) if !is_changed && !changed[last.start] => last.end = range.end,
-                _ => parts.push(range),
-            }
-        }
-        (parts, changed)
-    }
-
-    #[test]
-    fn a_chunk_whose_calls_mostly_changed_compiles_whole() {
-        // A loop over a new length each time: 7 of 10 one-op calls changed.
-        let (parts, changed) = split(10, 1, &[1, 2, 3, 4, 5, 6, 7]);
-        assert!(whole_compile_is_cheaper(&parts, &changed, &changed));
-        // A training step over a new sequence length: 27 of 86 calls changed
-        // (the optimizer and the classifier head keep their sizes).
-        let (parts, changed) = split(86, 1, &(0..27).map(|c| c * 3).collect::<Vec<_>>());
-        assert!(whole_compile_is_cheaper(&parts, &changed, &changed));
-        // The same step over lengths seen before (in other chunks): its
-        // calls may have their programs; only the one of a new length counts.
-        let new_sizes: Vec<bool> = (0..86).map(|c| c == 3).collect();
-        assert!(!whole_compile_is_cheaper(&parts, &changed, &new_sizes));
-    }
-
-    #[test]
-    fn a_decode_step_with_a_few_changed_calls_is_split() {
-        // Two changed calls (the growing mask's slice and cat) in 300 ops.
-        let (parts, changed) = split(150, 2, &[3, 140]);
-        assert!(!whole_compile_is_cheaper(&parts, &changed, &changed));
-        // One changed call: splitting compiles one program, as would the whole.
-        let (parts, changed) = split(3, 1, &[1]);
-        assert!(!whole_compile_is_cheaper(&parts, &changed, &changed));
-        // Three changed calls of 20 ops between long unchanged runs: their
-        // three compiles cost less than one of the whole 200-op chunk.
-        let (parts, changed) = split(10, 20, &[0, 5, 9]);
-        assert!(!whole_compile_is_cheaper(&parts, &changed, &changed));
-        // The same three calls alone in a chunk: one compile instead of three.
-        let (parts, changed) = split(3, 20, &[0, 1, 2]);
-        assert!(whole_compile_is_cheaper(&parts, &changed, &changed));
     }
 }
