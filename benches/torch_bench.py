@@ -10,8 +10,8 @@ Workloads (as the Rust modes bench), "classic":
 Configurations are interleaved in short bursts, round by round (this machine
 is noisy); each figure is the median over rounds and each ratio the median of
 the rounds' own ratios. Then the model-sized workloads of
-torch_workloads.py: generate, gpt_train, two_threads, compile_heavy;
-torch_stages.py: per_op, replay, step_phases; torch_compiled.py: compiled,
+torch_workloads.py: generate, gpt_train, two_threads; torch_compile_heavy.py:
+compile_heavy; torch_stages.py: per_op, replay, step_phases; torch_compiled.py: compiled,
 cpu_heap and llm (torch.compile with backend="tpu" next to fused eager and
 CPU eager).
 Writes target/bench/torch.json; numerical checks are reported in it
@@ -33,12 +33,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import eagertpu
+from torch_compile_heavy import RUNS as COMPILE_HEAVY_RUNS
 from torch_compiled import RUNS as COMPILED_RUNS
 from torch_stages import RUNS as STAGE_RUNS
 from torch_workloads import RUNS as MODEL_RUNS
 from torch_workloads import chain_ops, device_of, enter, median_ratio, settle
 
-RUNS = {**MODEL_RUNS, **STAGE_RUNS, **COMPILED_RUNS}
+RUNS = {**MODEL_RUNS, **COMPILE_HEAVY_RUNS, **STAGE_RUNS, **COMPILED_RUNS}
 
 CONFIGS = ["cpu", "debug", "strict", "fused"]
 
