@@ -516,6 +516,76 @@ fn a_chunk_run_op_by_op_runs_the_programs_strict_mode_compiled() {
     assert!(out.contains("OP_BY_OP 1 COMPILES 0"), "{out}");
 }
 
+/// A step whose middle is one op of the caller's (`as_one_op`, as a
+/// `_foreach` op over a list of tensors is): each `ts[i] * 2 + ts[0] * 1.5`
+/// in one scope, then their sum less 0.5, read back.
+fn scoped_step(ts: &[Tensor]) -> Vec<f32> {
+    let a = (&ts[0] * 1.5).unwrap();
+    let ys = eagertpu::as_one_op(|| {
+        ts.iter()
+            .map(|t| (&(t * 2.0).unwrap() + &a).unwrap())
+            .collect::<Vec<_>>()
+    })
+    .unwrap();
+    let mut total = ys[0].clone();
+    for y in &ys[1..] {
+        total = (&total + y).unwrap();
+    }
+    (&total - 0.5).unwrap().to_vec::<f32>().unwrap()
+}
+
+fn scoped_step_reference(xs: &[Host]) -> Vec<f64> {
+    let f = |v: f64| round(DType::F32, v);
+    (0..xs[0].data.len())
+        .map(|j| {
+            let a = f(xs[0].data[j] * 1.5);
+            let ys = xs.iter().map(|x| f(f(x.data[j] * 2.0) + a));
+            f(ys.reduce(|s, y| f(s + y)).unwrap_or(0.0) - 0.5)
+        })
+        .collect()
+}
+
+#[test]
+fn child_scoped_op_by_op() {
+    if !is_child("child_scoped_op_by_op") {
+        return;
+    }
+    let xs: Vec<Host> = (0..5)
+        .map(|i| Host::random(DType::F32, &[3, 7], 60 + i))
+        .collect();
+    let ts: Vec<Tensor> = xs.iter().map(Host::tensor).collect();
+    let want = scoped_step_reference(&xs);
+    let before = metrics().unwrap();
+    {
+        let _m = in_mode(Mode::Strict);
+        assert_matches("strict", &scoped_step(&ts), &want);
+    }
+    let strict = metrics().unwrap();
+    let _m = in_mode(Mode::Fused);
+    assert_matches("fused", &scoped_step(&ts), &want);
+    let fused = metrics().unwrap();
+    println!(
+        "OP_BY_OP {} COMPILES {} EXECUTIONS {} {}",
+        fused.chunks_op_by_op - strict.chunks_op_by_op,
+        fused.compiles - strict.compiles,
+        strict.executions - before.executions,
+        fused.executions - strict.executions
+    );
+}
+
+#[test]
+fn a_chunk_run_op_by_op_runs_a_scope_as_the_one_program_strict_mode_ran() {
+    // Strict mode runs the scope's ten ops as one program; a fused chunk
+    // seen once runs it as that program too, not as ten new ones.
+    let (ok, out) = child("child_scoped_op_by_op", &[]);
+    assert!(ok, "{out}");
+    // Strict: `a`, the scope, four adds, the subtraction.
+    assert!(
+        out.contains("OP_BY_OP 1 COMPILES 0 EXECUTIONS 7 7"),
+        "{out}"
+    );
+}
+
 /// A `generate()`-like call run four times: 24 decode steps, each slicing
 /// the last entry of a tensor that grows by one entry per step, running a
 /// 100-op fixed-shape body on it and reading a scalar back; a call is 2,600

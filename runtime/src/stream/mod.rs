@@ -106,6 +106,9 @@ pub(super) struct Trace {
     /// The drift just ended: the next chunk is not split by comparing it
     /// with the last one of before the drift.
     refit: bool,
+    /// The `OneOp` scope this thread recorded its last call in, and that
+    /// call's number: the calls of one scope share it (`TraceNode::call`).
+    scope_call: Option<(u64, u32)>,
 }
 
 impl Trace {
@@ -120,6 +123,7 @@ impl Trace {
             drift: None,
             resized_in_a_row: 0,
             refit: false,
+            scope_call: None,
         }
     }
 }
@@ -143,7 +147,13 @@ fn this_thread_trace() -> u32 {
 thread_local! {
     /// How many `OneOp` scopes this thread is in.
     static ONE_OP_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    /// The outermost scope this thread is in (its number in
+    /// `ONE_OP_SCOPES`); 0 outside any.
+    static ONE_OP_SCOPE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
+
+/// Outermost `OneOp` scopes entered, by any thread (numbers them).
+static ONE_OP_SCOPES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// While alive, the calls this thread records are one op to debug and
 /// strict modes: they are not cut after each call, and when the outermost
@@ -161,7 +171,14 @@ impl OneOp {
 
     /// Enters a scope with no guard (the C ABI's: [`OneOp::leave`] ends it).
     pub(crate) fn begin() {
-        ONE_OP_DEPTH.with(|d| d.set(d.get() + 1));
+        let depth = ONE_OP_DEPTH.with(|d| {
+            d.set(d.get() + 1);
+            d.get()
+        });
+        if depth == 1 {
+            let scope = ONE_OP_SCOPES.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            ONE_OP_SCOPE.with(|s| s.set(scope));
+        }
     }
 
     /// Leaves a scope entered without a guard; false if this thread is in
@@ -179,6 +196,12 @@ impl OneOp {
     /// How many scopes this thread is in.
     pub(crate) fn depth() -> u32 {
         ONE_OP_DEPTH.with(|d| d.get())
+    }
+
+    /// The outermost scope this thread is in, if any (a number no other
+    /// scope of any thread has).
+    fn current() -> Option<u64> {
+        (OneOp::depth() > 0).then(|| ONE_OP_SCOPE.with(|s| s.get()))
     }
 }
 
@@ -285,8 +308,7 @@ impl Stream {
     ) -> Result<(Arc<Value>, Option<Bound>)> {
         st.enter();
         let before = st.trace.nodes.len();
-        st.calls = st.calls.wrapping_add(1);
-        let call = st.calls;
+        let call = st.call_number();
         let in_graph = st.in_graph();
         let fed = st.compares_plans(rt).then_some(before);
         let mut rec = Recorder {
@@ -691,6 +713,22 @@ impl Stream {
 }
 
 impl StreamState {
+    /// The number of the API call being recorded: a new one, or, inside a
+    /// `OneOp` scope, the number of the scope's first call. A `_foreach` op
+    /// or an optimizer step is one call to strict mode (one program), and so
+    /// to a fused chunk run op by op: the same program, not one per tensor.
+    fn call_number(&mut self) -> u32 {
+        let scope = OneOp::current();
+        match (scope, self.trace.scope_call) {
+            (Some(scope), Some((last, call))) if scope == last => call,
+            _ => {
+                self.calls = self.calls.wrapping_add(1);
+                self.trace.scope_call = scope.map(|scope| (scope, self.calls));
+                self.calls
+            }
+        }
+    }
+
     fn new(limits: fusion::policy::WindowLimits) -> StreamState {
         StreamState {
             trace: Trace::new(limits),
