@@ -256,6 +256,77 @@ fn chunks_that_never_repeat_never_compile_a_program_of_their_own() {
     assert!(lines[6].contains("promotions 1"), "{out}");
 }
 
+/// A loop whose shapes change every iteration, its middle one op of the
+/// caller's (`as_one_op`, as a `_foreach` op): iteration `i` scales four
+/// (3, 5 + i) tensors and takes their exponentials in one scope, then reads
+/// the sum of all four. Prints each iteration's executions.
+fn drifting_scopes(mode: Mode, offset: i64) {
+    let _m = in_mode(mode);
+    for i in 0..10i64 {
+        let columns = 5 + i + offset;
+        let xs: Vec<Tensor> = (0..4)
+            .map(|k| Tensor::full(&[3, columns], 0.25 * (k + 1) as f64, DType::F32).unwrap())
+            .collect();
+        let before = metrics().unwrap();
+        let ys = eagertpu::as_one_op(|| {
+            xs.iter()
+                .map(|x| (x * 2.0).unwrap().exp().unwrap())
+                .collect::<Vec<_>>()
+        })
+        .unwrap();
+        let mut total = ys[0].sum_all().unwrap();
+        for y in &ys[1..] {
+            total = (&total + &y.sum_all().unwrap()).unwrap();
+        }
+        let got = total.item::<f32>().unwrap() as f64;
+        let want: f64 = (0..4)
+            .map(|k| 3.0 * columns as f64 * (0.5 * (k + 1) as f64).exp())
+            .sum();
+        assert!(
+            (got - want).abs() < 1e-4 * want,
+            "{mode} {i}: {got} vs {want}"
+        );
+        let after = metrics().unwrap();
+        println!(
+            "{mode} {i} executions {}",
+            after.executions - before.executions
+        );
+    }
+}
+
+#[test]
+fn child_drifting_scopes() {
+    if !is_child("child_drifting_scopes") {
+        return;
+    }
+    drifting_scopes(Mode::Strict, 0);
+    // Other sizes than strict mode's: nothing found compiled.
+    drifting_scopes(Mode::Fused, 100);
+    println!("DRIFTING {}", metrics().unwrap().drifting_calls);
+}
+
+#[test]
+fn a_drifting_loop_runs_a_scope_as_one_program_as_strict_mode_does() {
+    let (ok, out) = child("child_drifting_scopes", POOL);
+    assert!(ok, "{out}");
+    assert!(
+        !out.contains("DRIFTING 0\n"),
+        "the loop never drifted: {out}"
+    );
+    let executions = |mode: &str, i: i64| -> u64 {
+        let prefix = format!("{mode} {i} executions ");
+        let line = out.lines().find_map(|l| l.strip_prefix(&prefix));
+        line.and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {prefix}: {out}"))
+    };
+    // Strict mode: the scope, four sums, three adds. Once fused mode
+    // drifts (from its third iteration), the same eight programs.
+    for i in 3..10 {
+        assert_eq!(executions("strict", i), 8, "{out}");
+        assert_eq!(executions("fused", i), 8, "iteration {i}: {out}");
+    }
+}
+
 /// A decode-like loop: each step reads the last entry of a tensor that grows
 /// by one entry per step, runs a fixed-shape body on it, and reads a scalar
 /// back (as `generate()` reads its stop flag). Prints, per step, [op by op,

@@ -157,10 +157,8 @@ fn end_one_op_scope() -> Result<()> {
         return Ok(());
     }
     let rt = context::get()?;
-    let wait = match rt.effective_mode() {
-        Mode::Fused => return Ok(()),
-        mode => mode == Mode::Debug,
-    };
+    // Fused mode launches it only while its trace drifts (`Stream::end_one_op`).
+    let wait = rt.effective_mode() == Mode::Debug;
     for s in &rt.streams {
         s.end_one_op(rt, wait)?;
     }

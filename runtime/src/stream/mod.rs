@@ -350,8 +350,11 @@ impl Stream {
                     for node in &trace.nodes[before..] {
                         drift.record(tiers::exact_signature(node));
                     }
-                    // Launched now, as strict mode launches the call.
-                    cut = Some(CutReason::EveryOp);
+                    // Launched now, as strict mode launches the call (the
+                    // calls of a `OneOp` scope, at its end: one program).
+                    if OneOp::depth() == 0 {
+                        cut = Some(CutReason::EveryOp);
+                    }
                     Counters::add(&rt.counters.drifting_calls, 1);
                 }
                 for i in before..trace.nodes.len() {
@@ -379,11 +382,16 @@ impl Stream {
 
     /// Cuts what this thread recorded in a [`OneOp`] scope that ended, as
     /// debug and strict modes cut one op: launched as one program (and, with
-    /// `wait`, the debug mode's, waited for).
+    /// `wait`, the debug mode's, waited for). Fused mode cuts as its window
+    /// says, except while its trace drifts: then it launches each call as
+    /// strict mode does, and so a scope's calls at the scope's end.
     pub(crate) fn end_one_op(&self, rt: &Runtime, wait: bool) -> Result<()> {
         let mut st = lock(&self.state);
         st.enter();
         if st.in_graph() || st.trace.nodes.is_empty() {
+            return Ok(());
+        }
+        if rt.effective_mode() == Mode::Fused && st.trace.drift.is_none() {
             return Ok(());
         }
         self.flush(rt, &mut st, CutReason::EveryOp, wait)
