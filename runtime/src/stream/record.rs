@@ -27,8 +27,9 @@ pub(super) struct TraceNode {
     /// A scalar (`Op::Full`) that is a parameter whatever its value, even 0,
     /// 1 or -1: an RNG key. Its value is no part of the op's signature either.
     pub(super) lift: bool,
-    /// The API call that recorded it (a per-stream sequence number): a chunk
-    /// run op by op runs each call's nodes as one program, as strict mode does.
+    /// The API call that recorded it (a per-stream sequence number; the
+    /// calls of one `OneOp` scope share the first one's): a chunk run op by
+    /// op runs each call's nodes as one program, as strict mode does.
     pub(super) call: u32,
     /// What the window compares (`signature_of`); 0 outside fused mode.
     pub(super) signature: u64,

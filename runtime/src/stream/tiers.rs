@@ -155,8 +155,9 @@ impl Default for Tiers {
     }
 }
 
-/// The ranges of a chunk's launches recorded by one API call each: what a
-/// chunk runs as when it runs op by op (the programs strict mode runs).
+/// The ranges of a chunk's launches recorded by one API call (or one
+/// `OneOp` scope) each: what a chunk runs as when it runs op by op (the
+/// programs strict mode runs).
 pub(super) fn calls(launches: &[Launch]) -> Vec<std::ops::Range<usize>> {
     let mut out: Vec<std::ops::Range<usize>> = vec![];
     for (i, l) in launches.iter().enumerate() {
