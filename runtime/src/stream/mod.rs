@@ -387,11 +387,13 @@ impl Stream {
     /// strict mode does, and so a scope's calls at the scope's end.
     pub(crate) fn end_one_op(&self, rt: &Runtime, wait: bool) -> Result<()> {
         let mut st = lock(&self.state);
-        st.enter();
-        if st.in_graph() || st.trace.nodes.is_empty() {
+        // This thread's trace is not made the active one unless it drifts:
+        // it may have recorded nothing here (another device's stream).
+        if rt.effective_mode() == Mode::Fused && !st.drifts(this_thread_trace()) {
             return Ok(());
         }
-        if rt.effective_mode() == Mode::Fused && st.trace.drift.is_none() {
+        st.enter();
+        if st.in_graph() || st.trace.nodes.is_empty() {
             return Ok(());
         }
         self.flush(rt, &mut st, CutReason::EveryOp, wait)
@@ -756,6 +758,17 @@ impl StreamState {
     /// Makes the calling thread's trace the active one, to record into it;
     /// taking over from another thread, notes whether the host is crowded
     /// (`crowding`).
+    /// Whether thread `key`'s trace drifts (its sizes change at every
+    /// iteration: `Trace::drift`).
+    fn drifts(&self, key: u32) -> bool {
+        if key == self.active {
+            return self.trace.drift.is_some();
+        }
+        self.parked
+            .iter()
+            .any(|(k, t)| *k == key && t.drift.is_some())
+    }
+
     fn enter(&mut self) {
         let key = this_thread_trace();
         if key == self.active {
