@@ -147,13 +147,11 @@ fn this_thread_trace() -> u32 {
 thread_local! {
     /// How many `OneOp` scopes this thread is in.
     static ONE_OP_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-    /// The outermost scope this thread is in (its number in
-    /// `ONE_OP_SCOPES`); 0 outside any.
+    /// Outermost `OneOp` scopes this thread has entered: the number of the
+    /// one it is in, if any. (A trace is one thread's, so the number need
+    /// not be unique across threads.)
     static ONE_OP_SCOPE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
-
-/// Outermost `OneOp` scopes entered, by any thread (numbers them).
-static ONE_OP_SCOPES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// While alive, the calls this thread records are one op to debug and
 /// strict modes: they are not cut after each call, and when the outermost
@@ -176,8 +174,7 @@ impl OneOp {
             d.get()
         });
         if depth == 1 {
-            let scope = ONE_OP_SCOPES.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-            ONE_OP_SCOPE.with(|s| s.set(scope));
+            ONE_OP_SCOPE.with(|s| s.set(s.get().wrapping_add(1)));
         }
     }
 
@@ -199,7 +196,7 @@ impl OneOp {
     }
 
     /// The outermost scope this thread is in, if any (a number no other
-    /// scope of any thread has).
+    /// scope of this thread has).
     fn current() -> Option<u64> {
         (OneOp::depth() > 0).then(|| ONE_OP_SCOPE.with(|s| s.get()))
     }
@@ -755,9 +752,6 @@ impl StreamState {
         }
     }
 
-    /// Makes the calling thread's trace the active one, to record into it;
-    /// taking over from another thread, notes whether the host is crowded
-    /// (`crowding`).
     /// Whether thread `key`'s trace drifts (its sizes change at every
     /// iteration: `Trace::drift`).
     fn drifts(&self, key: u32) -> bool {
@@ -769,6 +763,9 @@ impl StreamState {
             .any(|(k, t)| *k == key && t.drift.is_some())
     }
 
+    /// Makes the calling thread's trace the active one, to record into it;
+    /// taking over from another thread, notes whether the host is crowded
+    /// (`crowding`).
     fn enter(&mut self) {
         let key = this_thread_trace();
         if key == self.active {
